@@ -1,0 +1,231 @@
+"""``curate``: the command line.
+
+One subcommand per stage (built from the stage's Settings dataclass, so flags and job YAML never
+drift), ``curate run JOB.yaml`` for a whole job, and the tools in ``app/commands/`` (verify, merge,
+report, bench, ...). Bad usage exits 2 with one line; bad data exits 1 with one line naming the
+file and row; ``--debug`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import importlib.util
+import logging
+import os
+import sys
+import typing
+
+from modules.errors import CurateError, SettingsError
+from modules.stage import IOSettings, field_types, settings_from_mapping
+
+log = logging.getLogger("curate")
+
+#: commands that are not stages: name -> module under app/commands with add_arguments() and main()
+COMMANDS = {
+    "verify": "app.commands.verify",
+    "merge": "app.commands.merge",
+    "report": "app.commands.report",
+    "train-classifier": "app.commands.train_classifier",
+    "bench": "app.commands.bench",
+}
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, but usage errors are SettingsErrors: one line, exit code 2."""
+
+    def error(self, message):
+        raise SettingsError(f"{self.prog}: {message}")
+
+
+# --------------------------------------------------------------------------- shared options
+
+
+def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("cluster")
+    g.add_argument("--cluster", default="local",
+                   help="local (default), mpi (under mpirun/srun), a scheduler file, or tcp://host:port")
+    g.add_argument("--workers", type=int, default=None, help="local cluster: worker processes (default: one per core)")
+    g.add_argument("--threads-per-worker", type=int, default=1, help="threads per worker (default 1)")
+    g.add_argument("--memory-limit", default=None, help="memory limit per worker, e.g. 4GiB (default: even split)")
+    g.add_argument("--dashboard-address", default=None,
+                   help="dashboard host:port (local default 127.0.0.1:8787, or a free port; mpi default :8787)")
+    g.add_argument("--local-directory", default=None, help="scratch space for workers (spilling)")
+
+
+def cluster_settings(args):
+    from app.cluster import ClusterSettings
+
+    return ClusterSettings(
+        mode=args.cluster, workers=args.workers, threads_per_worker=args.threads_per_worker,
+        memory_limit=args.memory_limit, dashboard_address=args.dashboard_address,
+        local_directory=args.local_directory,
+    )
+
+
+def add_settings_arguments(p: argparse.ArgumentParser, cls, title: str, skip=()) -> None:
+    """One flag per dataclass field; values stay None unless given, so the dataclass defaults apply."""
+    g = p.add_argument_group(title)
+    hints = field_types(cls)
+    for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        default = f.default if f.default is not dataclasses.MISSING else None
+        helptext = f.metadata.get("help", "")
+        if default not in (None, "", ()):
+            helptext += f" (default: {default if not isinstance(default, tuple) else ','.join(map(str, default))})"
+        tp = hints[f.name]
+        is_bool = tp is bool or (typing.get_origin(tp) in (typing.Union,) and bool in typing.get_args(tp))
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        if is_bool:
+            g.add_argument(flag, dest=f"{cls.__name__}.{f.name}", action=argparse.BooleanOptionalAction,
+                           default=None, help=helptext)
+        else:
+            g.add_argument(flag, dest=f"{cls.__name__}.{f.name}", default=None, required=required,
+                           choices=f.metadata.get("choices"), metavar=f.metadata.get("metavar"), help=helptext)
+
+
+def collect_settings(args, cls, where: str):
+    prefix = f"{cls.__name__}."
+    values = {k[len(prefix):]: v for k, v in vars(args).items() if k.startswith(prefix) and v is not None}
+    return settings_from_mapping(cls, values, where)
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def build_parser() -> ArgumentParser:
+    from modules import registry
+
+    parser = ArgumentParser(prog="curate", description="Turn raw text data into Megatron token files, on Dask.")
+    parser.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
+
+    p = sub.add_parser("run", help="run a job: a YAML list of stages")
+    p.add_argument("job", help="job YAML file")
+    p.add_argument("--output", help="output directory (default: the job's 'output')")
+    p.add_argument("--force", action="store_true", help="rerun every stage even when its output is up to date")
+    p.add_argument("--stop-after", type=int, default=None, metavar="K", help="stop after stage K")
+    add_io_overrides(p)
+    add_cluster_arguments(p)
+    p.set_defaults(handler=cmd_run)
+
+    groups: dict[str, argparse._SubParsersAction] = {}
+    for name in registry.available():
+        cls = registry.get(name)
+        words = cls.cli or (name,)
+        parent = sub
+        for word in words[:-1]:
+            if word not in groups:
+                gp = parent.add_parser(word, help=f"{word} stages")
+                groups[word] = gp.add_subparsers(dest=f"{word}_kind", metavar="KIND", parser_class=ArgumentParser,
+                                                 required=True)
+            parent = groups[word]
+        sp = parent.add_parser(words[-1], help=cls.help or name, description=cls.__doc__)
+        if cls.takes_input:
+            sp.add_argument("--input", nargs="+", required=True, metavar="PATH",
+                            help="files, directories or globs")
+        sp.add_argument("--output", required=True, help="output directory")
+        sp.add_argument("--force", action="store_true", help="rerun even when the output is up to date")
+        add_settings_arguments(sp, cls.Settings, f"{name} settings")
+        add_settings_arguments(sp, IOSettings, "input/output",
+                               skip={f.name for f in dataclasses.fields(cls.Settings)})
+        add_cluster_arguments(sp)
+        sp.set_defaults(handler=cmd_stage, stage=name)
+
+    for name, module in COMMANDS.items():
+        if not registry._exists(module):
+            continue
+        mod = importlib.import_module(module)
+        sp = sub.add_parser(name, help=mod.HELP, description=mod.__doc__)
+        mod.add_arguments(sp)
+        sp.set_defaults(handler=mod.main)
+    return parser
+
+
+def add_io_overrides(p) -> None:
+    g = p.add_argument_group("input/output (override the job's io:)")
+    g.add_argument("--format", choices=("parquet", "jsonl"), default=None)
+    g.add_argument("--on-error", choices=("raise", "skip"), default=None)
+    g.add_argument("--allow-incomplete", action=argparse.BooleanOptionalAction, default=None)
+    g.add_argument("--blocksize", default=None)
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def cmd_stage(args) -> int:
+    from app import runner
+    from app.cluster import connect
+    from modules import registry
+
+    cls = registry.get(args.stage)
+    settings = collect_settings(args, cls.Settings, args.stage)
+    io = collect_settings(args, IOSettings, "io")
+    cs = cluster_settings(args)
+    inputs = tuple(getattr(args, "input", None) or ())
+    with connect(cs) as client, runner.performance_report(args.output, args.stage, client):
+        outcome = runner.run_stage(args.stage, settings, inputs, args.output, io,
+                                   compute=runner.make_compute(client), force=args.force)
+    print(runner.summary_table([outcome]))
+    print(f"curate: output in {os.path.abspath(args.output)}")
+    return 0
+
+
+def cmd_run(args) -> int:
+    from app import runner
+    from app.cluster import connect
+
+    overrides = {"format": args.format, "on_error": args.on_error,
+                 "allow_incomplete": args.allow_incomplete, "blocksize": args.blocksize}
+    job = runner.load_job(args.job, overrides)
+    output = args.output or job.output
+    if not output:
+        raise SettingsError(f"job file {args.job}: no 'output'; pass --output DIR")
+    cs = cluster_settings(args)
+    with connect(cs) as client, runner.performance_report(output, "run", client):
+        outcomes = runner.run_job(job, output, compute=runner.make_compute(client), force=args.force,
+                                  stop_after=args.stop_after)
+    print(runner.summary_table(outcomes))
+    print(f"curate: output in {os.path.abspath(outcomes[-1].output)}")
+    return 0
+
+
+def main(argv=None) -> int:
+    from app import logs
+    from app.cluster import NotClientRank
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        logs.setup(args.log_level)
+        if not getattr(args, "handler", None):
+            parser.print_help()
+            return 2
+        return int(args.handler(args) or 0)
+    except NotClientRank:
+        return 0
+    except CurateError as e:
+        if debug:
+            raise
+        print(f"curate: error: {e}", file=sys.stderr, flush=True)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("curate: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # a bug or an unexpected library failure: one line, the traceback with --debug
+        if debug:
+            raise
+        logging.getLogger("curate").debug("unexpected error", exc_info=True)
+        print(f"curate: error: {type(e).__name__}: {e} (rerun with --debug for the traceback)",
+              file=sys.stderr, flush=True)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+"""One log format for curate and Dask alike: time, host, MPI rank, level, logger, message."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+
+RANK_VARIABLES = ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID")
+
+
+def rank() -> int:
+    for var in RANK_VARIABLES:
+        if os.environ.get(var, "").isdigit():
+            return int(os.environ[var])
+    return 0
+
+
+def log_format() -> str:
+    # host and rank are fixed for a process, so they go into the format itself; distributed
+    # reads the same string from its config, which worker processes inherit through the environment.
+    return f"%(asctime)s {socket.gethostname()} r{rank()} %(levelname)s %(name)s: %(message)s"
+
+
+def setup(level: str = "INFO") -> None:
+    fmt = log_format()
+    os.environ["DASK_DISTRIBUTED__ADMIN__LOG_FORMAT"] = fmt
+    if level != "DEBUG":
+        # Dask's INFO lines (every worker start, every connection) drown ours; DEBUG shows them.
+        # Set through the environment so that worker processes inherit it.
+        os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(fmt))
+    root.addHandler(handler)
+    root.setLevel(level)
+    # distributed installs its own handler at import; make it use ours so every line looks the same
+    for name in ("distributed", "dask_mpi"):
+        lg = logging.getLogger(name)
+        for h in lg.handlers:
+            h.setFormatter(logging.Formatter(fmt))
+        if level != "DEBUG":
+            lg.setLevel(logging.WARNING)

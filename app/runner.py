@@ -1,0 +1,199 @@
+"""Running one stage, or a job (a list of stages): fingerprints, resume, summary, performance report.
+
+Stage k of a job writes ``<output>/<kk>-<stage>/`` and reads stage k-1's output (the first stage
+reads the job's ``input``). A stage whose output has ``_SUCCESS`` and the same settings fingerprint
+is skipped, so re-running a job after a crash or kill resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+import yaml
+
+from modules import dataset, registry
+from modules.errors import SettingsError
+from modules.stage import IOSettings, StageContext, coerce, fingerprint, settings_from_mapping
+
+log = logging.getLogger("curate.runner")
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    name: str
+    settings: object
+    input: tuple[str, ...] | None = None  # None: the previous stage's output
+
+
+@dataclass(frozen=True)
+class Job:
+    stages: tuple[StageSpec, ...]
+    input: tuple[str, ...] = ()
+    output: str | None = None
+    io: IOSettings = field(default_factory=IOSettings)
+    source: str = "<job>"
+
+
+def _as_inputs(value, where: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise SettingsError(f"{where} must be a path or a list of paths; got {value!r}")
+
+
+def load_job(path: str, io_overrides: dict | None = None) -> Job:
+    """Parse and validate a job YAML file completely (before any cluster starts)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = yaml.safe_load(f)
+    except FileNotFoundError:
+        raise SettingsError(f"job file {path}: no such file") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise SettingsError(f"job file {path}{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
+    if not isinstance(doc, dict):
+        raise SettingsError(f"job file {path}: expected a mapping with 'stages'")
+    unknown = sorted(set(doc) - {"input", "output", "io", "stages", "name", "description"})
+    if unknown:
+        raise SettingsError(f"job file {path}: unknown key {unknown[0]!r}")
+    io_values = dict(doc.get("io") or {})
+    io_values.update({k: v for k, v in (io_overrides or {}).items() if v is not None})
+    io = settings_from_mapping(IOSettings, io_values, f"{path}: io")
+    raw_stages = doc.get("stages")
+    if not isinstance(raw_stages, list) or not raw_stages:
+        raise SettingsError(f"job file {path}: 'stages' must be a non-empty list")
+    stages = []
+    for k, entry in enumerate(raw_stages, start=1):
+        if isinstance(entry, str):
+            name, values = entry, {}
+        elif isinstance(entry, dict) and len(entry) == 1:
+            name, values = next(iter(entry.items()))
+            values = dict(values or {})
+        else:
+            raise SettingsError(f"job file {path}: stage {k} must be a name or a one-key mapping")
+        where = f"{path}: stage {k} ({name})"
+        stage_input = _as_inputs(values.pop("input"), f"{where}.input") if "input" in values else None
+        cls = registry.get(name)
+        stages.append(StageSpec(name, settings_from_mapping(cls.Settings, values, where), stage_input))
+    job_input = _as_inputs(doc["input"], f"{path}: input") if "input" in doc else ()
+    if not job_input and stages[0].input is None:
+        raise SettingsError(f"job file {path}: no 'input' for the first stage")
+    output = doc.get("output")
+    if output is not None:
+        output = coerce(output, str, f"{path}: output")
+    return Job(tuple(stages), job_input, output, io, path)
+
+
+def stage_dir(output: str, k: int, name: str) -> str:
+    return os.path.join(output, f"{k:02d}-{name}")
+
+
+@dataclass
+class StageOutcome:
+    name: str
+    output: str
+    manifest: dict
+    skipped: bool
+    seconds: float
+
+
+def run_stage(name: str, settings, inputs, output: str, io: IOSettings, compute=None,
+              force: bool = False) -> StageOutcome:
+    """Run one stage unless its output is complete with the same fingerprint."""
+    cls = registry.get(name)
+    inputs = tuple(inputs)
+    if not cls.reads_raw_files:
+        dataset.expand_inputs(inputs, allow_incomplete=io.allow_incomplete)  # fail early, naming the input
+    fp = fingerprint(name, settings, dataset.input_identity(inputs, io.allow_incomplete), io)
+    previous = dataset.read_manifest(output)
+    if not force and dataset.is_complete(output) and previous and previous.get("fingerprint") == fp:
+        log.info("stage %s: %s is up to date (fingerprint %s); skipped", name, output, fp)
+        return StageOutcome(name, output, previous, True, 0.0)
+    log.info("stage %s: %s -> %s", name, ", ".join(inputs), output)
+    started = time.perf_counter()
+    ctx = StageContext(input=inputs, output=output, io=io, fingerprint=fp, compute=compute)
+    manifest = cls().run(settings, ctx)
+    return StageOutcome(name, output, manifest, False, time.perf_counter() - started)
+
+
+def run_job(job: Job, output: str, compute=None, force: bool = False, stop_after: int | None = None):
+    outcomes = []
+    previous_output = None
+    for k, spec in enumerate(job.stages, start=1):
+        inputs = spec.input or (job.input if k == 1 else (previous_output,))
+        out = stage_dir(output, k, spec.name)
+        outcomes.append(run_stage(spec.name, spec.settings, inputs, out, job.io, compute, force))
+        previous_output = out
+        if stop_after is not None and k >= stop_after:
+            break
+    return outcomes
+
+
+# --------------------------------------------------------------------------- presentation
+
+
+def summary_table(outcomes: list[StageOutcome]) -> str:
+    rows = [("stage", "status", "docs in", "docs out", "dropped", "seconds", "docs/s")]
+    for o in outcomes:
+        counts = o.manifest.get("counts", {})
+        dropped = ", ".join(f"{k}={v}" for k, v in counts.get("dropped", {}).items()) or "-"
+        secs = o.seconds if not o.skipped else o.manifest.get("timings", {}).get("seconds", 0.0)
+        rate = counts.get("in", 0) / secs if secs else 0.0
+        rows.append((
+            os.path.basename(o.output),
+            "skipped" if o.skipped else "ran",
+            str(counts.get("in", "")),
+            str(counts.get("out", "")),
+            dropped,
+            f"{secs:.1f}",
+            f"{rate:,.0f}",
+        ))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def make_compute(client, show_progress: bool | None = None):
+    """A compute function for stages: submit to the client, show a progress bar on a terminal."""
+    if show_progress is None:
+        show_progress = sys.stderr.isatty()
+
+    def compute(*collections):
+        import dask
+
+        if client is None:
+            return dask.compute(*collections)
+        futures = client.compute(list(collections))
+        if show_progress:
+            from distributed import progress
+
+            progress(futures)
+            print(file=sys.stderr)
+        return tuple(client.gather(futures))
+
+    return compute
+
+
+@contextlib.contextmanager
+def performance_report(output: str, label: str, client):
+    """Save Dask's performance report (HTML) under ``<output>/_reports/``."""
+    if client is None:
+        yield None
+        return
+    from distributed import performance_report as report
+
+    folder = os.path.join(output, "_reports")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"{time.strftime('%Y%m%d-%H%M%S')}-{label}.html")
+    with report(filename=path):
+        yield path
+    log.info("performance report: %s", path)
+

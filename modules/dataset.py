@@ -1,0 +1,541 @@
+"""The dataset contract: reading and writing document datasets.
+
+A document dataset is a Dask DataFrame with at least ``id`` (string, unique, stable across re-runs)
+and ``text`` (string), plus metadata columns (``url``, ``source``, ``language``, ...).
+
+Reading (``read_dataset``) takes files, directories or globs of JSONL (``.jsonl``, ``.jsonl.gz``,
+``.jsonl.zst``) or Parquet. Every frame it returns carries two internal columns, ``_reason`` and
+``_detail``, that are NA for good rows. With ``on_error="skip"`` a bad input line becomes a row whose
+``_reason`` says why (``invalid_json``, ``invalid_utf8``, ``not_an_object``, ``missing_text``) and whose
+``_detail`` names the file and line; with ``on_error="raise"`` it fails the run with that same line.
+Stages mark the rows they drop the same way (:func:`mark_dropped`).
+
+Writing (``write_dataset``) produces one directory per stage::
+
+    part-00000.parquet ...     one file per partition, each written to a temp name then renamed
+    _rejects/part-00000.parquet  rows with a _reason (only partitions that had any)
+    manifest.json              stage, settings, input, counts in/out/dropped by reason, schema, timings
+    _SUCCESS                   empty, written last; readers refuse a directory without it
+
+A generated id (when the input has none) is ``<file>:<byte offset of the line>``, the file named
+relative to the input's common folder: stable across re-runs and independent of the block size.
+"""
+
+from __future__ import annotations
+
+import glob as globlib
+import gzip
+import io
+import json
+import logging
+import os
+import socket
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from modules.errors import DataError, SettingsError
+from modules.stage import REASON, IOSettings, parse_bytes, settings_dict
+
+log = logging.getLogger(__name__)
+
+#: every string column uses Dask's own string dtype (Arrow-backed, NA for missing), so a frame we
+#: build and the meta Dask derives always agree
+STRING = pd.StringDtype("pyarrow")
+DETAIL = "_detail"
+INTERNAL = (REASON, DETAIL)
+SUCCESS = "_SUCCESS"
+MANIFEST = "manifest.json"
+REJECTS = "_rejects"
+JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".json.gz", ".ndjson")
+PARQUET_SUFFIXES = (".parquet",)
+#: how many good records of the first input piece are read to infer the schema
+SCHEMA_SAMPLE = 1000
+
+
+# --------------------------------------------------------------------------- input discovery
+
+
+def expand_inputs(specs, allow_incomplete: bool = False) -> list[str]:
+    """Files named by a file, a directory (a stage output) or a glob, sorted, without duplicates."""
+    if isinstance(specs, (str, os.PathLike)):
+        specs = [specs]
+    files: list[str] = []
+    for spec in map(str, specs):
+        if os.path.isdir(spec):
+            files.extend(_dataset_dir_files(spec, allow_incomplete))
+        elif os.path.isfile(spec):
+            files.append(spec)
+        elif globlib.has_magic(spec):
+            hits = sorted(p for p in globlib.glob(spec, recursive=True) if os.path.isfile(p) and _kind(p))
+            if not hits:
+                raise SettingsError(f"input {spec}: no JSONL or Parquet file matches")
+            files.extend(hits)
+        else:
+            raise SettingsError(f"input {spec}: no such file or directory")
+    seen, unique = set(), []
+    for f in files:
+        key = os.path.abspath(f)
+        if key not in seen:
+            seen.add(key)
+            unique.append(f)
+    for f in unique:
+        if _kind(f) is None:
+            raise SettingsError(
+                f"input {f}: unknown format (expected {', '.join(JSONL_SUFFIXES + PARQUET_SUFFIXES)})"
+            )
+    return unique
+
+
+def _dataset_dir_files(path: str, allow_incomplete: bool) -> list[str]:
+    if not os.path.exists(os.path.join(path, SUCCESS)) and not allow_incomplete:
+        raise SettingsError(
+            f"input {path}: no {SUCCESS} in this directory (an unfinished stage output?); "
+            f"pass --allow-incomplete to read it anyway, or a glob such as {os.path.join(path, '*.jsonl')}"
+        )
+    parts = sorted(globlib.glob(os.path.join(path, "part-*")))
+    parts = [p for p in parts if _kind(p)]
+    if not parts:
+        # not a curate output: every data file below, skipping curate's _folders and hidden files
+        parts = sorted(
+            os.path.join(root, f)
+            for root, dirs, names in os.walk(path)
+            for f in names
+            if _kind(f) and not f.startswith(".")
+            and not any(seg.startswith(("_", ".")) for seg in os.path.relpath(root, path).split(os.sep) if seg != ".")
+        )
+    if not parts:
+        raise SettingsError(f"input {path}: no JSONL or Parquet files in this directory")
+    return parts
+
+
+def _kind(path: str) -> str | None:
+    name = os.path.basename(str(path)).lower()
+    if name.endswith(PARQUET_SUFFIXES):
+        return "parquet"
+    if name.endswith(JSONL_SUFFIXES):
+        return "jsonl"
+    return None
+
+
+def is_complete(path: str) -> bool:
+    return os.path.exists(os.path.join(path, SUCCESS))
+
+
+def read_manifest(path: str) -> dict | None:
+    try:
+        with open(os.path.join(path, MANIFEST), encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+
+
+def input_identity(specs, allow_incomplete: bool = False) -> list:
+    """What the fingerprint of a stage sees of its input: upstream fingerprints, else file stats."""
+    ident = []
+    for spec in ([specs] if isinstance(specs, str) else specs):
+        manifest = read_manifest(spec) if os.path.isdir(spec) else None
+        if manifest and "fingerprint" in manifest:
+            ident.append({"dataset": manifest["fingerprint"]})
+            continue
+        try:
+            files = expand_inputs([spec], allow_incomplete=allow_incomplete)
+        except SettingsError:
+            ident.append({"spec": spec})
+            continue
+        for f in files:
+            st = os.stat(f)
+            ident.append({"file": os.path.abspath(f), "size": st.st_size, "mtime_ns": st.st_mtime_ns})
+    return ident
+
+
+# --------------------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One partition's worth of input: a byte range of a JSONL file, or row groups of a Parquet file."""
+
+    path: str
+    name: str  # file name used in generated ids and messages
+    kind: str  # "jsonl" | "parquet"
+    start: int = 0
+    end: int = -1  # -1: to the end
+    row_groups: tuple[int, ...] | None = None
+
+
+def plan_pieces(files: list[str], blocksize: int) -> list[Piece]:
+    root = _common_root(files)
+    pieces = []
+    for f in files:
+        name = os.path.relpath(f, root) if root else os.path.basename(f)
+        kind = _kind(f)
+        if kind == "jsonl" and f.lower().endswith((".jsonl", ".ndjson")):
+            size = os.path.getsize(f)
+            starts = range(0, max(size, 1), blocksize)
+            pieces.extend(Piece(f, name, kind, s, min(s + blocksize, size)) for s in starts)
+        elif kind == "parquet":
+            pieces.extend(_parquet_pieces(f, name, blocksize))
+        else:
+            pieces.append(Piece(f, name, kind))
+    return pieces
+
+
+def _common_root(files: list[str]) -> str:
+    dirs = [os.path.dirname(os.path.abspath(f)) for f in files]
+    return os.path.commonpath(dirs) if dirs else ""
+
+
+def _parquet_pieces(path: str, name: str, blocksize: int) -> list[Piece]:
+    import pyarrow.parquet as pq
+
+    md = pq.ParquetFile(path).metadata
+    groups, current, size = [], [], 0
+    for rg in range(md.num_row_groups):
+        current.append(rg)
+        size += md.row_group(rg).total_byte_size
+        if size >= blocksize:
+            groups.append(tuple(current))
+            current, size = [], 0
+    if current or not groups:
+        groups.append(tuple(current))
+    if len(groups) == 1:
+        return [Piece(path, name, "parquet")]
+    return [Piece(path, name, "parquet", row_groups=g) for g in groups]
+
+
+def read_dataset(specs, io_settings: IOSettings | None = None, rejects_dir: str | None = None):
+    """A Dask DataFrame over the inputs, one partition per piece (``dd.from_map``)."""
+    import dask.dataframe as dd
+
+    io_settings = io_settings or IOSettings()
+    files = expand_inputs(specs, allow_incomplete=io_settings.allow_incomplete)
+    pieces = plan_pieces(files, parse_bytes(io_settings.blocksize, "blocksize"))
+    meta = infer_meta(pieces[0], io_settings)
+    return dd.from_map(
+        read_piece, pieces, io_settings=io_settings, meta=meta, enforce_metadata=False,
+        label="read", divisions=[None] * (len(pieces) + 1),
+    )
+
+
+def infer_meta(piece: Piece, io_settings: IOSettings) -> pd.DataFrame:
+    if piece.kind == "parquet":
+        import pyarrow.parquet as pq
+
+        sample = pq.ParquetFile(piece.path).schema_arrow.empty_table().to_pandas()
+    else:
+        records = []
+        for _, _, rec in _iter_jsonl(piece):
+            if isinstance(rec, dict):
+                records.append(rec)
+                if len(records) >= SCHEMA_SAMPLE:
+                    break
+        sample = _records_frame(records)
+    return _standardise(sample, piece, io_settings, meta=None).iloc[:0]
+
+
+def read_piece(piece: Piece, io_settings: IOSettings, meta: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Read one piece into a pandas frame with the dataset's schema (pure apart from reading the file)."""
+    if piece.kind == "parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            pf = pq.ParquetFile(piece.path)
+            table = pf.read_row_groups(list(piece.row_groups)) if piece.row_groups is not None else pf.read()
+        except Exception as e:
+            raise DataError(f"{piece.path}: cannot read Parquet: {e}") from e
+        return _standardise(table.to_pandas(), piece, io_settings, meta)
+    return _read_jsonl_piece(piece, io_settings, meta)
+
+
+def _open_bytes(path: str):
+    lower = path.lower()
+    if lower.endswith(".gz"):
+        return gzip.open(path, "rb")
+    if lower.endswith(".zst"):
+        import zstandard
+
+        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), closefd=True))
+    return open(path, "rb")
+
+
+def _iter_jsonl(piece: Piece):
+    """(byte offset, raw line, parsed record or an Exception) for each non-blank line of the piece."""
+    try:
+        f = _open_bytes(piece.path)
+    except OSError as e:
+        raise DataError(f"{piece.path}: cannot open: {e}") from e
+    with f:
+        pos = piece.start
+        if pos > 0:
+            f.seek(pos - 1)
+            pos += len(f.readline()) - 1  # the line that straddles the boundary belongs to the previous piece
+        while piece.end < 0 or pos < piece.end:
+            try:
+                line = f.readline()
+            except (OSError, EOFError) as e:  # truncated gzip / zstd stream
+                yield pos, b"", DataError(f"{piece.path}: truncated or corrupt compressed stream: {e}")
+                return
+            if not line:
+                return
+            offset, pos = pos, pos + len(line)
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except UnicodeDecodeError as e:
+                rec = e
+            except ValueError as e:
+                rec = e
+            yield offset, line, rec
+
+
+def _line_number(piece: Piece, offset: int) -> int:
+    """1-based line number of the line that starts at ``offset`` (only computed on the error path)."""
+    with _open_bytes(piece.path) as f:
+        n, done = 1, 0
+        while done < offset:
+            chunk = f.read(min(1 << 20, offset - done))
+            if not chunk:
+                break
+            n += chunk.count(b"\n")
+            done += len(chunk)
+    return n
+
+
+def _read_jsonl_piece(piece: Piece, io_settings: IOSettings, meta) -> pd.DataFrame:
+    good, bad = [], []
+    skip = io_settings.on_error == "skip"
+    for offset, line, rec in _iter_jsonl(piece):
+        if isinstance(rec, dict) and isinstance(rec.get(io_settings.text_field), str):
+            good.append({**rec, "__offset": offset})
+            continue
+        if isinstance(rec, UnicodeDecodeError):
+            reason, msg = "invalid_utf8", str(rec)
+        elif isinstance(rec, DataError):
+            reason, msg = "truncated_file", str(rec)
+        elif isinstance(rec, Exception):
+            reason, msg = "invalid_json", str(rec)
+        elif not isinstance(rec, dict):
+            reason, msg = "not_an_object", f"a JSON {type(rec).__name__}, not an object"
+        elif io_settings.text_field not in rec:
+            reason, msg = "missing_text", f"no {io_settings.text_field!r} field"
+        else:
+            reason, msg = "missing_text", f"{io_settings.text_field!r} is not a string"
+        where = f"{piece.path} line {_line_number(piece, offset)}"
+        if not skip:
+            raise DataError(f"{where}: {reason}: {msg} (use --on-error skip to write such lines to _rejects/)")
+        bad.append({
+            "id": f"{piece.name}:{offset}",
+            "text": line.decode("utf-8", errors="replace").rstrip("\n"),
+            REASON: reason,
+            DETAIL: f"{where}: {msg}",
+        })
+    df = _standardise(_records_frame(good), piece, io_settings, meta)
+    if bad:
+        rejects = pd.DataFrame(bad)
+        rejects = rejects.reindex(columns=df.columns)
+        df = pd.concat([df, rejects.astype(df.dtypes.to_dict(), errors="ignore")], ignore_index=True)
+        df = df.astype({"id": STRING, "text": STRING, REASON: STRING, DETAIL: STRING})
+    return df
+
+
+def _records_frame(records: list[dict]) -> pd.DataFrame:
+    if not records:
+        return pd.DataFrame({"__offset": pd.Series([], dtype="int64")})
+    return pd.DataFrame.from_records(records)
+
+
+def _infer_dtype(values: pd.Series):
+    sample = values.dropna()
+    if sample.empty:
+        return STRING
+    types_ = {type(v) for v in sample}
+    if types_ <= {str}:
+        return STRING
+    if types_ <= {bool}:
+        return "boolean"
+    if types_ <= {int}:
+        return "Int64"
+    if types_ <= {int, float}:
+        return "float64"
+    return object
+
+
+def _standardise(df: pd.DataFrame, piece: Piece, io_settings: IOSettings, meta: pd.DataFrame | None):
+    """Rename the text/id fields, generate missing ids, add the internal columns, conform to ``meta``."""
+    tf, idf = io_settings.text_field, io_settings.id_field
+    if tf not in df.columns:
+        if piece.kind == "parquet":
+            raise DataError(f"{piece.path}: no {tf!r} column (columns: {', '.join(map(str, df.columns))})")
+        df = df.assign(**{tf: pd.Series([], dtype=STRING)}) if df.empty else df
+    rename = {}
+    if tf != "text":
+        if "text" in df.columns:
+            df = df.drop(columns=["text"])
+        rename[tf] = "text"
+    if idf != "id" and idf in df.columns:
+        if "id" in df.columns:
+            df = df.drop(columns=["id"])
+        rename[idf] = "id"
+    df = df.rename(columns=rename)
+    offsets = df.pop("__offset") if "__offset" in df.columns else None
+    if offsets is None:
+        offsets = pd.Series(np.arange(len(df)), index=df.index)
+    generated = piece.name + ":" + offsets.astype("int64").astype(STRING)
+    if "id" in df.columns:
+        ids = df["id"].astype(STRING).where(df["id"].notna(), generated)
+    else:
+        ids = generated
+    df = df.assign(id=ids.astype(STRING), text=df["text"].astype(STRING) if len(df) else pd.Series([], dtype=STRING))
+    for col in INTERNAL:
+        if col not in df.columns:
+            df[col] = pd.Series(pd.NA, index=df.index, dtype=STRING)
+    rest = [c for c in df.columns if c not in ("id", "text", *INTERNAL)]
+    df = df[["id", "text", *rest, *INTERNAL]]
+    if meta is None:
+        dtypes = {c: _infer_dtype(df[c]) for c in rest}
+        return df.astype(dtypes) if dtypes else df
+    extra = [c for c in df.columns if c not in meta.columns]
+    if extra:
+        log.warning("%s: columns %s are not in the dataset schema (from the first file) and are dropped",
+                    piece.path, ", ".join(map(str, extra)))
+    df = df.reindex(columns=meta.columns)
+    try:
+        return df.astype(meta.dtypes.to_dict())
+    except (TypeError, ValueError) as e:
+        raise DataError(f"{piece.path}: a column's type differs from the first file's: {e}") from e
+
+
+# --------------------------------------------------------------------------- marking drops
+
+
+def mark_dropped(df: pd.DataFrame, mask, reason: str) -> pd.DataFrame:
+    """A copy of ``df`` where rows in ``mask`` (not already dropped) get ``_reason = reason``."""
+    current = df[REASON] if REASON in df.columns else pd.Series(pd.NA, index=df.index, dtype=STRING)
+    mask = pd.Series(mask, index=df.index).fillna(False).astype(bool) & current.isna()
+    return df.assign(**{REASON: current.mask(mask, reason).astype(STRING)})
+
+
+def split_rejects(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(kept rows without the internal columns, rejected rows)."""
+    if REASON not in df.columns:
+        return df.drop(columns=[c for c in INTERNAL if c in df.columns]), df.iloc[:0]
+    bad = df[REASON].notna()
+    kept = df[~bad].drop(columns=[c for c in INTERNAL if c in df.columns])
+    return kept, df[bad]
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def part_name(i: int, fmt: str) -> str:
+    return f"part-{i:05d}.{'parquet' if fmt == 'parquet' else 'jsonl'}"
+
+
+def atomic_write(path: str, write) -> None:
+    """Call ``write(tmp_path)`` then rename to ``path``: a killed run never leaves a half file under a final name."""
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp-{os.getpid()}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def write_frame(df: pd.DataFrame, path: str, fmt: str) -> None:
+    df = df.reset_index(drop=True)
+    if fmt == "parquet":
+        atomic_write(path, lambda p: df.to_parquet(p, index=False))
+    else:
+        atomic_write(path, lambda p: df.to_json(p, orient="records", lines=True, force_ascii=False))
+
+
+def write_json(path: str, obj) -> None:
+    def _w(p):
+        with open(p, "w", encoding="utf-8") as f:
+            json.dump(obj, f, indent=2, sort_keys=False, default=str)
+            f.write("\n")
+
+    atomic_write(path, _w)
+
+
+def write_partition(df: pd.DataFrame, i: int, out: str, fmt: str, reject_columns=None) -> dict:
+    """Write partition ``i`` (kept rows, and rejected rows into _rejects/); return its counts."""
+    kept, rejected = split_rejects(df)
+    write_frame(kept, os.path.join(out, part_name(i, fmt)), fmt)
+    dropped = {}
+    if len(rejected):
+        cols = [c for c in rejected.columns if reject_columns is None or c in reject_columns or c in INTERNAL]
+        os.makedirs(os.path.join(out, REJECTS), exist_ok=True)
+        write_frame(rejected[cols], os.path.join(out, REJECTS, part_name(i, fmt)), fmt)
+        dropped = {str(k): int(v) for k, v in rejected[REASON].value_counts().items()}
+    return {"partition": i, "in": len(df), "out": len(kept), "dropped": dropped}
+
+
+def prepare_output(out: str) -> None:
+    """Make ``out`` ready for a fresh run of a stage: remove the sentinel first, then old outputs."""
+    os.makedirs(out, exist_ok=True)
+    for name in (SUCCESS, MANIFEST):
+        if os.path.exists(os.path.join(out, name)):
+            os.remove(os.path.join(out, name))
+    for p in globlib.glob(os.path.join(out, "part-*")) + globlib.glob(os.path.join(out, REJECTS, "part-*")):
+        os.remove(p)
+
+
+def write_dataset(ddf, ctx, *, stage: str, settings, reject_columns=None, extra: dict | None = None) -> dict:
+    """Write every partition (one task each), then manifest.json, then _SUCCESS."""
+    import dask
+
+    started = time.time()
+    prepare_output(ctx.output)
+    fmt = ctx.io.format
+    tasks = [
+        dask.delayed(write_partition, pure=False)(part, i, ctx.output, fmt, reject_columns,
+                                                   dask_key_name=f"write-{stage}-{i:05d}")
+        for i, part in enumerate(ddf.to_delayed())
+    ]
+    stats = list(ctx.run_compute(*tasks))
+    schema = {c: str(t) for c, t in ddf._meta.dtypes.items() if c not in INTERNAL}
+    return finish_output(ctx, stage=stage, settings=settings, partition_stats=stats, schema=schema,
+                         started=started, extra=extra)
+
+
+def finish_output(ctx, *, stage: str, settings, partition_stats: list[dict], schema: dict | None,
+                  started: float, extra: dict | None = None) -> dict:
+    """Write manifest.json (atomically) and then the empty _SUCCESS sentinel; return the manifest."""
+    dropped: dict[str, int] = {}
+    for s in partition_stats:
+        for k, v in s.get("dropped", {}).items():
+            dropped[k] = dropped.get(k, 0) + v
+    finished = time.time()
+    manifest = {
+        "stage": stage,
+        "fingerprint": ctx.fingerprint,
+        "settings": settings_dict(settings),
+        "io": settings_dict(ctx.io),
+        "input": list(ctx.input),
+        "output": os.path.abspath(ctx.output),
+        "counts": {
+            "in": int(sum(s.get("in", 0) for s in partition_stats)),
+            "out": int(sum(s.get("out", 0) for s in partition_stats)),
+            "dropped": dict(sorted(dropped.items())),
+        },
+        "partitions": len(partition_stats),
+        "schema": schema,
+        "timings": {
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(started)) + "Z",
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(finished)) + "Z",
+            "seconds": round(finished - started, 3),
+        },
+        "host": socket.gethostname(),
+    }
+    if extra:
+        manifest.update(extra)
+    write_json(os.path.join(ctx.output, MANIFEST), manifest)
+    with open(os.path.join(ctx.output, SUCCESS), "w"):
+        pass
+    return manifest

@@ -1,0 +1,74 @@
+"""Shared test helpers.
+
+Most tests call stages in-process with Dask's synchronous scheduler (``run_stage``); the CLI and
+cluster tests start real clusters (``curate`` in a subprocess, ``mpirun``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dask
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data"
+CURATE = [sys.executable, "-m", "app.cli"]
+
+
+@pytest.fixture(autouse=True)
+def _sync_scheduler():
+    # in-process tests run on the synchronous scheduler: deterministic and no cluster start-up cost
+    with dask.config.set(scheduler="synchronous"):
+        yield
+
+
+def write_jsonl(path, records, raw_lines=()):
+    """Write records (dicts) and then raw lines (str/bytes, written as given) to a JSONL file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as f:
+        for r in records:
+            f.write(json.dumps(r, ensure_ascii=False).encode() + b"\n")
+        for line in raw_lines:
+            f.write((line.encode() if isinstance(line, str) else line) + b"\n")
+    return path
+
+
+def run_stage(name, settings=None, inputs=(), output=None, **io):
+    """Run a registered stage in-process (synchronous scheduler); return its manifest."""
+    from app.runner import run_stage as _run
+    from modules import registry
+    from modules.stage import IOSettings, settings_from_mapping
+
+    cls = registry.get(name)
+    if settings is None or isinstance(settings, dict):
+        settings = settings_from_mapping(cls.Settings, settings or {}, name)
+    inputs = (inputs,) if isinstance(inputs, (str, Path)) else tuple(inputs)
+    outcome = _run(name, settings, tuple(map(str, inputs)), str(output), IOSettings(**io))
+    return outcome.manifest
+
+
+def read_output(path):
+    """All kept rows of a stage output directory as one pandas frame (partition order)."""
+    import pandas as pd
+
+    path = Path(path)
+    parts = sorted(path.glob("part-*"))
+    frames = [pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_json(p, lines=True, dtype=False)
+              for p in parts]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def curate(*args, check=True, timeout=600, env=None, **kw):
+    """Run the CLI in a subprocess from the repository root."""
+    full_env = {**os.environ, **(env or {})}
+    proc = subprocess.run([*CURATE, *map(str, args)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, env=full_env, **kw)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"curate {' '.join(map(str, args))} exited {proc.returncode}\n{proc.stderr[-4000:]}")
+    return proc
