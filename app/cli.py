@@ -196,7 +196,7 @@ def cmd_run(args) -> int:
 
 def main(argv=None) -> int:
     from app import logs
-    from app.cluster import NotClientRank
+    from app.cluster import NotClientRank, WorldTooSmall
 
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
@@ -213,6 +213,8 @@ def main(argv=None) -> int:
     except CurateError as e:
         if debug:
             raise
+        if isinstance(e, WorldTooSmall) and logs.rank() != 0:
+            return e.exit_code
         print(f"curate: error: {e}", file=sys.stderr, flush=True)
         return e.exit_code
     except KeyboardInterrupt:

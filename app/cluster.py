@@ -31,6 +31,10 @@ class NotClientRank(Exception):
     """Raised on MPI ranks other than 1 once their scheduler or worker has finished."""
 
 
+class WorldTooSmall(SettingsError):
+    """Every rank finds this at once; only rank 0 reports it."""
+
+
 @dataclass(frozen=True)
 class ClusterSettings:
     mode: str = "local"
@@ -126,7 +130,7 @@ def _mpi(settings: ClusterSettings):
         raise SettingsError(f"--cluster mpi needs mpi4py: {e}") from e
     size = MPI.COMM_WORLD.Get_size()
     if size < 3:
-        raise SettingsError(
+        raise WorldTooSmall(
             f"--cluster mpi needs at least 3 MPI ranks (scheduler, job, one worker); got {size}"
         )
     from dask_mpi import initialize
