@@ -42,5 +42,8 @@ def setup(level: str = "INFO") -> None:
         lg = logging.getLogger(name)
         for h in lg.handlers:
             h.setFormatter(logging.Formatter(fmt))
-        if level != "DEBUG":
-            lg.setLevel(logging.WARNING)
+    if level != "DEBUG":
+        # distributed may already be imported (and have set its loggers to INFO) in this process
+        for name in list(logging.root.manager.loggerDict):
+            if name.split(".")[0] in ("distributed", "dask_mpi"):
+                logging.getLogger(name).setLevel(logging.WARNING)

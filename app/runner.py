@@ -8,6 +8,7 @@ is skipped, so re-running a job after a crash or kill resumes where it stopped.
 from __future__ import annotations
 
 import contextlib
+import glob
 import logging
 import os
 import sys
@@ -104,13 +105,27 @@ class StageOutcome:
     seconds: float
 
 
+def check_inputs(name: str, inputs, io: IOSettings) -> None:
+    """Fail before any cluster starts when an input is missing (SettingsError naming it)."""
+    cls = registry.get(name)
+    if not cls.takes_input:
+        return
+    if not inputs:
+        raise SettingsError(f"stage {name}: no input")
+    if cls.reads_raw_files:
+        for spec in inputs:
+            if "://" not in spec and not os.path.exists(spec) and not glob.glob(spec):
+                raise SettingsError(f"input {spec}: no such file or directory")
+    else:
+        dataset.expand_inputs(inputs, allow_incomplete=io.allow_incomplete)
+
+
 def run_stage(name: str, settings, inputs, output: str, io: IOSettings, compute=None,
               force: bool = False) -> StageOutcome:
     """Run one stage unless its output is complete with the same fingerprint."""
     cls = registry.get(name)
     inputs = tuple(inputs)
-    if not cls.reads_raw_files:
-        dataset.expand_inputs(inputs, allow_incomplete=io.allow_incomplete)  # fail early, naming the input
+    check_inputs(name, inputs, io)
     fp = fingerprint(name, settings, dataset.input_identity(inputs, io.allow_incomplete), io)
     previous = dataset.read_manifest(output)
     if not force and dataset.is_complete(output) and previous and previous.get("fingerprint") == fp:

@@ -482,7 +482,8 @@ def prepare_output(out: str) -> None:
     for name in (SUCCESS, MANIFEST):
         if os.path.exists(os.path.join(out, name)):
             os.remove(os.path.join(out, name))
-    for p in globlib.glob(os.path.join(out, "part-*")) + globlib.glob(os.path.join(out, REJECTS, "part-*")):
+    stale = [os.path.join(d, pat) for d in (out, os.path.join(out, REJECTS)) for pat in ("part-*", ".part-*.tmp-*")]
+    for p in (p for pattern in stale for p in globlib.glob(pattern)):
         os.remove(p)
 
 

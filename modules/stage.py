@@ -277,13 +277,13 @@ def settings_dict(settings) -> dict:
 def fingerprint(stage: str, settings, input_identity, io: IOSettings) -> str:
     """Stable hash of what determines a stage's output: its name, settings, input and output format.
 
-    Only the I/O options that change the output are included (format, on_error, text/id fields).
+    Only the I/O options that change the output files are included (allow_incomplete does not).
     """
     payload = {
         "stage": stage,
         "settings": settings_dict(settings),
         "input": input_identity,
-        "io": {k: getattr(io, k) for k in ("format", "on_error", "text_field", "id_field")},
+        "io": {k: getattr(io, k) for k in ("format", "on_error", "blocksize", "text_field", "id_field")},
     }
     blob = json.dumps(payload, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16]

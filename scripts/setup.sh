@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Set up curate on a fresh Debian machine; safe to run again (it does nothing when all is in place).
+#   1. system packages: OpenMPI (mpirun, headers for mpi4py), SLURM and munge (slurm/ and its tests)
+#   2. a virtual environment in .venv with curate and its dev tools installed (editable)
+# Environment: PYTHON (default python3), CURATE_SKIP_APT=1 to leave system packages alone.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+for pkg in openmpi-bin libopenmpi-dev slurm-wlm munge; do
+  have_pkg "$pkg" || missing+=("$pkg")
+done
+if [ "${#missing[@]}" -gt 0 ] && [ "${CURATE_SKIP_APT:-0}" != 1 ]; then
+  sudo=""
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null || { echo "setup: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+    sudo="sudo"
+  fi
+  echo "setup: installing system packages: ${missing[*]}" >&2
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PYTHON="${PYTHON:-python3}"
+"$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
+  || { echo "setup: curate needs Python >= 3.10 ($PYTHON is $("$PYTHON" -V 2>&1))" >&2; exit 1; }
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+stamp=".venv/.curate-installed"
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "setup: installing curate into .venv" >&2
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e '.[dev]'
+  echo "$want" > "$stamp"
+fi

@@ -1,0 +1,74 @@
+"""The command line: help, bad usage (exit 2, one line), a stage subcommand end to end."""
+
+import json
+
+import pytest
+
+from app.cli import main
+from tests.conftest import curate, write_jsonl
+
+
+def run_main(capsys, *argv):
+    code = main(list(map(str, argv)))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_help_lists_run_and_stages(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "run" in out and "normalize" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "does-not-exist.yaml"], "job file does-not-exist.yaml: no such file"),
+    (["normalize", "--input", "nope.jsonl", "--output", "x"], "input nope.jsonl: no such file or directory"),
+    (["normalize", "--output", "x"], "the following arguments are required: --input"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+    (["normalize", "--input", "a", "--output", "x", "--drop-empty", "--format", "csv"], "invalid choice: 'csv'"),
+    (["normalize", "--input", "a", "--output", "x", "--cluster", "nowhere"], "--cluster 'nowhere'"),
+])
+def test_bad_usage_exits_2_with_one_line(capsys, argv, message):
+    code, out, err = run_main(capsys, *argv)
+    assert code == 2
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in err
+
+
+@pytest.mark.parametrize("job, message", [
+    ("stages: [nope]\ninput: x.jsonl\n", "unknown stage 'nope'"),
+    ("stages: [normalize\n", "not valid YAML"),
+    ("input: x.jsonl\nstages:\n  - normalize: {drop_empty: 3}\n", "stage 1 (normalize).drop_empty must be true or false"),
+    ("input: x.jsonl\nstages:\n  - normalize: {colour: red}\n", "unknown setting 'colour'"),
+    ("stages: [normalize]\n", "no 'input' for the first stage"),
+    ("input: x.jsonl\nstages: []\n", "'stages' must be a non-empty list"),
+])
+def test_bad_job_files_exit_2(capsys, tmp_path, job, message):
+    path = tmp_path / "job.yaml"
+    path.write_text(job)
+    code, _, err = run_main(capsys, "run", path, "--output", tmp_path / "out")
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_bad_data_exits_1_naming_file_and_line(tmp_path):
+    src = write_jsonl(tmp_path / "in.jsonl", [{"text": "fine"}], raw_lines=["oops"])
+    proc = curate("normalize", "--input", src, "--output", tmp_path / "out", "--workers", "1", check=False)
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("curate: error: ") and "in.jsonl line 2: invalid_json" in last
+
+
+def test_stage_subcommand_end_to_end(tmp_path):
+    src = write_jsonl(tmp_path / "in.jsonl", [{"id": str(i), "text": f"doc  {i}"} for i in range(5)])
+    out = tmp_path / "out"
+    proc = curate("normalize", "--input", src, "--output", out, "--workers", "1", "--format", "jsonl")
+    assert "dashboard at http://127.0.0.1:" in proc.stderr
+    assert f"output in {out}" in proc.stdout
+    rows = [json.loads(x) for x in (out / "part-00000.jsonl").read_text().splitlines()]
+    assert [r["text"] for r in rows] == [f"doc {i}" for i in range(5)]
+    assert list((out / "_reports").glob("*.html"))
+    # log lines carry time, host and rank
+    line = next(ln for ln in proc.stderr.splitlines() if "curate.runner" in ln)
+    assert " r0 INFO curate.runner: " in line

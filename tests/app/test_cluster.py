@@ -1,0 +1,88 @@
+"""Cluster modes: local vs MPI give identical files; attaching to a running scheduler."""
+
+import filecmp
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import CURATE, ROOT, curate
+
+MPIRUN = shutil.which("mpirun")
+
+
+def part_files(stage_dir):
+    return sorted(p.name for p in stage_dir.glob("part-*"))
+
+
+def assert_same_outputs(a, b):
+    stages = sorted(p.name for p in a.iterdir() if p.is_dir() and not p.name.startswith("_"))
+    assert stages == sorted(p.name for p in b.iterdir() if p.is_dir() and not p.name.startswith("_"))
+    for stage in stages:
+        names = part_files(a / stage)
+        assert names and names == part_files(b / stage)
+        for name in names:
+            assert filecmp.cmp(a / stage / name, b / stage / name, shallow=False), f"{stage}/{name} differs"
+
+
+def mpirun(*args):
+    cmd = [MPIRUN, "-np", "4", "--oversubscribe"]
+    if os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")
+    return subprocess.run([*cmd, *CURATE, *map(str, args)], cwd=ROOT, capture_output=True, text=True, timeout=900)
+
+
+@pytest.mark.slow
+def test_sample_job_local_and_mpi_give_identical_files(tmp_path):
+    assert MPIRUN, "mpirun not found: run scripts/setup.sh (installs OpenMPI)"
+    local, mpi = tmp_path / "local", tmp_path / "mpi"
+    curate("run", "jobs/sample.yaml", "--output", local)
+    proc = mpirun("run", "jobs/sample.yaml", "--output", mpi, "--cluster", "mpi")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "Traceback" not in proc.stderr and "CommClosedError" not in proc.stderr, proc.stderr[-4000:]
+    assert "dashboard at http://" in proc.stderr and "ssh -N -L" in proc.stderr
+    assert list((mpi / "_reports").glob("*.html"))
+    assert_same_outputs(local, mpi)
+
+
+@pytest.mark.slow
+def test_mpi_with_too_few_ranks_is_one_line_error(tmp_path):
+    assert MPIRUN, "mpirun not found: run scripts/setup.sh (installs OpenMPI)"
+    cmd = [MPIRUN, "-np", "2", "--oversubscribe", "--allow-run-as-root", *CURATE,
+           "run", "jobs/sample.yaml", "--output", str(tmp_path / "o"), "--cluster", "mpi"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("curate: error:")]
+    assert errors == ["curate: error: --cluster mpi needs at least 3 MPI ranks (scheduler, job, one worker); got 2"]
+
+
+@pytest.mark.slow
+def test_attach_to_a_scheduler_file(tmp_path):
+    sched_file = tmp_path / "scheduler.json"
+    py = sys.executable
+    scheduler = subprocess.Popen([py, "-m", "distributed.cli.dask_scheduler", "--scheduler-file", str(sched_file),
+                                  "--host", "127.0.0.1", "--dashboard-address", "127.0.0.1:0"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    worker = None
+    try:
+        deadline = time.time() + 60
+        while not sched_file.exists():
+            assert time.time() < deadline, "scheduler did not start"
+            time.sleep(0.1)
+        worker = subprocess.Popen([py, "-m", "distributed.cli.dask_worker", "--scheduler-file", str(sched_file),
+                                   "--nthreads", "1", "--nworkers", "1"], cwd=ROOT,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        out = tmp_path / "out"
+        proc = curate("normalize", "--input", "jobs/data/sample.jsonl.gz", "--output", out, "--cluster", sched_file)
+        assert "attached to tcp://127.0.0.1:" in proc.stderr
+        assert (out / "_SUCCESS").exists()
+        # the cluster we attached to is left running
+        assert scheduler.poll() is None
+    finally:
+        for p in (worker, scheduler):
+            if p is not None:
+                p.terminate()
+                p.wait(timeout=30)

@@ -1,0 +1,84 @@
+"""Jobs: stage folders, resume by fingerprint, kill and rerun."""
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from app import runner
+from tests.conftest import CURATE, ROOT, read_output, write_jsonl
+
+JOB = """
+input: {input}
+io: {{on_error: skip}}
+stages:
+  - normalize: {{}}
+  - normalize: {{drop_empty: false}}
+"""
+
+
+def make_job(tmp_path, n=50, files=2):
+    for f in range(files):
+        write_jsonl(tmp_path / "data" / f"f{f}.jsonl",
+                    [{"id": f"{f}-{i}", "text": f"doc   {f} {i}\n\n\n\nend"} for i in range(n)])
+    job = tmp_path / "job.yaml"
+    job.write_text(JOB.format(input=tmp_path / "data" / "*.jsonl"))
+    return job
+
+
+def test_job_writes_one_folder_per_stage_and_resumes(tmp_path):
+    job = runner.load_job(str(make_job(tmp_path)))
+    out = str(tmp_path / "out")
+    first = runner.run_job(job, out)
+    assert [os.path.basename(o.output) for o in first] == ["01-normalize", "02-normalize"]
+    assert not any(o.skipped for o in first)
+    assert first[-1].manifest["counts"] == {"in": 100, "out": 100, "dropped": {}}
+    assert first[-1].manifest["partitions"] == 2
+    again = runner.run_job(job, out)
+    assert all(o.skipped for o in again)
+    table = runner.summary_table(again)
+    assert "01-normalize" in table and "skipped" in table and "docs/s" in table
+
+
+def test_changed_settings_rerun_that_stage_and_the_ones_after(tmp_path):
+    path = make_job(tmp_path)
+    out = str(tmp_path / "out")
+    runner.run_job(runner.load_job(str(path)), out)
+    path.write_text(path.read_text().replace("drop_empty: false", "drop_empty: true"))
+    outcomes = runner.run_job(runner.load_job(str(path)), out)
+    assert [o.skipped for o in outcomes] == [True, False]
+
+
+def test_unfinished_stage_is_rerun(tmp_path):
+    job = runner.load_job(str(make_job(tmp_path)))
+    out = tmp_path / "out"
+    runner.run_job(job, str(out))
+    os.remove(out / "02-normalize" / "_SUCCESS")
+    outcomes = runner.run_job(job, str(out))
+    assert [o.skipped for o in outcomes] == [True, False]
+
+
+@pytest.mark.slow
+def test_kill_after_stage_one_then_rerun_equals_uninterrupted_run(tmp_path):
+    job = make_job(tmp_path, n=20000, files=4)
+    killed, clean = tmp_path / "killed", tmp_path / "clean"
+    cmd = [*CURATE, "run", str(job), "--workers", "2"]
+    proc = subprocess.Popen([*cmd, "--output", str(killed)], cwd=ROOT, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not (killed / "01-normalize" / "_SUCCESS").exists():
+        assert proc.poll() is None and time.time() < deadline, "stage 1 never finished"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    rerun = subprocess.run([*cmd, "--output", str(killed)], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert "01-normalize  skipped" in rerun.stdout
+    subprocess.run([*cmd, "--output", str(clean)], cwd=ROOT, capture_output=True, check=True)
+    for stage in ("01-normalize", "02-normalize"):
+        a, b = sorted((killed / stage).glob("part-*")), sorted((clean / stage).glob("part-*"))
+        assert [p.name for p in a] == [p.name for p in b]
+        assert all(x.read_bytes() == y.read_bytes() for x, y in zip(a, b))
+    assert len(read_output(killed / "02-normalize")) == 80000
+    assert not list(killed.rglob(".*.tmp-*"))
