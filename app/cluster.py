@@ -154,13 +154,20 @@ def _mpi(settings: ClusterSettings):
         _shutdown_quietly(client)
 
 
-def _shutdown_quietly(client) -> None:
-    """Retire the workers, then stop the scheduler, so no rank is left talking to a closed socket."""
-    quiet = ("distributed.comm", "distributed.core", "distributed.batched", "distributed.worker",
-             "distributed.scheduler", "distributed.client")
+def _shutdown_quietly(client, timeout: float = 30.0) -> None:
+    """Close the workers and wait until they are gone, then stop the scheduler.
+
+    In that order no rank is left talking to a closed socket, so the log stays free of the
+    CommClosedError tracebacks that plain dask-mpi prints at exit.
+    """
+    import time
+
     with contextlib.suppress(Exception):
-        client.retire_workers(close_workers=True, remove=True)
-    for name in quiet:
+        client.retire_workers(close_workers=True, remove=False)
+        deadline = time.monotonic() + timeout
+        while client.scheduler_info(n_workers=-1)["workers"] and time.monotonic() < deadline:
+            time.sleep(0.1)
+    for name in ("distributed.comm", "distributed.core", "distributed.batched", "distributed.client"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
     with contextlib.suppress(Exception):
         client.shutdown()
