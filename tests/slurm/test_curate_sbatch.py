@@ -59,3 +59,18 @@ def test_failing_job_gives_the_pipeline_exit_code(slurm, tmp_path):
     text = log.read_text()
     assert state["JobState"] == "FAILED" and state["ExitCode"] == "1:0", f"{state}\n{text[-3000:]}"
     assert "bad.jsonl line 2: invalid_json" in text
+
+
+@pytest.mark.slow
+def test_strong_scaling_script_appends_to_one_csv(slurm, tmp_path):
+    out, log = tmp_path / "scaling", tmp_path / "scaling.log"
+    submitted = subprocess.run(
+        ["sbatch", "--parsable", "-n", "3", "--overcommit", f"--output={log}", "slurm/strong_scaling.sbatch",
+         "jobs/sample.yaml", str(out)],
+        cwd=ROOT, env=slurm.env, capture_output=True, text=True, check=True)
+    state = slurm.wait(submitted.stdout.strip().split(";")[0], timeout=900)
+    text = log.read_text()
+    assert state["ExitCode"] == "0:0", f"{state}\n{text[-4000:]}"
+    rows = (out / "scaling.csv").read_text().splitlines()
+    assert rows[0] == "nodes,tasks,workers,exit_code,stage,seconds,docs_in,docs_out"
+    assert rows[-1].startswith("1,3,1,0,total,")

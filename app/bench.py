@@ -1,0 +1,154 @@
+"""Strong scaling: the same job on the same input with 1, 2, 4, ... workers.
+
+For each worker count the job runs ``repeat`` times on one local cluster of that size (``--force``, so
+every stage computes); the best time of the repeats counts (least disturbed by other load). Written
+to ``DIR``: ``scaling.csv`` (every measurement), ``scaling.json`` (best times, speedup, efficiency and
+the Amdahl fit per stage) and ``scaling.png``.
+
+Amdahl's law: with serial fraction s, the speedup on n workers is S(n) = 1 / (s + (1 - s) / n).
+Rewritten as 1/S(n) - 1/n = s (1 - 1/n), s is a least-squares fit through the origin over the measured
+points. The predictions assume that s stays what it was on this machine: no extra cost for
+communication, shuffles or shared storage as the cluster grows, so they are upper bounds.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import time
+
+PREDICT_AT = (64, 256, 1024)
+ASSUMPTION = ("Amdahl's law with the serial fraction fitted per stage on this machine; assumes it does not grow "
+              "with the cluster (no extra communication, shuffle or storage cost), so predictions are upper bounds.")
+
+
+def amdahl_fit(speedups: dict[int, float]) -> float:
+    """Serial fraction s in [0, 1] from {workers: speedup} (relative to one worker)."""
+    num = den = 0.0
+    for n, sp in speedups.items():
+        if n <= 1 or sp <= 0:
+            continue
+        x = 1.0 - 1.0 / n
+        num += (1.0 / sp - 1.0 / n) * x
+        den += x * x
+    if den == 0:
+        return 0.0
+    return min(1.0, max(0.0, num / den))
+
+
+def amdahl_speedup(s: float, n: int) -> float:
+    return 1.0 / (s + (1.0 - s) / n)
+
+
+def summarise(rows: list[dict]) -> dict:
+    """Best seconds per (stage, workers), then speedup, efficiency and the Amdahl fit per stage."""
+    best: dict[str, dict[int, float]] = {}
+    for r in rows:
+        per = best.setdefault(r["stage"], {})
+        w = int(r["workers"])
+        per[w] = min(per.get(w, float("inf")), float(r["seconds"]))
+    stages = {}
+    for stage, times in best.items():
+        base_n = min(times)
+        base = times[base_n] * base_n  # time on one worker, extrapolated when 1 was not measured
+        speedup = {n: base / t if t > 0 else 0.0 for n, t in sorted(times.items())}
+        s = amdahl_fit(speedup)
+        stages[stage] = {
+            "seconds": {n: round(t, 3) for n, t in sorted(times.items())},
+            "speedup": {n: round(v, 3) for n, v in speedup.items()},
+            "efficiency": {n: round(v / n, 3) for n, v in speedup.items()},
+            "serial_fraction": round(s, 4),
+            "predicted_speedup": {n: round(amdahl_speedup(s, n), 1) for n in PREDICT_AT},
+            "baseline_workers": base_n,
+        }
+    return stages
+
+
+def run_scaling(job_path: str, workers: list[int], repeat: int, output: str, cluster_kwargs: dict) -> dict:
+    from app import runner
+    from app.cluster import ClusterSettings, connect
+
+    job = runner.load_job(job_path)
+    first = job.stages[0]
+    runner.check_inputs(first.name, first.input or job.input, job.io)
+    os.makedirs(output, exist_ok=True)
+    rows = []
+    for n in workers:
+        with connect(ClusterSettings(mode="local", workers=n, **cluster_kwargs)) as client:
+            compute = runner.make_compute(client, show_progress=False)
+            for r in range(repeat):
+                run_dir = os.path.join(output, "runs", f"workers-{n:04d}")
+                started = time.perf_counter()
+                outcomes = runner.run_job(job, run_dir, compute=compute, force=True)
+                total = time.perf_counter() - started
+                for o in outcomes:
+                    rows.append({"workers": n, "repeat": r, "stage": os.path.basename(o.output),
+                                 "seconds": round(o.seconds, 4), "docs_in": o.manifest["counts"]["in"]})
+                rows.append({"workers": n, "repeat": r, "stage": "total", "seconds": round(total, 4),
+                             "docs_in": outcomes[0].manifest["counts"]["in"]})
+                print(f"bench: {n} worker(s), run {r + 1}/{repeat}: {total:.2f}s", flush=True)
+    write_csv(os.path.join(output, "scaling.csv"), rows)
+    stages = summarise(rows)
+    result = {"job": job_path, "workers": workers, "repeat": repeat, "cpu_count": os.cpu_count(),
+              "assumption": ASSUMPTION, "stages": stages}
+    with open(os.path.join(output, "scaling.json"), "w") as f:
+        json.dump(result, f, indent=2)
+    plot(stages, os.path.join(output, "scaling.png"))
+    return result
+
+
+def write_csv(path: str, rows: list[dict], append: bool = False) -> None:
+    if not rows:
+        return
+    exists = append and os.path.exists(path) and os.path.getsize(path) > 0
+    with open(path, "a" if append else "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        if not exists:
+            writer.writeheader()
+        writer.writerows(rows)
+
+
+def record_rows(job_output: str, labels: dict[str, str]) -> list[dict]:
+    """One row per stage folder (NN-stage) of a finished job output, from its manifest, plus the total."""
+    rows, total = [], 0.0
+    for name in sorted(os.listdir(job_output)):
+        path = os.path.join(job_output, name, "manifest.json")
+        if not (name[:2].isdigit() and os.path.exists(path)):
+            continue
+        with open(path) as f:
+            m = json.load(f)
+        secs = float(m.get("timings", {}).get("seconds", 0.0))
+        total += secs
+        rows.append({**labels, "stage": name, "seconds": secs, "docs_in": m["counts"]["in"],
+                     "docs_out": m["counts"]["out"]})
+    if rows:
+        rows.append({**labels, "stage": "total", "seconds": round(total, 3), "docs_in": rows[0]["docs_in"],
+                     "docs_out": rows[-1]["docs_out"]})
+    return rows
+
+
+def plot(stages: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    all_n = sorted({n for s in stages.values() for n in s["speedup"]})
+    for stage, s in stages.items():
+        ns = list(s["speedup"])
+        style = {"linewidth": 2.5, "color": "black"} if stage == "total" else {}
+        ax1.plot(ns, list(s["speedup"].values()), marker="o", label=f"{stage} (s={s['serial_fraction']:.2f})", **style)
+        ax2.plot(ns, list(s["efficiency"].values()), marker="o", label=stage, **style)
+    ax1.plot(all_n, [n / all_n[0] for n in all_n], linestyle="--", color="grey", label="ideal")
+    ax1.set(xlabel="workers", ylabel="speedup", title="Strong scaling: speedup")
+    ax2.axhline(1.0, linestyle="--", color="grey")
+    ax2.set(xlabel="workers", ylabel="parallel efficiency", title="Parallel efficiency", ylim=(0, 1.15))
+    for ax in (ax1, ax2):
+        ax.set_xticks(all_n)
+        ax.grid(alpha=0.3)
+    ax1.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,88 @@
+"""Benchmarks.
+
+``curate bench scaling JOB.yaml --workers 1,2,4 [--repeat 3] --output DIR``: strong scaling on a local
+cluster (scaling.csv, scaling.json, scaling.png, Amdahl fit). ``curate bench record JOB_OUTPUT --csv
+FILE --label nodes=4``: append the per-stage times of a finished job to a CSV (used by
+slurm/strong_scaling.sbatch). The per-stage speed benchmarks are scripts in jobs/ (bench_*.py).
+"""
+
+from __future__ import annotations
+
+import os
+
+from modules.errors import SettingsError
+
+HELP = "benchmarks: strong scaling (local), record a job's stage times"
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise SettingsError(f"--workers must be a comma-separated list of integers; got {text!r}") from None
+    if not values or min(values) < 1:
+        raise SettingsError(f"--workers must list positive integers; got {text!r}")
+    return sorted(set(values))
+
+
+def _labels(text: str) -> dict[str, str]:
+    labels = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        if not sep or not key:
+            raise SettingsError(f"--label must look like key=value[,key=value]; got {text!r}")
+        labels[key] = value
+    return labels
+
+
+def add_arguments(p) -> None:
+    sub = p.add_subparsers(dest="bench", metavar="KIND", required=True, parser_class=type(p))
+    s = sub.add_parser("scaling", help="strong scaling of a job on a local cluster")
+    s.add_argument("job", help="job YAML")
+    s.add_argument("--workers", default="1,2", help="worker counts, comma-separated (default 1,2)")
+    s.add_argument("--repeat", type=int, default=3, help="runs per worker count; the best counts (default 3)")
+    s.add_argument("--output", required=True, help="folder for runs/, scaling.csv, scaling.json, scaling.png")
+    s.add_argument("--threads-per-worker", type=int, default=1)
+    s.add_argument("--memory-limit", default=None)
+    r = sub.add_parser("record", help="append a finished job's per-stage times to a CSV")
+    r.add_argument("job_output", help="a job's output folder (with NN-stage folders)")
+    r.add_argument("--csv", required=True, help="CSV file to append to")
+    r.add_argument("--label", default="", help="extra columns, e.g. nodes=4,tasks=64")
+
+
+def main(args) -> int:
+    from app import bench
+
+    if args.bench == "record":
+        if not os.path.isdir(args.job_output):
+            raise SettingsError(f"{args.job_output}: no such directory")
+        rows = bench.record_rows(args.job_output, _labels(args.label))
+        if not rows:
+            raise SettingsError(f"{args.job_output}: no finished stage folders (NN-stage/manifest.json)")
+        bench.write_csv(args.csv, rows, append=True)
+        print(f"bench: {len(rows)} row(s) appended to {args.csv}")
+        return 0
+    if args.repeat < 1:
+        raise SettingsError(f"--repeat must be at least 1; got {args.repeat}")
+    workers = _int_list(args.workers)
+    result = bench.run_scaling(args.job, workers, args.repeat, args.output,
+                               {"threads_per_worker": args.threads_per_worker, "memory_limit": args.memory_limit})
+    print(format_summary(result))
+    print(f"bench: wrote {os.path.join(args.output, 'scaling.csv')}, scaling.json and scaling.png")
+    return 0
+
+
+def format_summary(result: dict) -> str:
+    ns = result["workers"]
+    head = ["stage"] + [f"{n}w s" for n in ns] + [f"eff@{n}" for n in ns[1:]] + ["serial"] + \
+        [f"S({n})" for n in (64, 256, 1024)]
+    rows = [head]
+    for stage, s in result["stages"].items():
+        rows.append([stage] + [f"{s['seconds'].get(n, float('nan')):.2f}" for n in ns]
+                    + [f"{s['efficiency'].get(n, float('nan')):.0%}" for n in ns[1:]]
+                    + [f"{s['serial_fraction']:.3f}"] + [f"{v:.1f}" for v in s["predicted_speedup"].values()])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines.append(f"Predictions: {result['assumption']}")
+    return "\n".join(lines)
