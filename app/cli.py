@@ -69,7 +69,7 @@ def add_settings_arguments(p: argparse.ArgumentParser, cls, title: str, skip=())
     g = p.add_argument_group(title)
     hints = field_types(cls)
     for f in dataclasses.fields(cls):
-        if f.name in skip:
+        if f.name in skip or not f.init:  # init=False fields are derived, not options
             continue
         flag = "--" + f.name.replace("_", "-")
         default = f.default if f.default is not dataclasses.MISSING else None

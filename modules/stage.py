@@ -246,14 +246,14 @@ def settings_from_mapping(cls, mapping: dict | None, where: str):
     """Build a Settings instance from YAML/CLI values; unknown keys and wrong types are SettingsErrors."""
     mapping = dict(mapping or {})
     hints = field_types(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
+    names = {f.name for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(mapping) - names)
     if unknown:
         known = ", ".join(sorted(names)) or "none"
         raise SettingsError(f"{where}: unknown setting {unknown[0]!r} (known: {known})")
     values = {}
     for f in dataclasses.fields(cls):
-        if f.name not in mapping:
+        if f.name not in mapping or not f.init:
             continue
         parse = f.metadata.get("parse")
         raw = mapping[f.name]
