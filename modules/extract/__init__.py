@@ -1,0 +1,97 @@
+"""Extraction: raw files (WARC, Wikipedia XML dumps, arXiv source tarballs) into document datasets.
+
+Every extractor follows one pattern: the stage lists its input files (:func:`raw_inputs`), builds a
+Dask DataFrame with ``dd.from_map`` (one input file per partition) over a pure function
+``extract_<kind>_file(raw, settings, on_error) -> pandas.DataFrame`` that streams the file record by
+record, and hands it to :func:`modules.dataset.write_dataset`. A bad record becomes a row with a
+``_reason`` (and a ``_detail`` naming the file and position), so the writer puts it in ``_rejects/``
+and counts it; the rest of the file is kept. A file that cannot be opened at all fails the run with
+its name, or with ``--on-error skip`` becomes one rejected row (:func:`file_failure`).
+"""
+
+from __future__ import annotations
+
+import glob as globlib
+import os
+from dataclasses import dataclass
+
+import pandas as pd
+
+from modules.errors import DataError, SettingsError
+
+
+@dataclass(frozen=True)
+class RawFile:
+    """One input file of an extractor: its path and the name used in ids and messages."""
+
+    path: str
+    #: the path relative to the common folder of all inputs (stable whatever the working directory)
+    name: str
+
+
+def raw_inputs(specs, suffixes: tuple[str, ...], what: str) -> list[RawFile]:
+    """Files named by paths, directories (searched recursively for ``suffixes``) or globs; sorted.
+
+    A file named explicitly is taken whatever its suffix; directories and globs only yield files
+    ending in one of ``suffixes`` (``.part`` files of unfinished downloads never match).
+    """
+    if isinstance(specs, (str, os.PathLike)):
+        specs = [specs]
+    files: list[str] = []
+    for spec in map(str, specs):
+        if os.path.isfile(spec):
+            files.append(spec)
+        elif os.path.isdir(spec):
+            found = sorted(
+                os.path.join(root, f)
+                for root, dirs, names in os.walk(spec)
+                for f in names
+                if f.lower().endswith(suffixes) and not f.startswith(".")
+            )
+            if not found:
+                raise SettingsError(f"input {spec}: no {what} files ({', '.join(suffixes)}) in this directory")
+            files.extend(found)
+        elif globlib.has_magic(spec):
+            found = sorted(p for p in globlib.glob(spec, recursive=True)
+                           if os.path.isfile(p) and p.lower().endswith(suffixes))
+            if not found:
+                raise SettingsError(f"input {spec}: no {what} file ({', '.join(suffixes)}) matches")
+            files.extend(found)
+        else:
+            raise SettingsError(f"input {spec}: no such file or directory")
+    if not files:
+        raise SettingsError(f"no {what} input files given")
+    unique = list(dict.fromkeys(os.path.abspath(f) for f in files))
+    root = os.path.commonpath([os.path.dirname(f) for f in unique])
+    return [RawFile(f, os.path.relpath(f, root)) for f in unique]
+
+
+def frame(rows: list[dict], meta: pd.DataFrame) -> pd.DataFrame:
+    """Rows (dicts) as a frame with exactly ``meta``'s columns and dtypes."""
+    df = pd.DataFrame.from_records(rows, columns=list(meta.columns)) if rows else meta.iloc[:0].copy()
+    return df.astype(meta.dtypes.to_dict())
+
+
+def file_failure(raw: RawFile, on_error: str, reason: str, error, meta: pd.DataFrame) -> pd.DataFrame:
+    """A whole file is unusable: fail the run naming it, or (``on_error="skip"``) one rejected row."""
+    message = f"{raw.path}: {reason}: {error}"
+    if on_error != "skip":
+        raise DataError(f"{message} (use --on-error skip to reject this file and go on)")
+    row = {c: None for c in meta.columns}
+    row.update(id=raw.name, text="", _reason=reason, _detail=message)
+    if "source" in meta.columns:
+        row["source"] = raw.name
+    return frame([row], meta)
+
+
+def reject(row: dict, reason: str, detail: str) -> dict:
+    """``row`` marked as rejected (a copy)."""
+    return {**row, "_reason": reason, "_detail": detail}
+
+
+def from_files(fn, files: list[RawFile], meta: pd.DataFrame, label: str, **kwargs):
+    """A Dask DataFrame with one partition per input file: ``fn(raw, **kwargs)`` for each."""
+    import dask.dataframe as dd
+
+    return dd.from_map(fn, files, meta=meta, enforce_metadata=False, label=label,
+                       divisions=[None] * (len(files) + 1), **kwargs)

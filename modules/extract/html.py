@@ -1,0 +1,170 @@
+"""HTML to plain text: charset decoding and boilerplate removal by a selectable algorithm.
+
+Decoding tries, in order, the charset of the HTTP header, the ``<meta>`` charset of the page and
+uchardet's guess (resiliparse), each strictly; a page none of them decodes is kept only when UTF-8
+with replacement characters damages less than 1% of it, otherwise it is rejected as undecodable.
+
+Algorithms (``ALGORITHMS``):
+
+- ``resiliparse``: resiliparse's main-content heuristics (fast, C++); the default.
+- ``justext``: jusText with NeMo Curator's parameters (length_low 70, length_high 200,
+  stopwords_low 0.30, stopwords_high 0.32, max_link_density 0.2, max_heading_distance 200). The
+  stop list is the one of the page's language, identified on the page's paragraphs first; for a
+  language jusText has no list for (Chinese, Japanese, Thai, ...) the stop-word criterion is
+  switched off and only length and link density decide, as NeMo does for non-spaced languages.
+- ``trafilatura``: trafilatura's extractor, comments excluded.
+
+Every algorithm returns paragraphs separated by blank lines, or "" when nothing is left.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+ALGORITHMS = ("resiliparse", "justext", "trafilatura")
+
+#: NeMo Curator's jusText parameters
+JUSTEXT = {
+    "length_low": 70,
+    "length_high": 200,
+    "stopwords_low": 0.30,
+    "stopwords_high": 0.32,
+    "max_link_density": 0.2,
+    "max_heading_distance": 200,
+}
+
+#: ISO 639-1 code (as py3langid answers) -> jusText stop-list name
+JUSTEXT_STOPLISTS = {
+    "af": "Afrikaans", "an": "Aragonese", "ar": "Arabic", "az": "Azerbaijani", "be": "Belarusian",
+    "bg": "Bulgarian", "bn": "Bengali", "br": "Breton", "bs": "Bosnian", "ca": "Catalan", "cs": "Czech",
+    "cy": "Welsh", "da": "Danish", "de": "German", "el": "Greek", "en": "English", "eo": "Esperanto",
+    "es": "Spanish", "et": "Estonian", "eu": "Basque", "fa": "Persian", "fi": "Finnish", "fr": "French",
+    "fy": "West_Frisian", "ga": "Irish", "gl": "Galician", "gu": "Gujarati", "he": "Hebrew", "hi": "Hindi",
+    "hr": "Croatian", "ht": "Haitian", "hu": "Hungarian", "hy": "Armenian", "id": "Indonesian", "ig": "Igbo",
+    "is": "Icelandic", "it": "Italian", "jv": "Javanese", "ka": "Georgian", "kk": "Kazakh", "kn": "Kannada",
+    "ko": "Korean", "ku": "Kurdish", "ky": "Kyrgyz", "la": "Latin", "lb": "Luxembourgish", "lt": "Lithuanian",
+    "lv": "Latvian", "mk": "Macedonian", "ml": "Malayalam", "mr": "Marathi", "ms": "Malay", "mt": "Maltese",
+    "ne": "Nepali", "nl": "Dutch", "nn": "Norwegian_Nynorsk", "no": "Norwegian_Bokmal", "oc": "Occitan",
+    "pl": "Polish", "pt": "Portuguese", "qu": "Quechua", "ro": "Romanian", "ru": "Russian", "sk": "Slovak",
+    "sl": "Slovenian", "sq": "Albanian", "sr": "Serbian", "sv": "Swedish", "sw": "Swahili", "ta": "Tamil",
+    "te": "Telugu", "tk": "Turkmen", "tl": "Tagalog", "tr": "Turkish", "uk": "Ukrainian", "ur": "Urdu",
+    "uz": "Uzbek", "vi": "Vietnamese", "vo": "Volapuk", "wa": "Walloon", "yo": "Yoruba",
+}
+
+_META_CHARSET = re.compile(rb"""<meta[^>]{0,200}?charset\s*=\s*["']?\s*([a-zA-Z0-9_.:\-]+)""", re.IGNORECASE)
+_BLANK_RUNS = re.compile(r"\n{3,}")
+_TRAILING_SPACE = re.compile(r"[ \t]+\n")
+#: how much of a page the <meta> charset is looked for in (the HTML spec says the first 1024 bytes;
+#: real pages put it later, after long comments or scripts)
+META_WINDOW = 4096
+
+
+class UndecodableError(ValueError):
+    """No charset decodes the page."""
+
+
+def _normalise_charset(name: str | None) -> str | None:
+    if not name:
+        return None
+    from resiliparse.parse.encoding import map_encoding_to_html5
+
+    mapped = map_encoding_to_html5(name.strip().strip("\"'"))
+    return mapped or None
+
+
+def decode_html(data: bytes, header_charset: str | None = None) -> tuple[str, str]:
+    """(text, charset used); raises UndecodableError naming the charsets tried."""
+    from resiliparse.parse.encoding import detect_encoding
+
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    meta = _META_CHARSET.search(data, 0, META_WINDOW)
+    candidates = [_normalise_charset(header_charset), _normalise_charset(meta.group(1).decode("ascii") if meta else None)]
+    candidates += [detect_encoding(data), "utf-8"]
+    tried = []
+    for charset in dict.fromkeys(c for c in candidates if c):
+        tried.append(charset)
+        try:
+            return data.decode(charset), charset
+        except (UnicodeDecodeError, LookupError):
+            continue
+    text = data.decode("utf-8", errors="replace")
+    if text.count("\ufffd") * 100 <= len(text):
+        return text, "utf-8 (with replacements)"
+    raise UndecodableError(f"no charset decodes the page (tried {', '.join(tried)})")
+
+
+def _tidy(text: str) -> str:
+    """Trailing spaces off every line, at most one blank line in a row, no blank ends."""
+    text = _TRAILING_SPACE.sub("\n", text)
+    return _BLANK_RUNS.sub("\n\n", text).strip()
+
+
+def extract_resiliparse(html: str) -> str:
+    from resiliparse.extract.html2text import extract_plain_text
+    from resiliparse.parse.html import HTMLTree
+
+    text = extract_plain_text(HTMLTree.parse(html), main_content=True, alt_texts=False, links=False,
+                              form_fields=False, noscript=False, comments=False)
+    return _tidy(text)
+
+
+@functools.cache
+def justext_stoplist(language: str) -> frozenset[str]:
+    """jusText's stop list for an ISO code; empty when jusText has none."""
+    import justext
+
+    name = JUSTEXT_STOPLISTS.get(language)
+    return justext.get_stoplist(name) if name else frozenset()
+
+
+def extract_justext(html: str) -> str:
+    import justext.core as jt
+    import lxml.etree
+
+    from modules.extract.language import identify
+
+    try:
+        dom = jt.preprocessor(jt.html_to_dom(html))
+        paragraphs = jt.ParagraphMaker.make_paragraphs(dom)
+    except (lxml.etree.ParserError, ValueError) as e:
+        # an empty or tag-less document: lxml has nothing to build a tree from
+        if "empty" in str(e).lower():
+            return ""
+        raise
+    if not paragraphs:
+        return ""
+    language, _ = identify(" ".join(p.text for p in paragraphs))
+    stoplist = justext_stoplist(language)
+    params = dict(JUSTEXT)
+    if not stoplist:
+        params.update(stopwords_low=0.0, stopwords_high=0.0)
+    heading_distance = params.pop("max_heading_distance")
+    jt.classify_paragraphs(paragraphs, stoplist, no_headings=False, **params)
+    jt.revise_paragraph_classification(paragraphs, heading_distance)
+    return _tidy("\n\n".join(p.text for p in paragraphs if not p.is_boilerplate))
+
+
+def extract_trafilatura(html: str) -> str:
+    import trafilatura
+
+    text = trafilatura.extract(html, include_comments=False, include_tables=True, deduplicate=False,
+                               with_metadata=False, output_format="txt")
+    return _tidy(text or "")
+
+
+_EXTRACTORS = {
+    "resiliparse": extract_resiliparse,
+    "justext": extract_justext,
+    "trafilatura": extract_trafilatura,
+}
+
+
+def extract_text(html: str, algorithm: str = "resiliparse") -> str:
+    """Main text of an HTML page by ``algorithm`` ("" when the page has none)."""
+    try:
+        fn = _EXTRACTORS[algorithm]
+    except KeyError:
+        raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}; got {algorithm!r}") from None
+    return fn(html)

@@ -1,0 +1,171 @@
+"""extract_warc: real HTML from the Rust book WARC, plus hand-built records for every reject reason."""
+
+import gzip
+import json
+
+import pandas as pd
+import pytest
+
+from modules.errors import DataError, SettingsError
+from modules.extract import RawFile
+from modules.extract.warc import COLUMNS, ExtractWarcSettings, extract_warc_file
+from tests.conftest import curate, read_output, run_stage
+from tests.rawdata import MALFORMED_RECORD, RUST_BOOK, page_warc, rust_pages, warc_record, write_warc
+
+GOOD = b"<html><body><article><p>" + b"This is a real paragraph of text about gardening and tomatoes. " * 5 + \
+    b"</p></article></body></html>"
+
+
+def _frame(path, **settings):
+    return extract_warc_file(RawFile(str(path), path.name), ExtractWarcSettings(**settings), "skip")
+
+
+@pytest.fixture(scope="module")
+def pages():
+    return rust_pages(12)
+
+
+def test_rust_book_two_files_dask_equals_pandas(tmp_path, pages):
+    a = page_warc(tmp_path / "in" / "a.warc.gz", pages[:7])
+    b = page_warc(tmp_path / "in" / "b.warc", pages[7:], compress=False)  # gzip or not
+    manifest = run_stage("extract_warc", {}, [tmp_path / "in"], tmp_path / "out")
+    out = read_output(tmp_path / "out")
+    assert manifest["partitions"] == 2
+    assert manifest["counts"] == {"in": 12, "out": 12, "dropped": {}}
+    assert list(out.columns) == list(COLUMNS)
+    # the Dask run is the plain pandas function, file by file
+    expected = pd.concat([_frame(a), _frame(b)], ignore_index=True).drop(columns=["_reason", "_detail"])
+    pd.testing.assert_frame_equal(out, expected, check_dtype=False)
+    assert out["url"].tolist() == [u for u, _ in pages]
+    assert out["source"].tolist() == ["a.warc.gz"] * 7 + ["b.warc"] * 5
+    assert (out["language"] == "en").all() and (out["language_score"] > 0.9).all()
+    assert out["id"].str.match(r"^urn:uuid:[0-9a-f-]{36}$").all()
+    assert (out["warc_record_id"] == "<" + out["id"] + ">").all()
+    assert out["text"].str.contains("Rust").all()
+    assert not out["text"].str.contains("<div|</p>", regex=True).any()
+
+
+def test_ids_are_stable_across_reruns(tmp_path, pages):
+    page_warc(tmp_path / "x.warc.gz", pages[:3])
+    run_stage("extract_warc", {}, [tmp_path / "x.warc.gz"], tmp_path / "o1")
+    run_stage("extract_warc", {}, [tmp_path / "x.warc.gz"], tmp_path / "o2")
+    assert read_output(tmp_path / "o1")["id"].tolist() == read_output(tmp_path / "o2")["id"].tolist()
+
+
+def test_only_html_200_responses_are_documents_and_rejects_are_counted(tmp_path):
+    records = [
+        warc_record("http://x/info", b"software: test\r\n", record_type="warcinfo"),
+        warc_record("http://x/req", b"GET / HTTP/1.1\r\n\r\n", record_type="request"),
+        warc_record("http://x/good", GOOD),
+        warc_record("http://x/404", GOOD, status=404),
+        warc_record("http://x/img.png", b"\x89PNG....", content_type="image/png"),
+        warc_record("http://x/empty", b""),  # edge case: empty page
+        warc_record("http://x/blank", b"<html><body>   \n\t </body></html>"),  # whitespace only
+        MALFORMED_RECORD,
+        warc_record("http://x/after-malformed", GOOD.replace(b"tomatoes", b"peppers")),
+        warc_record("http://x/huge", b"<html><body><p>" + b"big " * 50_000 + b"</p></body></html>"),
+        warc_record("http://x/binary", bytes(range(256)) * 40, content_type="text/html"),  # invalid UTF-8
+    ]
+    write_warc(tmp_path / "mixed.warc.gz", records)
+    manifest = run_stage("extract_warc", {"max_record_bytes": "100KiB"}, [tmp_path / "mixed.warc.gz"],
+                         tmp_path / "out")
+    out = read_output(tmp_path / "out")
+    assert out["url"].tolist() == ["http://x/good", "http://x/after-malformed"]
+    assert manifest["counts"]["dropped"] == {
+        "http_status": 1, "not_html": 1, "no_text": 2, "malformed_record": 1, "too_large": 1, "undecodable": 1}
+    rejects = pd.read_parquet(tmp_path / "out" / "_rejects" / "part-00000.parquet")
+    assert set(rejects["_reason"]) == set(manifest["counts"]["dropped"])
+    assert rejects["_detail"].str.contains("mixed.warc.gz").all()  # every reject names its file
+    huge = rejects[rejects["_reason"] == "too_large"].iloc[0]
+    assert huge["url"] == "http://x/huge" and "100KiB" not in huge["_detail"] and "102400" in huge["_detail"]
+
+
+def test_truncated_gzip_keeps_the_records_before_the_break(tmp_path, pages):
+    page_warc(tmp_path / "full.warc.gz", pages[:6])
+    data = (tmp_path / "full.warc.gz").read_bytes()
+    (tmp_path / "cut.warc.gz").write_bytes(data[: len(data) * 2 // 3])
+    df = _frame(tmp_path / "cut.warc.gz")
+    kept = df[df["_reason"].isna()]
+    assert 2 <= len(kept) < 6
+    assert kept["url"].tolist() == [u for u, _ in pages[: len(kept)]]
+    assert df["_reason"].dropna().tolist()[-1] == "truncated_file"
+    assert set(df["_reason"].dropna()) <= {"truncated_record", "truncated_file"}
+    manifest = run_stage("extract_warc", {}, [tmp_path / "cut.warc.gz"], tmp_path / "out")
+    assert manifest["counts"]["out"] == len(kept)
+    assert manifest["counts"]["dropped"]["truncated_file"] == 1
+
+
+def test_charset_from_header_meta_or_detection(tmp_path):
+    bg = "Това е текст на български език за проверка на кодировката на страницата и нищо повече. " * 3
+    fr = "Voilà un texte français où les accents comptent beaucoup pour l'encodage de la page. " * 3
+    records = [
+        # header says windows-1251, no meta
+        warc_record("http://x/hdr", f"<html><body><p>{bg}</p></body></html>".encode("cp1251"),
+                    content_type="text/html; charset=windows-1251"),
+        # no header charset; the <meta> says it
+        warc_record("http://x/meta", f'<html><head><meta charset="iso-8859-1"></head><body><p>{fr}</p></body></html>'
+                    .encode("latin-1"), content_type="text/html"),
+        # neither: detection
+        warc_record("http://x/detect", f"<html><body><p>{bg}</p></body></html>".encode("cp1251"),
+                    content_type="text/html"),
+    ]
+    write_warc(tmp_path / "cs.warc.gz", records)
+    df = _frame(tmp_path / "cs.warc.gz")
+    assert df["_reason"].isna().all()
+    text = dict(zip(df["url"], df["text"]))
+    assert "български" in text["http://x/hdr"] and "български" in text["http://x/detect"]
+    assert "Voilà" in text["http://x/meta"] and "français" in text["http://x/meta"]
+    assert dict(zip(df["url"], df["language"])) == {"http://x/hdr": "bg", "http://x/meta": "fr", "http://x/detect": "bg"}
+
+
+@pytest.mark.parametrize("algorithm", ["resiliparse", "justext", "trafilatura"])
+def test_every_algorithm_extracts_the_main_text(tmp_path, pages, algorithm):
+    page_warc(tmp_path / "p.warc.gz", pages[:3])
+    df = _frame(tmp_path / "p.warc.gz", algorithm=algorithm)
+    # the introduction's first sentence is main content for every algorithm
+    assert pd.isna(df["_reason"].iloc[0])
+    assert "Welcome to The Rust Programming Language" in df["text"].iloc[0]
+    assert "Keyboard shortcuts" not in df["text"].iloc[0].split("Welcome")[1]
+    # a short page may be all boilerplate to one algorithm (jusText drops the 2-paragraph chapter 1)
+    assert set(df["_reason"].dropna()) <= {"no_text"}
+    assert (df.loc[df["_reason"].isna(), "language"] == "en").all()
+
+
+def test_justext_uses_nemo_parameters_and_the_page_language():
+    from modules.extract.html import JUSTEXT, extract_justext
+
+    assert JUSTEXT == {"length_low": 70, "length_high": 200, "stopwords_low": 0.30, "stopwords_high": 0.32,
+                       "max_link_density": 0.2, "max_heading_distance": 200}
+    para = "Това е дълъг абзац на български език, който трябва да остане след премахването на шаблонния текст. " * 3
+    html = f"<html><body><div><a href='/'>Начало</a> | <a href='/x'>Контакти</a></div><p>{para}</p></body></html>"
+    text = extract_justext(html)
+    assert "български език" in text and "Контакти" not in text
+
+
+def test_unreadable_file_fails_naming_it_or_is_rejected_with_skip(tmp_path, pages):
+    page_warc(tmp_path / "in" / "good.warc.gz", pages[:2])
+    (tmp_path / "in" / "bad.warc.gz").write_bytes(b"\x1f\x8b\x08\x00 not really gzip")
+    with pytest.raises(DataError, match=r"bad\.warc\.gz"):
+        run_stage("extract_warc", {}, [tmp_path / "in"], tmp_path / "out")
+    manifest = run_stage("extract_warc", {}, [tmp_path / "in"], tmp_path / "out2", on_error="skip")
+    assert manifest["counts"]["out"] == 2 and manifest["counts"]["dropped"] == {"unreadable_file": 1}
+
+
+def test_missing_input_and_bad_settings_are_usage_errors(tmp_path):
+    with pytest.raises(SettingsError, match="nope.warc.gz"):
+        run_stage("extract_warc", {}, [tmp_path / "nope.warc.gz"], tmp_path / "out")
+    with pytest.raises(SettingsError, match="algorithm"):
+        ExtractWarcSettings(algorithm="boilerpipe")
+    with pytest.raises(SettingsError, match="max_record_bytes"):
+        ExtractWarcSettings(max_record_bytes="lots")
+
+
+@pytest.mark.slow
+def test_cli_extract_warc_on_the_rust_book(tmp_path):
+    proc = curate("extract", "warc", "--input", RUST_BOOK, "--output", tmp_path / "out", "--workers", "1",
+                  "--algorithm", "resiliparse")
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["counts"] == {"in": 124, "out": 124, "dropped": {}}, proc.stdout
+    assert (tmp_path / "out" / "_SUCCESS").exists()
+    with gzip.open(RUST_BOOK) as f:
+        assert f.read(8) == b"WARC/1.0"
