@@ -1,0 +1,298 @@
+"""``extract_wikipedia``: MediaWiki XML dumps (``.xml.bz2``, ``.xml.gz`` or ``.xml``) to articles.
+
+The dump is streamed: decompressed block by block (:func:`modules.extract.archive.open_stream`),
+decoded incrementally and fed to an XML pull parser; each ``<page>`` is converted as soon as it
+ends and then dropped from the tree, so memory stays constant whatever the dump size.
+
+The encoding is detected, not assumed: a byte-order mark, the NUL pattern of UTF-16/32 text
+without one, or the XML declaration, else UTF-8 (dumps are UTF-8, but some copies are UTF-16).
+
+Only main-namespace articles are documents; wikitext becomes plain text with mwparserfromhell
+(:mod:`modules.extract.wikitext`). Rows: ``id`` (``<dbname>:<page id>``, e.g. ``enwiki:12``: stable,
+unique across languages), ``title``, ``text``, ``url``, ``language`` (the dump's ``xml:lang``, else
+its dbname, else the file name's ``xxwiki-`` prefix; ``--language`` overrides).
+
+Rejected pages (``_reason``; text not kept): ``not_article`` (another namespace), ``redirect``,
+``malformed_page`` (no id, title or text), ``undecodable`` (bytes the detected encoding cannot
+decode), ``wikitext_error``, ``no_text``; and one row ``malformed_xml`` or ``truncated_file`` when
+the XML or the compressed stream breaks (pages before the break are kept).
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import re
+import urllib.parse
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from modules.dataset import STRING
+from modules.extract import RawFile, file_failure, frame, from_files, raw_inputs, reject
+from modules.extract.archive import open_stream
+from modules.extract.wikitext import DEFAULT_DROP_NAMESPACES, wikitext_to_text
+from modules.stage import Stage
+
+WIKI_SUFFIXES = (".xml.bz2", ".xml.gz", ".xml")
+COLUMNS = ("id", "title", "text", "url", "language")
+#: rejected pages keep their metadata, not their text (a full dump has millions of redirects)
+REJECT_COLUMNS = ("id", "title", "url", "language")
+XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
+#: decoded characters fed to the parser per step
+CHUNK = 1 << 20
+_XML_DECL_ENCODING = re.compile(rb"""^<\?xml[^>]*?encoding\s*=\s*["']([A-Za-z0-9._\-]+)["']""")
+_FILE_LANGUAGE = re.compile(r"^([a-z][a-z_\-]*?)wiki[-_.]")
+
+#: what an undecodable byte becomes: a private-use character no dump contains, so a page holding it
+#: is known to be damaged (U+FFFD itself may legitimately appear in an article)
+UNDECODABLE_MARK = "\U0010fffd"
+_ERROR_HANDLER = "curate-wiki-undecodable"
+
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32-le"),
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+
+
+@dataclass(frozen=True)
+class ExtractWikipediaSettings:
+    language: str = field(default="", metadata={
+        "help": "language code for the rows (default: from the dump)", "metavar": "CODE"})
+
+    def __post_init__(self):
+        from modules.errors import SettingsError
+
+        if self.language and not re.fullmatch(r"[a-z][a-z\-]{0,15}", self.language):
+            raise SettingsError(f"language must be a wiki language code such as en or zh-yue; got {self.language!r}")
+
+
+def wikipedia_meta() -> pd.DataFrame:
+    cols = {c: pd.Series([], dtype=STRING) for c in (*COLUMNS, "_reason", "_detail")}
+    return pd.DataFrame(cols)
+
+
+def detect_encoding(head: bytes) -> tuple[str, int]:
+    """(codec name, length of the byte-order mark) of an XML document from its first bytes."""
+    for bom, name in _BOMS:
+        if head.startswith(bom):
+            return name, len(bom)
+    if head[:4] == b"<\x00\x00\x00":
+        return "utf-32-le", 0
+    if head[:4] == b"\x00\x00\x00<":
+        return "utf-32-be", 0
+    if head[:2] == b"<\x00":
+        return "utf-16-le", 0
+    if head[:2] == b"\x00<":
+        return "utf-16-be", 0
+    m = _XML_DECL_ENCODING.match(head)
+    if m:
+        name = m.group(1).decode("ascii")
+        try:
+            return codecs.lookup(name).name, 0
+        except LookupError:
+            pass
+    return "utf-8", 0
+
+
+class _Site:
+    """What the dump says about its wiki (root attributes and <siteinfo>)."""
+
+    def __init__(self, raw: RawFile, language: str):
+        self.language = language
+        self.dbname = ""
+        self.base = ""
+        self.drop_namespaces = set(DEFAULT_DROP_NAMESPACES)
+        m = _FILE_LANGUAGE.match(os.path.basename(raw.path))
+        self.file_language = m.group(1).replace("_", "-") if m else ""
+
+    def read_root(self, root) -> None:
+        if not self.language:
+            self.language = (root.get(XML_LANG) or "").strip()
+
+    def read_siteinfo(self, elem) -> None:
+        self.dbname = (_child_text(elem, "dbname") or "").strip()
+        base = (_child_text(elem, "base") or "").strip()
+        self.base = base.rsplit("/wiki/", 1)[0] + "/wiki/" if "/wiki/" in base else ""
+        namespaces = _child(elem, "namespaces")
+        for ns in (namespaces if namespaces is not None else ()):
+            if ns.get("key") in ("6", "14", "-2") and ns.text:
+                self.drop_namespaces.add(ns.text.strip().lower())
+
+    def finish(self) -> None:
+        if not self.language and self.dbname.endswith("wiki"):
+            self.language = self.dbname[: -len("wiki")].replace("_", "-")
+        self.language = self.language or self.file_language
+        if not self.dbname:
+            self.dbname = f"{self.language.replace('-', '_')}wiki" if self.language else "wiki"
+        if not self.base and self.language:
+            self.base = f"https://{self.language}.wikipedia.org/wiki/"
+        self.drop = frozenset(self.drop_namespaces)
+
+
+def _local(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]
+
+
+def _child(elem, name: str):
+    for c in elem:
+        if _local(c.tag) == name:
+            return c
+    return None
+
+
+def _child_text(elem, name: str) -> str | None:
+    c = _child(elem, name)
+    return c.text if c is not None else None
+
+
+def page_url(base: str, title: str) -> str:
+    return base + urllib.parse.quote(title.replace(" ", "_"), safe="/:(),'!*;@$&+=-._~")
+
+
+def extract_wikipedia_file(raw: RawFile, settings: ExtractWikipediaSettings, on_error: str = "raise") -> pd.DataFrame:
+    """Every page of one dump file as a row (pure apart from reading the file)."""
+    meta = wikipedia_meta()
+    try:
+        stream = open_stream(raw.path)
+    except OSError as e:
+        return file_failure(raw, on_error, "unreadable_file", e, meta)
+    site = _Site(raw, settings.language)
+    rows: list[dict] = []
+    with stream:
+        head = stream.read(CHUNK)
+        if not head:
+            if stream.error is not None:
+                return file_failure(raw, on_error, "unreadable_file", stream.error, meta)
+            return file_failure(raw, on_error, "not_a_dump", "the file is empty", meta)
+        encoding, bom = detect_encoding(head)
+        decoder = codecs.getincrementaldecoder(encoding)(errors=_error_handler())
+        parser = ET.XMLPullParser(events=("start", "end"))
+        state = {"root": None, "depth": 0, "pages": 0}
+        chunk = head[bom:]
+        try:
+            while True:
+                final = not chunk
+                parser.feed(decoder.decode(chunk, final=final))
+                _drain(parser, state, site, raw, rows)
+                if final:
+                    break
+                chunk = stream.read(CHUNK)
+            if stream.error is None:
+                parser.close()
+                _drain(parser, state, site, raw, rows)
+        except ET.ParseError as e:
+            if state["root"] is None:
+                return file_failure(raw, on_error, "not_a_dump", f"not MediaWiki XML ({encoding}): {e}", meta)
+            if stream.error is None:
+                reason = "truncated_file" if _at_end(e, stream) else "malformed_xml"
+                rows.append(_file_row(raw, site, reason, f"{raw.path}: {reason.replace('_', ' ')} "
+                                      f"after {state['pages']} pages: {e}"))
+        if stream.error is not None:
+            if state["root"] is None:
+                return file_failure(raw, on_error, "unreadable_file", stream.error, meta)
+            rows.append(_file_row(raw, site, "truncated_file",
+                                  f"{raw.path}: the compressed stream breaks off after {state['pages']} pages: "
+                                  f"{stream.error}"))
+    return frame(rows, meta)
+
+
+def _error_handler() -> str:
+    try:
+        codecs.lookup_error(_ERROR_HANDLER)
+    except LookupError:
+        codecs.register_error(_ERROR_HANDLER, lambda e: (UNDECODABLE_MARK, e.end))
+    return _ERROR_HANDLER
+
+
+def _at_end(error: ET.ParseError, stream) -> bool:
+    # expat reports "no element found" / "unclosed token" when the document stops early
+    return "no element found" in str(error) or "unclosed token" in str(error)
+
+
+def _file_row(raw: RawFile, site: _Site, reason: str, detail: str) -> dict:
+    return {"id": f"{raw.name}:{reason}", "text": "", "language": site.language or None,
+            "_reason": reason, "_detail": detail}
+
+
+def _drain(parser, state, site: _Site, raw: RawFile, rows: list[dict]) -> None:
+    for event, elem in parser.read_events():
+        if event == "start":
+            state["depth"] += 1
+            if state["root"] is None:
+                state["root"] = elem
+                site.read_root(elem)
+            continue
+        state["depth"] -= 1
+        if state["depth"] != 1:
+            continue
+        name = _local(elem.tag)
+        if name == "siteinfo":
+            site.read_siteinfo(elem)
+        elif name == "page":
+            if not hasattr(site, "drop"):
+                site.finish()
+            state["pages"] += 1
+            rows.append(_page_row(elem, site, raw, state["pages"]))
+        # the page (or siteinfo) is done: drop it so the tree never grows
+        try:
+            state["root"].remove(elem)
+        except ValueError:
+            pass
+
+
+def _page_row(page, site: _Site, raw: RawFile, ordinal: int) -> dict:
+    ns = (_child_text(page, "ns") or "").strip()
+    page_id = (_child_text(page, "id") or "").strip()
+    title = _child_text(page, "title")
+    revision = _child(page, "revision")
+    wikitext = _child_text(revision, "text") if revision is not None else None
+    row = {
+        "id": f"{site.dbname}:{page_id}" if page_id else f"{raw.name}:page{ordinal}",
+        "title": title,
+        "text": "",
+        "url": page_url(site.base, title) if site.base and title else None,
+        "language": site.language or None,
+    }
+    where = f"{raw.path}: page {page_id or '?'} ({title!r})"
+    if not page_id or title is None:
+        return reject(row, "malformed_page", f"{where}: no id or title")
+    if ns != "0":
+        return reject(row, "not_article", f"{where}: namespace {ns or '?'}")
+    if _child(page, "redirect") is not None:
+        return reject(row, "redirect", f"{where}: redirect")
+    if wikitext is None:
+        if revision is not None and _child(revision, "text") is not None:
+            return reject(row, "no_text", f"{where}: empty page")
+        return reject(row, "malformed_page", f"{where}: no revision text")
+    if UNDECODABLE_MARK in wikitext or UNDECODABLE_MARK in title:
+        return reject(row, "undecodable", f"{where}: bytes that are not valid in the dump's encoding")
+    try:
+        text = wikitext_to_text(wikitext, site.drop)
+    except Exception as e:  # mwparserfromhell failing on one page must not lose the dump
+        return reject(row, "wikitext_error", f"{where}: {type(e).__name__}: {e}")
+    if not text:
+        return reject(row, "no_text", f"{where}: no text left after removing markup")
+    return {**row, "text": text}
+
+
+class ExtractWikipediaStage(Stage):
+    """MediaWiki XML dumps to articles (main namespace, no redirects), wikitext to plain text."""
+
+    name = "extract_wikipedia"
+    Settings = ExtractWikipediaSettings
+    cli = ("extract", "wikipedia")
+    help = "Wikipedia XML dumps to articles (streamed, wikitext to plain text)"
+    reads_raw_files = True
+
+    def run(self, settings, ctx):
+        from modules.dataset import write_dataset
+
+        files = raw_inputs(ctx.input, WIKI_SUFFIXES, "Wikipedia dump")
+        ddf = from_files(extract_wikipedia_file, files, wikipedia_meta(), "extract-wikipedia",
+                         settings=settings, on_error=ctx.io.on_error)
+        return write_dataset(ddf, ctx, stage=self.name, settings=settings, reject_columns=REJECT_COLUMNS)

@@ -1,0 +1,66 @@
+"""MediaWiki wikitext to plain text with mwparserfromhell.
+
+Removed: templates (infoboxes, navboxes, citations), ``<ref>`` and other invisible tags, tables,
+galleries, file/image links, category links, interlanguage links, magic words (``__NOTOC__``) and
+HTML comments. Kept: headings (as their own line), paragraphs, list items, and the visible text
+of links and of formatting (bold, italic).
+"""
+
+from __future__ import annotations
+
+import re
+
+#: namespace names that mean "file" or "category" on every wiki, whatever its language
+DEFAULT_DROP_NAMESPACES = frozenset({"file", "image", "media", "category"})
+#: tags whose whole content goes (tables are tags too: wiki ``{| |}`` markup parses as <table>)
+DROP_TAGS = frozenset({"ref", "references", "table", "gallery", "imagemap", "timeline", "graph",
+                       "templatedata", "score", "math", "chem", "syntaxhighlight", "source", "mapframe"})
+
+_MAGIC_WORDS = re.compile(r"__[A-Z]+__")
+_INTERLANGUAGE = re.compile(r"^[a-z]{2,3}(?:-[a-z]+){0,2}$")
+_EDGE_SPACE = re.compile(r"(?m)^[ \t]+|[ \t]+$")
+_BLANK_RUNS = re.compile(r"\n{3,}")
+_SPACE_RUNS = re.compile(r"[ \t]{2,}")
+#: lines left with nothing but punctuation once their content went (e.g. "()" of a removed template)
+_EMPTY_LINE = re.compile(r"(?m)^[ \t]*[\-–—*#:;,.()\[\]|][ \t\-–—*#:;,.()\[\]|]*\n")
+
+
+def _drop_link(title: str, drop_namespaces: frozenset[str]) -> bool:
+    if title.startswith(":"):  # [[:Category:X]] is a visible link to the category page
+        return False
+    prefix, sep, _ = title.partition(":")
+    if not sep:
+        return False
+    prefix = prefix.strip().lower()
+    return prefix in drop_namespaces or bool(_INTERLANGUAGE.match(prefix))
+
+
+def _remove(code, node) -> None:
+    try:
+        code.remove(node)
+    except ValueError:  # already gone with an enclosing node
+        pass
+
+
+def wikitext_to_text(wikitext: str, drop_namespaces: frozenset[str] = DEFAULT_DROP_NAMESPACES) -> str:
+    """Plain text of a page's wikitext; ``drop_namespaces`` are lowercase file/category prefixes."""
+    import mwparserfromhell
+
+    code = mwparserfromhell.parse(wikitext)
+    for link in code.filter_wikilinks(recursive=True):
+        title = str(link.title).strip()
+        if _drop_link(title, drop_namespaces):
+            _remove(code, link)
+        elif title.startswith(":") and link.text is None:
+            link.title = title[1:]  # [[:Category:X]] shows as "Category:X"
+    for tag in code.filter_tags(recursive=True):
+        if str(tag.tag).strip().lower() in DROP_TAGS:
+            _remove(code, tag)
+    for template in code.filter_templates(recursive=False):
+        _remove(code, template)
+    text = code.strip_code(normalize=True, collapse=True, keep_template_params=False)
+    text = _MAGIC_WORDS.sub("", text)
+    text = _SPACE_RUNS.sub(" ", text)
+    text = _EDGE_SPACE.sub("", text) + "\n"
+    text = _EMPTY_LINE.sub("", text)
+    return _BLANK_RUNS.sub("\n\n", text).strip()

@@ -1,0 +1,116 @@
+"""extract_arxiv: an arXiv-like bulk tarball, single-paper archives, and hostile archives."""
+
+import gzip
+
+import pandas as pd
+import pytest
+
+from modules.errors import DataError
+from modules.extract import RawFile
+from modules.extract.archive import safe_member_name
+from modules.extract.arxiv import COLUMNS, ExtractArxivSettings, extract_arxiv_file, paper_id
+from modules.extract.latex import find_main, inline_inputs, strip_comments
+from tests.conftest import read_output, run_stage
+from tests.rawdata import SINGLE_TEX, arxiv_bulk_tar, paper_tarball, tar_bytes
+
+
+def _frame(path, on_error="skip", **settings):
+    return extract_arxiv_file(RawFile(str(path), path.name), ExtractArxivSettings(**settings), on_error)
+
+
+def _reasons(df):
+    return dict(zip(df["id"], df["_reason"].fillna("kept")))
+
+
+def test_bulk_tarball_to_papers(tmp_path):
+    df = _frame(arxiv_bulk_tar(tmp_path / "arXiv_src_2301_001.tar"))
+    assert _reasons(df) == {"2301.00001": "kept", "2301.00002": "kept", "2301.00003": "no_source"}
+    kept = df[df["_reason"].isna()]
+    assert kept["url"].tolist() == ["https://arxiv.org/abs/2301.00001", "https://arxiv.org/abs/2301.00002"]
+    assert (kept["source"] == "arXiv_src_2301_001.tar").all()
+    text = kept["text"].iloc[0]
+    # inputs inlined (a file in a subfolder, an \include without extension), in order
+    assert text.index("\\section{Introduction}") < text.index("Intro text with math") < text.index(
+        "\\section{Results}") < text.index("The results are good.")
+    assert "5\\% lower" in text  # an escaped percent is not a comment
+    assert "\\begin{abstract}\nWe study things.\n\\end{abstract}" in text
+    for gone in ("usepackage", "newcommand", "a comment that goes", "hidden remark", "bibitem", "\\bibliography",
+                 "\\maketitle", "after end{document}", "\\documentclass"):
+        assert gone not in text, gone
+    assert kept["text"].iloc[1] == "\\section{Only}\nA single-file paper."
+
+
+def test_hostile_members_are_rejected_and_the_rest_kept(tmp_path):
+    bomb = gzip.compress(b"\\section{x}" + b" " * (8 << 20))  # 8 MiB of spaces in 8 kB
+    inner_escape = gzip.compress(tar_bytes([("../../evil.tex", b"\\section{evil}"), ("a.tex", SINGLE_TEX.encode())]))
+    path = arxiv_bulk_tar(tmp_path / "arXiv_src_2301_002.tar", extra=[
+        ("../../etc/x", b"owned"),
+        ("/abs/path.gz", gzip.compress(SINGLE_TEX.encode())),
+        ("2301/2301.00009.gz", None, "/etc/passwd"),  # a symlink
+        ("2301/2301.00004.gz", bomb),
+        ("2301/2301.00005.gz", inner_escape),
+        ("2301/2301.00006.gz", b"not gzip at all"),
+    ])
+    df = _frame(path, max_inflated_bytes="1MiB")
+    reasons = _reasons(df)
+    assert reasons["arXiv_src_2301_002.tar:../../etc/x"] == "unsafe_path"
+    assert reasons["arXiv_src_2301_002.tar:/abs/path.gz"] == "unsafe_path"
+    assert reasons["arXiv_src_2301_002.tar:2301/2301.00009.gz"] == "link_member"
+    assert reasons["2301.00004"] == "decompression_bomb"
+    assert reasons["2301.00005:../../evil.tex"] == "unsafe_path"
+    assert reasons["2301.00005"] == "kept"  # its safe file is still read
+    assert reasons["2301.00006"] == "corrupt_member"
+    assert [k for k, v in reasons.items() if v == "kept"] == ["2301.00001", "2301.00002", "2301.00005"]
+    assert not (tmp_path.parent / "etc").exists() and not (tmp_path / "evil.tex").exists()  # nothing is written
+    assert df.loc[df["id"] == "2301.00004", "_detail"].str.contains("1048576").all()
+
+
+def test_truncated_archive_keeps_the_papers_before_the_break(tmp_path):
+    full = arxiv_bulk_tar(tmp_path / "full.tar").read_bytes()
+    second = full.index(b"2301/2301.00002.gz")  # the header of the second paper
+    (tmp_path / "cut.tar").write_bytes(full[: second + 700])
+    df = _frame(tmp_path / "cut.tar")
+    assert df["id"].iloc[0] == "2301.00001" and pd.isna(df["_reason"].iloc[0])
+    assert df["_reason"].iloc[-1] == "truncated_archive"
+
+
+def test_single_paper_archives(tmp_path):
+    (tmp_path / "2302.01234.tar.gz").write_bytes(paper_tarball())
+    (tmp_path / "hep-th9901001.gz").write_bytes(gzip.compress(SINGLE_TEX.encode()))
+    (tmp_path / "2302.05555.gz").write_bytes(gzip.compress(b"%!PS-Adobe-2.0 a PostScript submission"))
+    assert _reasons(_frame(tmp_path / "2302.01234.tar.gz")) == {"2302.01234": "kept"}
+    df = _frame(tmp_path / "hep-th9901001.gz")
+    assert df[["id", "url"]].values.tolist() == [["hep-th/9901001", "https://arxiv.org/abs/hep-th/9901001"]]
+    assert _reasons(_frame(tmp_path / "2302.05555.gz")) == {"2302.05555": "no_tex"}
+
+
+def test_stage_two_archives_dask_equals_pandas(tmp_path):
+    a = arxiv_bulk_tar(tmp_path / "in" / "arXiv_src_2301_001.tar")
+    b = tmp_path / "in" / "2302.01234.tar.gz"
+    b.write_bytes(paper_tarball())
+    manifest = run_stage("extract_arxiv", {}, [tmp_path / "in"], tmp_path / "out")
+    out = read_output(tmp_path / "out")
+    assert manifest["partitions"] == 2
+    assert manifest["counts"] == {"in": 4, "out": 3, "dropped": {"no_source": 1}}
+    assert list(out.columns) == list(COLUMNS)
+    expected = pd.concat([_frame(b), _frame(a)], ignore_index=True)  # sorted by path: 2302... < arXiv...
+    expected = expected[expected["_reason"].isna()].drop(columns=["_reason", "_detail"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(out, expected, check_dtype=False)
+
+
+def test_not_an_archive_fails_naming_it_unless_skip(tmp_path):
+    (tmp_path / "x.tar").write_bytes(b"plain text, not a tar")
+    with pytest.raises(DataError, match="x.tar"):
+        _frame(tmp_path / "x.tar", on_error="raise")
+    assert _reasons(_frame(tmp_path / "x.tar")) == {"x.tar": "not_an_archive"}
+
+
+def test_latex_helpers():
+    assert strip_comments("a % c\n% whole line\nb \\% kept\nc \\\\% gone\n") == "a \nb \\% kept\nc \\\\\n"
+    files = {"intro.tex": "\\input{main}", "main.tex": "\\documentclass{x}\\begin{document}\\input{intro}\\end{document}",
+             "other.tex": "\\begin{document}short\\end{document}"}
+    assert find_main(files) == "main.tex"
+    assert "\\input" not in inline_inputs("main.tex", files)  # a cycle ends instead of recursing forever
+    assert paper_id("2301/2301.00001.gz") == "2301.00001" and paper_id("math.AG0501001.gz") == "math.AG/0501001"
+    assert safe_member_name("a/../b.tex") == "b.tex"
+    assert safe_member_name("a/../../b.tex") is None and safe_member_name("C:/x") is None
