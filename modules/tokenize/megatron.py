@@ -56,7 +56,7 @@ CODES = {dt: code for code, dt in DTYPES.items()}
 #: Megatron picks uint16 below this vocabulary size (a margin under 65536 for added tokens)
 UINT16_LIMIT = 65500
 #: how many elements one streaming step handles (merge, range scan): memory stays flat
-CHUNK = 1 << 22
+CHUNK = 1 << 20
 
 
 def token_dtype(vocab_size: int) -> np.dtype:

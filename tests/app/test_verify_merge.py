@@ -1,0 +1,66 @@
+"""``curate verify`` and ``curate merge`` on the command line."""
+
+import pytest
+
+from app.cli import main
+from tests.conftest import curate, run_stage, write_jsonl
+
+
+@pytest.fixture(scope="module")
+def tokenized(tmp_path_factory):
+    base = tmp_path_factory.mktemp("vm")
+    for k in range(2):
+        write_jsonl(base / "in" / f"f{k}.jsonl", [{"id": f"{k}-{j}", "text": f"Hello number {k}.{j}"} for j in range(30)])
+    run_stage("tokenize", {"tokenizer": "tiktoken:cl100k_base"}, str(base / "in" / "*.jsonl"), base / "out")
+    run_stage("tokenize", {"tokenizer": "tiktoken:cl100k_base", "split": "validation=0.1"},
+              str(base / "in" / "*.jsonl"), base / "split")
+    return base
+
+
+def test_verify_ok(tokenized, capsys):
+    assert main(["verify", str(tokenized / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "OK (vocabulary size 100277 from manifest.json)" in out
+    assert "part: 2 files, 60 documents" in out and "int32" in out
+    assert "document 0 of part_00000" in out
+    assert "decoded: 'Hello number 0.0<|endoftext|>'" in out
+
+
+def test_verify_split_sets(tokenized, capsys):
+    assert main(["verify", str(tokenized / "split")]) == 0
+    out = capsys.readouterr().out
+    assert "  train: 2 files" in out and "  validation: " in out and "total: " in out
+    assert main(["verify", str(tokenized / "split"), "--prefix", "validation"]) == 0
+    assert "train" not in capsys.readouterr().out
+
+
+def test_verify_failure_lines_and_exit_codes(tokenized, tmp_path, capsys):
+    import shutil
+
+    out = shutil.copytree(tokenized / "out", tmp_path / "out")
+    data = (out / "part_00001.idx").read_bytes()
+    (out / "part_00001.idx").write_bytes(data[:-3])
+    (out / "part_00000.bin").unlink()
+    assert main(["verify", str(out), "--vocab-size", "100277"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert f"{out}/part_00000.bin: missing partner: part_00000.idx has no .bin" in err
+    assert any(line.startswith(f"{out}/part_00001.idx: index size:") for line in err)
+    assert err[-1] == f"curate verify: {out}: 2 problem(s)"
+    assert main(["verify", str(tmp_path / "none")]) == 2
+
+
+def test_merge_then_verify_the_merged_pair(tokenized, tmp_path, capsys):
+    assert main(["merge", str(tokenized / "out"), "--output", str(tmp_path / "all")]) == 0
+    assert "2 files ->" in capsys.readouterr().out
+    assert main(["verify", str(tmp_path / "all"), "--tokenizer", "tiktoken:cl100k_base"]) == 0
+    assert "all: 1 files, 60 documents" in capsys.readouterr().out
+    assert main(["merge", str(tokenized / "split"), "--output", str(tmp_path / "x")]) == 2
+    assert "--prefix" in capsys.readouterr().err
+    assert main(["merge", str(tokenized / "split"), "--output", str(tmp_path / "train"), "--prefix", "train"]) == 0
+
+
+def test_real_command_line(tokenized, tmp_path):
+    proc = curate("verify", tokenized / "out")
+    assert "OK" in proc.stdout
+    proc = curate("merge", tokenized / "out", check=False)
+    assert proc.returncode == 2 and "--output" in proc.stderr

@@ -1,0 +1,150 @@
+"""The verify gate: every check fails with a line naming the file and the check."""
+
+import json
+import shutil
+import struct
+
+import numpy as np
+import pytest
+
+from modules.errors import SettingsError
+from modules.tokenize.verify import verify
+from tests.conftest import run_stage, write_jsonl
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory):
+    """A tokenized output with 3 pairs (cl100k_base, int32); copied by each test before damage."""
+    base = tmp_path_factory.mktemp("verify")
+    for k in range(3):
+        write_jsonl(base / "in" / f"f{k}.jsonl", [{"id": f"{k}-{j}", "text": f"document {k}.{j} text"} for j in range(5)])
+    run_stage("tokenize", {"tokenizer": "tiktoken:cl100k_base"}, str(base / "in" / "*.jsonl"), base / "out")
+    return base / "out"
+
+
+@pytest.fixture
+def out(good, tmp_path):
+    return shutil.copytree(good, tmp_path / "out")
+
+
+def test_good_output(out):
+    r = verify(str(out))
+    assert r.ok, r.problems
+    assert r.vocab_size == 100277 and r.vocab_source == "manifest.json"
+    assert r.sets == {"part": {"files": 3, "documents": 15, "tokens": r.sets["part"]["tokens"], "bytes":
+                               r.sets["part"]["tokens"] * 4, "dtype": "int32"}}
+    name, length, tokens = r.first
+    assert name == "part_00000" and tokens[-1] == 100257 and len(tokens) == length
+
+
+def only(problems, text):
+    assert len(problems) == 1, problems
+    assert text in problems[0], problems
+    return problems[0]
+
+
+def test_missing_success(out):
+    (out / "_SUCCESS").unlink()
+    line = only(verify(str(out)).problems, "missing _SUCCESS")
+    assert line.startswith(str(out / "_SUCCESS"))
+
+
+def test_missing_partner(out):
+    (out / "part_00001.bin").unlink()
+    only(verify(str(out)).problems, f"{out}/part_00001.bin: missing partner")
+    (out / "part_00002.idx").unlink()
+    assert any(f"{out}/part_00002.idx: missing partner" in p for p in verify(str(out)).problems)
+
+
+def test_pair_listed_in_manifest_but_gone(out):
+    (out / "part_00001.bin").unlink()
+    (out / "part_00001.idx").unlink()
+    only(verify(str(out)).problems, "part_00001.bin: missing: listed in manifest.json")
+
+
+def test_truncated_idx(out):
+    data = (out / "part_00001.idx").read_bytes()
+    (out / "part_00001.idx").write_bytes(data[:-5])
+    only(verify(str(out)).problems, f"{out}/part_00001.idx: index size")
+
+
+def test_empty_files(out):
+    (out / "part_00000.idx").write_bytes(b"")
+    (out / "part_00002.bin").write_bytes(b"")
+    problems = verify(str(out)).problems
+    assert f"{out}/part_00000.idx: empty file" in problems
+    assert f"{out}/part_00002.bin: empty file" in problems
+
+
+@pytest.mark.parametrize("offset,value,check", [(0, b"N", "header"), (9, struct.pack("<Q", 7), "version"),
+                                                (17, bytes([99]), "dtype code")])
+def test_bad_header(out, offset, value, check):
+    p = out / "part_00000.idx"
+    data = bytearray(p.read_bytes())
+    data[offset:offset + len(value)] = value
+    p.write_bytes(bytes(data))
+    only(verify(str(out)).problems, f"part_00000.idx: {check}")
+
+
+def test_dtype_differs_from_manifest(out):
+    p = out / "part_00000.idx"
+    data = bytearray(p.read_bytes())
+    data[17] = 5  # int64: a valid code, but the sizes no longer agree either
+    p.write_bytes(bytes(data))
+    problems = verify(str(out)).problems
+    assert any("part_00000.bin: bin size" in x for x in problems), problems
+
+
+def test_lengths_disagree_with_bin(out):
+    with open(out / "part_00001.bin", "ab") as f:
+        f.write(b"\0\0\0\0")
+    only(verify(str(out)).problems, f"{out}/part_00001.bin: bin size")
+
+
+def test_out_of_range_token(out):
+    p = out / "part_00002.bin"
+    data = bytearray(p.read_bytes())
+    data[8:12] = struct.pack("<i", 100277)  # the third token of the partition's first document
+    p.write_bytes(bytes(data))
+    line = only(verify(str(out)).problems, f"{out}/part_00002.bin: token id range")
+    assert "first at token 2, document 0" in line
+    # a smaller vocabulary from the command line catches ordinary ids too
+    assert len(verify(str(out), vocab_size=1000).problems) == 3
+
+
+def test_negative_token_without_vocabulary(out):
+    manifest = json.loads((out / "manifest.json").read_text())
+    del manifest["vocab_size"]
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    p = out / "part_00000.bin"
+    data = bytearray(p.read_bytes())
+    data[0:4] = struct.pack("<i", -3)
+    p.write_bytes(bytes(data))
+    r = verify(str(out))
+    assert r.vocab_size is None
+    only(r.problems, "token ids negative")
+
+
+def test_single_pair_and_errors(out, tmp_path):
+    r = verify(str(out / "part_00001"))
+    assert r.ok and r.sets["part_00001"]["documents"] == 5
+    with pytest.raises(SettingsError, match="no such directory"):
+        verify(str(tmp_path / "nothing"))
+    with pytest.raises(SettingsError, match="no pairs with prefix 'train'"):
+        verify(str(out), prefix="train")
+
+
+def test_directory_without_pairs(tmp_path):
+    (tmp_path / "_SUCCESS").write_bytes(b"")
+    only(verify(str(tmp_path)).problems, "no pairs")
+
+
+def test_mixed_dtypes(tmp_path):
+    from modules.tokenize import megatron
+
+    for name, dt in (("part_00000", np.uint16), ("part_00001", np.int32)):
+        with megatron.PairWriter(str(tmp_path / name), dt) as w:
+            w.add(np.array([1, 2], dtype=dt), np.array([2]))
+            w.commit()
+    (tmp_path / "_SUCCESS").write_bytes(b"")
+    only(verify(str(tmp_path)).problems, "mix dtypes")
