@@ -200,7 +200,7 @@ def make_compute(client, show_progress: bool | None = None):
 @contextlib.contextmanager
 def performance_report(output: str, label: str, client):
     """Save Dask's performance report (HTML) under ``<output>/_reports/``."""
-    if client is None:
+    if client is None or "://" in output:  # a remote output (s3://...): no local folder to put it in
         yield None
         return
     from distributed import performance_report as report
