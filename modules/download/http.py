@@ -1,0 +1,294 @@
+"""The one resumable downloader, for ``http(s)://`` and ``s3://`` URLs.
+
+``download(url, dest, options)``:
+
+- A file already at ``dest`` is complete (only a finished download is ever renamed there): it is
+  skipped without a request (unless its size contradicts the size the listing gave).
+- Bytes go to ``dest + ".part"``. After a dropped connection, a timeout or a 5xx/429 answer the
+  download waits (exponential backoff, or the server's Retry-After) and goes on from the end of the
+  ``.part`` file with an HTTP ``Range`` request, so a run that was killed also resumes there. A
+  server that ignores Range (answers 200) makes it start over cleanly.
+- The length is checked against Content-Length / Content-Range (and the listing's size and SHA-1
+  when given); only then is ``.part`` renamed to ``dest``.
+- ``retries`` bounds the failures in a row that made no progress; a failure after new bytes
+  arrived starts the count again. Other 4xx answers fail at once. Failures raise
+  :class:`DownloadError` naming the URL.
+- ``s3://`` goes through s3fs: anonymous, or with the caller's credentials and the requester-pays
+  flag (arXiv's bucket). Resuming is ranged reads from the ``.part`` size, chunk by chunk.
+- At most ``concurrency`` downloads run at once in one process (one Dask worker), whatever its
+  thread count: the slots are a per-process semaphore, the only state this module keeps.
+
+Bytes are saved as served (``Accept-Encoding: identity``, no transparent decompression): a
+``.warc.gz`` stays gzip.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass
+
+from modules.errors import DataError
+
+log = logging.getLogger("curate.download")
+
+#: answers worth retrying: the server or something in between is overloaded or broken for now
+RETRY_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504, 509, 520, 521, 522, 523, 524})
+_CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
+_UNSATISFIED_RANGE = re.compile(r"bytes\s+\*/(\d+)")
+
+
+@dataclass(frozen=True)
+class DownloadOptions:
+    retries: int = 5
+    #: seconds before the first retry; doubled at each further failure, capped by max_backoff
+    backoff: float = 1.0
+    max_backoff: float = 60.0
+    #: seconds to connect, and between two reads
+    timeout: float = 60.0
+    chunk_bytes: int = 1 << 20
+    #: downloads at once per process (per Dask worker)
+    concurrency: int = 4
+    requester_pays: bool = False
+    s3_endpoint_url: str = ""
+
+
+@dataclass(frozen=True)
+class DownloadResult:
+    url: str
+    path: str
+    #: downloaded | resumed (a Range request continued a partial file) | skipped (already complete)
+    status: str
+    bytes: int
+    attempts: int
+    seconds: float
+
+
+class DownloadError(DataError):
+    """A URL that could not be downloaded (a permanent error, or retries exhausted)."""
+
+
+class _Transient(Exception):
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+# --------------------------------------------------------------------------- concurrency slots
+
+_SLOTS: dict[int, threading.BoundedSemaphore] = {}
+_SLOTS_LOCK = threading.Lock()
+
+
+def _slot(limit: int) -> threading.BoundedSemaphore:
+    with _SLOTS_LOCK:
+        if limit not in _SLOTS:
+            _SLOTS[limit] = threading.BoundedSemaphore(limit)
+        return _SLOTS[limit]
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def download(url: str, dest: str, options: DownloadOptions | None = None, *, expected_size: int | None = None,
+             sha1: str | None = None) -> DownloadResult:
+    """Fetch ``url`` to ``dest`` (resumable, verified); see the module docstring."""
+    options = options or DownloadOptions()
+    started = time.monotonic()
+    if os.path.exists(dest):
+        size = os.path.getsize(dest)
+        if expected_size is None or size == expected_size:
+            return DownloadResult(url, dest, "skipped", size, 0, 0.0)
+        log.warning("%s: %d bytes on disk but %d expected; downloading again", dest, size, expected_size)
+        os.remove(dest)
+    os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
+    part = dest + ".part"
+    with _slot(max(1, options.concurrency)):
+        if url.startswith("s3://"):
+            status, attempts = _fetch_s3(url, part, options)
+        elif url.startswith(("http://", "https://")):
+            status, attempts = _fetch_http(url, part, options)
+        else:
+            raise DownloadError(f"{url}: unsupported URL scheme (expected http://, https:// or s3://)")
+    size = os.path.getsize(part)
+    if expected_size is not None and size != expected_size:
+        os.remove(part)
+        raise DownloadError(f"{url}: got {size} bytes but the listing says {expected_size}")
+    if sha1 and _sha1(part) != sha1.lower():
+        os.remove(part)
+        raise DownloadError(f"{url}: SHA-1 differs from the listing's {sha1} (corrupt download, removed)")
+    os.replace(part, dest)
+    return DownloadResult(url, dest, status, size, attempts, round(time.monotonic() - started, 3))
+
+
+def _sha1(path: str) -> str:
+    h = hashlib.sha1()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _size(path: str) -> int:
+    return os.path.getsize(path) if os.path.exists(path) else 0
+
+
+def _wait(url: str, failures: int, error: Exception, options: DownloadOptions) -> None:
+    if failures > options.retries:
+        raise DownloadError(f"{url}: {error} (gave up after {failures} failed attempts)") from error
+    delay = min(options.max_backoff, options.backoff * 2 ** (failures - 1))
+    retry_after = getattr(error, "retry_after", None)
+    if retry_after is not None:
+        delay = min(options.max_backoff, max(delay, retry_after))
+    log.warning("%s: %s; retry %d/%d in %.1fs", url, error, failures, options.retries, delay)
+    time.sleep(delay)
+
+
+# --------------------------------------------------------------------------- HTTP
+
+
+def _retry_after(value: str | None) -> float | None:
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None  # an HTTP date: use our own backoff
+
+
+def _fetch_http(url: str, part: str, options: DownloadOptions) -> tuple[str, int]:
+    import requests
+    import urllib3
+
+    transient = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,
+                 urllib3.exceptions.HTTPError, _Transient)
+    resumed = False
+    failures = attempts = 0
+    high_water = _size(part)  # progress means the .part file grew past anything seen before
+    with requests.Session() as session:
+        while True:
+            attempts += 1
+            try:
+                resumed |= _http_attempt(session, url, part, options)
+                return ("resumed" if resumed else "downloaded"), attempts
+            except transient as e:
+                size = _size(part)
+                failures = 0 if size > high_water else failures
+                high_water = max(high_water, size)
+                failures += 1
+                _wait(url, failures, e, options)
+
+
+def _http_attempt(session, url: str, part: str, options: DownloadOptions) -> bool:
+    """One request; True when it continued a partial file (206). Raises _Transient to retry."""
+    offset = _size(part)
+    headers = {"Accept-Encoding": "identity"}
+    if offset:
+        headers["Range"] = f"bytes={offset}-"
+    with session.get(url, headers=headers, stream=True, timeout=(options.timeout, options.timeout)) as r:
+        code = r.status_code
+        if code == 416 and offset:
+            m = _UNSATISFIED_RANGE.match(r.headers.get("Content-Range", ""))
+            if m and int(m.group(1)) == offset:
+                return True  # the .part file was already complete
+            os.remove(part)
+            raise _Transient(f"HTTP 416 for bytes {offset}- (the remote file changed?); starting over")
+        if code in RETRY_STATUS:
+            raise _Transient(f"HTTP {code} {r.reason}", _retry_after(r.headers.get("Retry-After")))
+        if code >= 400:
+            raise DownloadError(f"{url}: HTTP {code} {r.reason}")
+        if code == 206:
+            m = _CONTENT_RANGE.match(r.headers.get("Content-Range", ""))
+            if not m or int(m.group(1)) != offset:
+                os.remove(part)
+                raise _Transient(f"bad Content-Range {r.headers.get('Content-Range')!r} for bytes {offset}-")
+            total = None if m.group(3) == "*" else int(m.group(3))
+            mode, continued = "ab", True
+        elif code == 200:
+            length = r.headers.get("Content-Length")
+            total = int(length) if length and length.isdigit() else None
+            if offset:
+                log.info("%s: the server ignores Range; starting over", url)
+            mode, continued = "wb", False
+        else:
+            raise DownloadError(f"{url}: unexpected HTTP {code} {r.reason}")
+        with open(part, mode) as f:
+            for chunk in r.raw.stream(options.chunk_bytes, decode_content=False):
+                f.write(chunk)
+        size = _size(part)
+        if total is not None and size != total:
+            if size > total:
+                os.remove(part)
+            raise _Transient(f"connection ended at byte {size} of {total}")
+        return continued
+
+
+def get_bytes(url: str, options: DownloadOptions | None = None, max_bytes: int = 64 << 20) -> bytes:
+    """A small document (a listing, dumpstatus.json), with the same retries; never cached."""
+    import requests
+    import urllib3
+
+    options = options or DownloadOptions()
+    failures = 0
+    while True:
+        try:
+            r = requests.get(url, timeout=(options.timeout, options.timeout))
+            if r.status_code in RETRY_STATUS:
+                raise _Transient(f"HTTP {r.status_code} {r.reason}", _retry_after(r.headers.get("Retry-After")))
+            if r.status_code >= 400:
+                raise DownloadError(f"{url}: HTTP {r.status_code} {r.reason}")
+            if len(r.content) > max_bytes:
+                raise DownloadError(f"{url}: larger than {max_bytes} bytes")
+            return r.content
+        except (requests.ConnectionError, requests.Timeout, urllib3.exceptions.HTTPError, _Transient) as e:
+            failures += 1
+            _wait(url, failures, e, options)
+
+
+# --------------------------------------------------------------------------- S3
+
+
+def s3_filesystem(options: DownloadOptions):
+    """s3fs, anonymous unless requester-pays (which needs the caller's credentials)."""
+    import s3fs
+
+    kwargs = {"anon": not options.requester_pays, "requester_pays": options.requester_pays}
+    if options.s3_endpoint_url:
+        kwargs["client_kwargs"] = {"endpoint_url": options.s3_endpoint_url}
+    return s3fs.S3FileSystem(**kwargs)
+
+
+def _fetch_s3(url: str, part: str, options: DownloadOptions) -> tuple[str, int]:
+    fs = s3_filesystem(options)
+    key = url[len("s3://"):]
+    failures = attempts = 0
+    resumed = False
+    total = None
+    while True:
+        attempts += 1
+        try:
+            if total is None:
+                total = int(fs.info(key)["size"])
+            offset = _size(part)
+            if offset > total:
+                os.remove(part)
+                offset = 0
+            resumed |= offset > 0
+            with open(part, "ab") as f:
+                while offset < total:
+                    end = min(offset + options.chunk_bytes, total)
+                    data = fs.cat_file(key, start=offset, end=end)
+                    if len(data) != end - offset:
+                        raise _Transient(f"short read at byte {offset}: {len(data)} of {end - offset}")
+                    f.write(data)
+                    f.flush()
+                    offset = end
+                    failures = 0
+            return ("resumed" if resumed else "downloaded"), attempts
+        except (FileNotFoundError, PermissionError) as e:
+            raise DownloadError(f"{url}: {type(e).__name__}: {e}") from e
+        except Exception as e:  # botocore and aiohttp errors have no common base: retry, then report
+            failures += 1
+            _wait(url, failures, e, options)

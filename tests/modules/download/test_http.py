@@ -1,0 +1,154 @@
+"""The resumable downloader against a local HTTP server with injected faults, and moto's S3."""
+
+import hashlib
+import os
+
+import dask
+import pytest
+
+from modules.download.http import DownloadError, DownloadOptions, download
+from tests.httpserver import FileServer
+
+FAST = DownloadOptions(retries=3, backoff=0.01, timeout=1.0, chunk_bytes=4096)
+DATA = bytes(range(256)) * 2000  # 512000 bytes
+
+
+@pytest.fixture
+def server(tmp_path):
+    (tmp_path / "www" / "d").mkdir(parents=True)
+    (tmp_path / "www" / "d" / "file.bin").write_bytes(DATA)
+    with FileServer(tmp_path / "www", stall_seconds=1.5) as srv:
+        yield srv
+
+
+def test_download_then_skip_when_complete(server, tmp_path):
+    dest = tmp_path / "out" / "file.bin"
+    r = download(server.url("d/file.bin"), str(dest), FAST)
+    assert r.status == "downloaded" and r.bytes == len(DATA) and dest.read_bytes() == DATA
+    assert not os.path.exists(str(dest) + ".part")
+    again = download(server.url("d/file.bin"), str(dest), FAST)
+    assert again.status == "skipped" and len(server.requests) == 1  # no request for a complete file
+
+
+def test_500_twice_then_200(server, tmp_path):
+    server.fail("d/file.bin", "500", "500")
+    r = download(server.url("d/file.bin"), str(tmp_path / "f"), FAST)
+    assert (tmp_path / "f").read_bytes() == DATA
+    assert r.attempts == 3 and [s for _, _, s in server.requests] == [500, 500, 200]
+
+
+def test_connection_cut_mid_file_resumes_with_range(server, tmp_path):
+    server.fail("d/file.bin", "cut")
+    r = download(server.url("d/file.bin"), str(tmp_path / "f"), FAST)
+    assert (tmp_path / "f").read_bytes() == DATA
+    assert r.status == "resumed"
+    (_, first_range, first), (_, second_range, second) = server.requests
+    assert first_range is None and first == 200
+    offset = int(second_range.removeprefix("bytes=").rstrip("-"))
+    assert 0 < offset <= len(DATA) // 2 and second == 206
+
+
+def test_a_killed_run_resumes_from_its_part_file(server, tmp_path):
+    (tmp_path / "f.part").write_bytes(DATA[:1000])
+    r = download(server.url("d/file.bin"), str(tmp_path / "f"), FAST)
+    assert r.status == "resumed" and (tmp_path / "f").read_bytes() == DATA
+    assert server.requests == [("d/file.bin", "bytes=1000-", 206)]
+
+
+def test_a_complete_part_file_is_finished_by_a_416(server, tmp_path):
+    (tmp_path / "f.part").write_bytes(DATA)
+    download(server.url("d/file.bin"), str(tmp_path / "f"), FAST)
+    assert (tmp_path / "f").read_bytes() == DATA and [s for _, _, s in server.requests] == [416]
+
+
+def test_server_ignoring_range_starts_over(server, tmp_path):
+    (tmp_path / "f.part").write_bytes(b"stale bytes from an older copy")
+    server.fail("d/file.bin", "ignore-range")
+    download(server.url("d/file.bin"), str(tmp_path / "f"), FAST)
+    assert (tmp_path / "f").read_bytes() == DATA
+
+
+def test_timeout_is_retried(server, tmp_path):
+    server.fail("d/file.bin", "stall")
+    r = download(server.url("d/file.bin"), str(tmp_path / "f"), DownloadOptions(backoff=0.01, timeout=0.5))
+    assert (tmp_path / "f").read_bytes() == DATA and r.attempts == 2
+
+
+def test_404_fails_at_once_naming_the_url(server, tmp_path):
+    with pytest.raises(DownloadError, match=r"d/missing\.bin: HTTP 404"):
+        download(server.url("d/missing.bin"), str(tmp_path / "f"), FAST)
+    assert len(server.requests) == 1 and not (tmp_path / "f").exists()
+
+
+def test_retries_run_out(server, tmp_path):
+    server.fail("d/file.bin", *["503"] * 10)
+    with pytest.raises(DownloadError, match=r"file\.bin: HTTP 503.*gave up after 4"):
+        download(server.url("d/file.bin"), str(tmp_path / "f"), FAST)
+    assert len(server.requests) == 4 and not (tmp_path / "f").exists()
+
+
+def test_listing_size_and_sha1_are_checked(server, tmp_path):
+    with pytest.raises(DownloadError, match="listing says 10"):
+        download(server.url("d/file.bin"), str(tmp_path / "a"), FAST, expected_size=10)
+    with pytest.raises(DownloadError, match="SHA-1"):
+        download(server.url("d/file.bin"), str(tmp_path / "b"), FAST, sha1="0" * 40)
+    good = hashlib.sha1(DATA).hexdigest()
+    download(server.url("d/file.bin"), str(tmp_path / "c"), FAST, expected_size=len(DATA), sha1=good)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists() and (tmp_path / "c").exists()
+
+
+def test_unsupported_scheme(tmp_path):
+    with pytest.raises(DownloadError, match="unsupported URL scheme"):
+        download("ftp://example.org/x", str(tmp_path / "x"))
+
+
+def test_per_worker_concurrency_limit(tmp_path):
+    for i in range(4):
+        (tmp_path / "www" / f"{i}.bin").parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "www" / f"{i}.bin").write_bytes(DATA[:1000])
+    with FileServer(tmp_path / "www", delay=0.2) as srv:
+        opts = DownloadOptions(concurrency=1, backoff=0.01)
+        tasks = [dask.delayed(download)(srv.url(f"{i}.bin"), str(tmp_path / "o" / f"{i}.bin"), opts)
+                 for i in range(4)]
+        with dask.config.set(scheduler="threads", num_workers=4):
+            dask.compute(*tasks)
+        assert srv.max_active == 1 and len(srv.requests) == 4
+
+
+@pytest.mark.slow
+def test_s3_requester_pays_anonymous_and_resume(tmp_path, monkeypatch):
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                 "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(k, v)
+    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    moto.start()
+    try:
+        host, port = moto.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        s3 = boto3.client("s3", endpoint_url=endpoint)
+        s3.create_bucket(Bucket="paid")
+        s3.put_object(Bucket="paid", Key="src/a.tar", Body=DATA)
+        s3.put_bucket_request_payment(Bucket="paid", RequestPaymentConfiguration={"Payer": "Requester"})
+        s3.create_bucket(Bucket="open")
+        s3.put_object(Bucket="open", Key="b.bin", Body=DATA[:5000], ACL="public-read")
+        paid = DownloadOptions(requester_pays=True, s3_endpoint_url=endpoint, backoff=0.01, chunk_bytes=100_000)
+        r = download("s3://paid/src/a.tar", str(tmp_path / "a.tar"), paid)
+        assert r.status == "downloaded" and (tmp_path / "a.tar").read_bytes() == DATA
+        # anonymous is refused by a requester-pays bucket: a permanent error, not retried forever
+        anon = DownloadOptions(s3_endpoint_url=endpoint, backoff=0.01, retries=1)
+        with pytest.raises(DownloadError, match="s3://paid/src/a.tar"):
+            download("s3://paid/src/a.tar", str(tmp_path / "anon.tar"), anon)
+        # a killed run left a .part: only the rest is fetched
+        (tmp_path / "b.tar.part").write_bytes(DATA[:123_456])
+        r = download("s3://paid/src/a.tar", str(tmp_path / "b.tar"), paid)
+        assert r.status == "resumed" and (tmp_path / "b.tar").read_bytes() == DATA
+        open_opts = DownloadOptions(s3_endpoint_url=endpoint, backoff=0.01)
+        download("s3://open/b.bin", str(tmp_path / "b.bin"), open_opts)
+        assert (tmp_path / "b.bin").read_bytes() == DATA[:5000]
+        with pytest.raises(DownloadError, match="s3://open/nope"):
+            download("s3://open/nope", str(tmp_path / "nope"), open_opts)
+    finally:
+        moto.stop()
