@@ -1,0 +1,557 @@
+"""Heuristic quality filters for natural-language text.
+
+The first group follows NeMo Curator's English heuristics (mostly from Gopher, Rae et al. 2021, and
+C4) with its default thresholds (``jobs/filters/heuristic_en.yaml``). The second group is C4's
+document rules (Raffel et al. 2020) and FineWeb's (Penedo et al. 2024), used by
+``jobs/filters/c4_fineweb.yaml``.
+
+Definitions, where they differ from the reference code:
+- words are ``str.split()`` words; lines are split on ``\\n``; NeMo's "sentences" are the
+  non-blank lines; paragraphs are split on ``\\n\\n`` and blank ones are not counted.
+- symbols-to-words counts words that are mostly ``#`` characters or are an ellipsis (NeMo counts
+  runs of ``#`` instead of characters, so ``###`` was never a symbol word).
+- top n-grams: characters of the most frequent word n-gram (ties: the longest) times its count,
+  over the document's characters, as Gopher and datatrove define it; 0 when no n-gram repeats.
+- duplicate n-grams: characters of the words covered by any repeated occurrence of an n-gram
+  (plus the spaces between covered neighbours), over the document's characters.
+- C4 counts sentences with NLTK; here a sentence is a run ending in ``. ! ?`` (at least one per
+  kept line). C4's line *removal* (javascript, cookie lines) is not a document filter: see the
+  clean stage's ``remove_boilerplate_lines``. C4's bad-words list is not included.
+- FineWeb's newline ratio divides by NLTK tokens; here tokens are runs of letters/digits and
+  single punctuation marks, which is close.
+
+Every score is computed for the whole batch with Arrow kernels and numpy; there is no Python code
+per document, line or word.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+
+from modules.filters.base import Filter, Texts, ratio
+from modules.stage import check_range
+
+END_MARKS = "[.?!\"']"
+ELLIPSIS_MARKS = ("...", "[...]", "…", "(...)", "[…]", "-»", "read more..", "read more")
+BULLETS = "•‣⁃⁌⁍∙○●◘◦⦾⦿"
+COMMON_ENGLISH_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
+POLICY_SUBSTRINGS = (
+    "terms of use", "privacy policy", "cookie policy", "uses cookies", "privacy overview", "use of cookies",
+    "use cookies", "privacy & cookies policy", "privacy and cookies policy",
+)
+# NeMo Curator's URL pattern ([$-_] is a range, as in the original)
+URL = r"http[s]?://(?:[a-zA-Z]|[0-9]|[$-_@.&+]|[!*\(\),]|(?:%[0-9a-fA-F][0-9a-fA-F]))+"
+URL_CHAR = r"[a-zA-Z0-9$-_@.&+!*\(\),%]"
+ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789\n?!,."
+
+
+def re2_escape(text: str) -> str:
+    """Escape regex metacharacters for RE2 (Python's re.escape also escapes spaces, which RE2 rejects)."""
+    return "".join("\\" + c if c in ".^$*+?{}[]\\|()" else c for c in text)
+
+
+def alternation(strings) -> str:
+    return "(?:" + "|".join(re2_escape(s) for s in strings) + ")"
+
+
+# --------------------------------------------------------------------------- character ratios
+
+
+@dataclass(frozen=True)
+class NonAlphaNumeric(Filter):
+    """Share of characters outside NeMo's alphanumeric set ``[a-zA-Z0-9\\n?!,.]``."""
+
+    kind: ClassVar[str] = "non_alpha_numeric"
+    max: float | None = 0.25
+
+    def score_texts(self, t: Texts):
+        return ratio(t.nchar - t.count_ascii(ALNUM), t.nchar, empty=1.0)
+
+
+@dataclass(frozen=True)
+class Numbers(Filter):
+    """Share of characters that are digits."""
+
+    kind: ClassVar[str] = "numbers"
+    max: float | None = 0.15
+
+    def score_texts(self, t: Texts):
+        return ratio(t.count_ascii("0123456789"), t.nchar, empty=1.0)
+
+
+@dataclass(frozen=True)
+class Urls(Filter):
+    """Share of characters inside URLs."""
+
+    kind: ClassVar[str] = "urls"
+    max: float | None = 0.2
+
+    def score_texts(self, t: Texts):
+        return ratio(t.matched_chars(URL), t.nchar, empty=1.0)
+
+
+@dataclass(frozen=True)
+class WhiteSpace(Filter):
+    """Share of characters that are spaces, tabs, newlines, carriage returns or backspaces."""
+
+    kind: ClassVar[str] = "whitespace"
+    max: float | None = 0.25
+
+    def score_texts(self, t: Texts):
+        return ratio(t.count_ascii(" \t\n\r\b"), t.nchar, empty=1.0)
+
+
+@dataclass(frozen=True)
+class Parentheses(Filter):
+    """Share of characters that are brackets: ``(){}[]⟨⟩``."""
+
+    kind: ClassVar[str] = "parentheses"
+    max: float | None = 0.1
+
+    def score_texts(self, t: Texts):
+        return ratio(t.count_ascii("(){}[]") + t.count("[⟨⟩]"), t.nchar, empty=1.0)
+
+
+# --------------------------------------------------------------------------- words
+
+
+@dataclass(frozen=True)
+class SymbolsToWords(Filter):
+    """Share of words that are mostly ``#`` or are an ellipsis."""
+
+    kind: ClassVar[str] = "symbols_to_words"
+    max: float | None = 0.1
+
+    def score_texts(self, t: Texts):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        w = t.words
+        hashes = pc.count_substring(w.values, "#").to_numpy()
+        ellipsis = pc.is_in(w.values, value_set=pa.array(ELLIPSIS_MARKS, pa.large_string()))
+        symbol = (hashes / np.maximum(w.length, 1) > 0.5) | ellipsis.to_numpy(zero_copy_only=False)
+        return ratio(w.sum(symbol), w.count, empty=1.0)
+
+
+@dataclass(frozen=True)
+class LongestWord(Filter):
+    """Length of the longest word, in characters (0 for a document without words)."""
+
+    kind: ClassVar[str] = "longest_word"
+    threshold_range: ClassVar[tuple] = (0, None)
+    max: float | None = 1000
+
+    def score_texts(self, t: Texts):
+        return t.words.max(t.words.length, empty=0.0)
+
+
+@dataclass(frozen=True)
+class WordCount(Filter):
+    """Number of words."""
+
+    kind: ClassVar[str] = "word_count"
+    threshold_range: ClassVar[tuple] = (0, None)
+    min: float | None = 50
+    max: float | None = 100000
+
+    def score_texts(self, t: Texts):
+        return t.words.count.astype(np.float64)
+
+
+@dataclass(frozen=True)
+class MeanWordLength(Filter):
+    """Mean word length in characters (0 for a document without words)."""
+
+    kind: ClassVar[str] = "mean_word_length"
+    threshold_range: ClassVar[tuple] = (0, None)
+    min: float | None = 3
+    max: float | None = 10
+
+    def score_texts(self, t: Texts):
+        w = t.words
+        return ratio(w.sum(w.length), w.count, empty=0.0)
+
+
+@dataclass(frozen=True)
+class CommonEnglishWords(Filter):
+    """Number of words among the, be, to, of, and, that, have, with (lower case only, on purpose:
+    shouting documents score low)."""
+
+    kind: ClassVar[str] = "common_english_words"
+    threshold_range: ClassVar[tuple] = (0, None)
+    min: float | None = 2
+
+    def score_texts(self, t: Texts):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        w = t.words
+        hit = pc.is_in(w.values, value_set=pa.array(COMMON_ENGLISH_WORDS, pa.large_string()))
+        return w.sum(hit.to_numpy(zero_copy_only=False))
+
+
+@dataclass(frozen=True)
+class WordsWithAlphabets(Filter):
+    """Share of words with at least one letter."""
+
+    kind: ClassVar[str] = "words_with_alphabets"
+    min: float | None = 0.8
+
+    def score_texts(self, t: Texts):
+        w = t.words
+        return ratio(w.sum(w.match(r"\pL")), w.count, empty=0.0)
+
+
+# --------------------------------------------------------------------------- lines and paragraphs
+
+
+@dataclass(frozen=True)
+class Bullets(Filter):
+    """Share of non-blank lines that start with a bullet character."""
+
+    kind: ClassVar[str] = "bullets"
+    max: float | None = 0.9
+
+    def score_texts(self, t: Texts):
+        import pyarrow.compute as pc
+
+        lines = t.nonblank_lines
+        bullet = pc.match_substring_regex(lines.stripped, f"^[{BULLETS}]").to_numpy(zero_copy_only=False)
+        return ratio(lines.sum(bullet), lines.count, empty=1.0)
+
+
+@dataclass(frozen=True)
+class Punctuation(Filter):
+    """Share of non-blank lines ("sentences") that do not end with . ? ! " or '."""
+
+    kind: ClassVar[str] = "punctuation"
+    max: float | None = 0.85
+
+    def score_texts(self, t: Texts):
+        import pyarrow.compute as pc
+
+        lines = t.nonblank_lines
+        ends = pc.match_substring_regex(lines.stripped, END_MARKS + "$").to_numpy(zero_copy_only=False)
+        return ratio(lines.sum(~ends), lines.count, empty=1.0)
+
+
+@dataclass(frozen=True)
+class Ellipsis(Filter):
+    """Share of non-blank lines that end with an ellipsis (``...``, ``…``, ``read more``, ...)."""
+
+    kind: ClassVar[str] = "ellipsis"
+    max: float | None = 0.3
+
+    def score_texts(self, t: Texts):
+        import pyarrow.compute as pc
+
+        lines = t.nonblank_lines
+        lower = pc.utf8_lower(lines.stripped)
+        ends = pc.match_substring_regex(lower, alternation(ELLIPSIS_MARKS) + "$").to_numpy(zero_copy_only=False)
+        return ratio(lines.sum(ends), lines.count, empty=1.0)
+
+
+def _nonblank_paragraphs(t: Texts):
+    import pyarrow.compute as pc
+
+    paras = t.paragraphs
+    return paras.where(pc.utf8_length(paras.stripped).to_numpy() > 0)
+
+
+@dataclass(frozen=True)
+class BoilerplateStrings(Filter):
+    """Share of paragraphs with a cookie/privacy-policy phrase; 1.0 when "lorem ipsum" appears."""
+
+    kind: ClassVar[str] = "boilerplate_strings"
+    max: float | None = 0.4
+
+    def score_texts(self, t: Texts):
+        import pyarrow.compute as pc
+
+        paras = t.memo("nonblank_paragraphs", _nonblank_paragraphs)
+        lower = pc.utf8_lower(paras.values)
+        policy = pc.match_substring_regex(lower, alternation(POLICY_SUBSTRINGS)).to_numpy(zero_copy_only=False)
+        score = ratio(paras.sum(policy), paras.count, empty=1.0)
+        return np.where(t.contains("lorem ipsum", lower=True), 1.0, score)
+
+
+@dataclass(frozen=True)
+class RepeatedLines(Filter):
+    """Unique non-blank lines over non-blank lines (low means repetitive)."""
+
+    kind: ClassVar[str] = "repeated_lines"
+    min: float | None = 0.7
+
+    def score_texts(self, t: Texts):
+        lines = t.nonblank_lines
+        return ratio(lines.sum(lines.first), lines.count, empty=0.0)
+
+
+@dataclass(frozen=True)
+class RepeatedLinesChar(Filter):
+    """Characters in unique non-blank lines over characters in all of them."""
+
+    kind: ClassVar[str] = "repeated_lines_char"
+    min: float | None = 0.8
+
+    def score_texts(self, t: Texts):
+        lines = t.nonblank_lines
+        return ratio(lines.sum(lines.length * lines.first), lines.sum(lines.length), empty=0.0)
+
+
+@dataclass(frozen=True)
+class RepeatedParagraphs(Filter):
+    """Unique paragraphs over paragraphs."""
+
+    kind: ClassVar[str] = "repeated_paragraphs"
+    min: float | None = 0.7
+
+    def score_texts(self, t: Texts):
+        paras = t.memo("nonblank_paragraphs", _nonblank_paragraphs)
+        return ratio(paras.sum(paras.first), paras.count, empty=0.0)
+
+
+@dataclass(frozen=True)
+class RepeatedParagraphsChar(Filter):
+    """Characters in unique paragraphs over characters in all of them."""
+
+    kind: ClassVar[str] = "repeated_paragraphs_char"
+    min: float | None = 0.8
+
+    def score_texts(self, t: Texts):
+        paras = t.memo("nonblank_paragraphs", _nonblank_paragraphs)
+        return ratio(paras.sum(paras.length * paras.first), paras.sum(paras.length), empty=0.0)
+
+
+# --------------------------------------------------------------------------- n-grams
+
+
+@dataclass(frozen=True)
+class _NGramFilter(Filter):
+    n: int = field(default=2, metadata={"help": "n-gram size in words"})
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_range(self, "n", 1, 100)
+
+    def _too_short(self, t: Texts, score: np.ndarray) -> np.ndarray:
+        """Documents with fewer than n words score 1.0, as in NeMo Curator (nothing to measure)."""
+        return np.where(t.words.count < self.n, 1.0, score)
+
+    def _gram_chars(self, t: Texts) -> np.ndarray:
+        """Characters of the n-gram starting at each word position (words plus the n-1 spaces)."""
+        cum = t.word_cumlen
+        w = len(cum) - 1
+        out = np.zeros(w, dtype=np.int64)
+        m = w - self.n + 1
+        if m > 0:
+            out[:m] = cum[self.n:self.n + m] - cum[:m] + (self.n - 1)
+        return out
+
+
+@dataclass(frozen=True)
+class TopNGrams(_NGramFilter):
+    """Characters taken by the most frequent word n-gram (count x length) over all characters."""
+
+    kind: ClassVar[str] = "top_ngrams"
+    max: float | None = 0.2
+
+    def default_name(self) -> str:
+        return f"top_{self.n}grams"
+
+    def score_texts(self, t: Texts):
+        ids, valid = t.ngrams(self.n)
+        doc = t.words.doc
+        pos = np.flatnonzero(valid)
+        if not len(pos):
+            return self._too_short(t, np.zeros(t.n))
+        counts = np.bincount(ids[pos])[ids[pos]]
+        chars = self._gram_chars(t)[pos]
+        d = doc[pos]
+        starts = np.flatnonzero(np.r_[True, d[1:] != d[:-1]])
+        top = np.zeros(t.n, dtype=np.int64)
+        top[d[starts]] = np.maximum.reduceat(counts, starts)
+        # among each document's most frequent n-grams, the longest
+        longest = np.where(counts == top[d], chars, 0)
+        best = np.zeros(t.n, dtype=np.int64)
+        best[d[starts]] = np.maximum.reduceat(longest, starts)
+        repeated = np.where(top >= 2, top * best, 0)
+        return self._too_short(t, ratio(repeated, t.nchar, empty=1.0))
+
+
+@dataclass(frozen=True)
+class DuplicateNGrams(_NGramFilter):
+    """Characters of words covered by repeated word n-grams over all characters."""
+
+    kind: ClassVar[str] = "duplicate_ngrams"
+    n: int = 5
+    max: float | None = 0.15
+
+    def default_name(self) -> str:
+        return f"duplicate_{self.n}grams"
+
+    def score_texts(self, t: Texts):
+        import pandas as pd
+
+        ids, valid = t.ngrams(self.n)
+        words = t.words
+        w = len(words)
+        repeat = np.zeros(w, dtype=np.int64)
+        pos = np.flatnonzero(valid)
+        repeat[pos] = pd.Series(ids[pos]).duplicated().to_numpy()
+        # word j is covered when a repeated n-gram starts in (j-n, j]
+        cum = np.concatenate([[0], np.cumsum(repeat)])
+        j = np.arange(w)
+        covered = (cum[j + 1] - cum[np.maximum(j - self.n + 1, 0)]) > 0
+        chars = words.sum(words.length * covered)
+        if w > 1:
+            joined = covered[1:] & covered[:-1] & (words.doc[1:] == words.doc[:-1])
+            chars += np.bincount(words.doc[1:], weights=joined, minlength=t.n)
+        return self._too_short(t, ratio(chars, t.nchar, empty=1.0))
+
+
+# --------------------------------------------------------------------------- URLs
+
+
+@dataclass(frozen=True)
+class PornographicUrls(Filter):
+    """1 when a URL in the document contains "porn", else 0."""
+
+    kind: ClassVar[str] = "pornographic_urls"
+    max: float | None = 0
+
+    def score_texts(self, t: Texts):
+        return t.contains(r"https?://" + URL_CHAR + "*porn", lower=True).astype(np.float64)
+
+
+# --------------------------------------------------------------------------- C4
+
+
+def _c4_lines(t: Texts) -> dict:
+    """C4's line rules, shared by the three C4 filters: which lines survive, and their flags."""
+    import pyarrow.compute as pc
+
+    lines = t.lines
+    text = pc.replace_substring_regex(lines.stripped, r"\[\d*\]|\[edit\]|\[citation needed\]", "")
+    lower = pc.utf8_lower(text)
+    length = pc.utf8_length(text).to_numpy()
+    nwords = pc.list_value_length(pc.utf8_split_whitespace(text)).to_numpy()
+    nwords = np.where(length == 0, 0, nwords)
+
+    def has(arr, pattern):
+        return pc.match_substring_regex(arr, pattern).to_numpy(zero_copy_only=False)
+
+    ends = has(text, END_MARKS + "$") & ~has(text, r"\.\.\.$")
+    long_word = np.zeros(len(lines), dtype=bool)
+    for i in np.flatnonzero(length > 1000):  # rare: only lines longer than any allowed word
+        long_word[i] = any(len(w) > 1000 for w in text[int(i)].as_py().split())
+    candidate = ends & (nwords >= 3) & ~long_word
+    lorem = candidate & has(lower, "lorem ipsum")
+    javascript = candidate & has(lower, "javascript")
+    curly = candidate & ~javascript & has(text, r"\{")
+    policy = candidate & has(lower, alternation(POLICY_SUBSTRINGS[:6]))
+    kept = candidate & ~javascript & ~policy & ~curly
+    sentences = np.maximum(pc.count_substring_regex(text, r"[.!?]+[\"')\]]*(?:\s|$)").to_numpy(), 1)
+    return {"lines": lines, "lorem": lorem, "curly": curly, "sentences": np.where(kept, sentences, 0)}
+
+
+@dataclass(frozen=True)
+class C4LoremIpsum(Filter):
+    """1 when a line C4 would keep contains "lorem ipsum" (C4 drops the page)."""
+
+    kind: ClassVar[str] = "c4_lorem_ipsum"
+    max: float | None = 0
+
+    def score_texts(self, t: Texts):
+        c4 = t.memo("c4_lines", _c4_lines)
+        return (c4["lines"].sum(c4["lorem"]) > 0).astype(np.float64)
+
+
+@dataclass(frozen=True)
+class C4CurlyBracket(Filter):
+    """1 when a line C4 would keep (ends with punctuation, 3+ words) contains ``{``: C4's guard
+    against code. Code blocks themselves rarely end with a full stop, so they do not count."""
+
+    kind: ClassVar[str] = "c4_curly_bracket"
+    max: float | None = 0
+
+    def score_texts(self, t: Texts):
+        c4 = t.memo("c4_lines", _c4_lines)
+        return (c4["lines"].sum(c4["curly"]) > 0).astype(np.float64)
+
+
+@dataclass(frozen=True)
+class C4Sentences(Filter):
+    """Sentences in the lines C4 keeps (end with . ? ! " ', 3+ words, no javascript or policy text)."""
+
+    kind: ClassVar[str] = "c4_sentences"
+    threshold_range: ClassVar[tuple] = (0, None)
+    min: float | None = 5
+
+    def score_texts(self, t: Texts):
+        c4 = t.memo("c4_lines", _c4_lines)
+        return c4["lines"].sum(c4["sentences"])
+
+
+# --------------------------------------------------------------------------- FineWeb
+
+
+@dataclass(frozen=True)
+class FineWebLinePunctuation(Filter):
+    """Share of lines (blank ones included) ending with . ' " ! ?; FineWeb drops <= 0.12."""
+
+    kind: ClassVar[str] = "fineweb_line_punctuation"
+    strict_min: ClassVar[bool] = True
+    min: float | None = 0.12
+
+    def score_texts(self, t: Texts):
+        lines = t.lines
+        return ratio(lines.sum(lines.match(END_MARKS + "$")), lines.count, empty=0.0)
+
+
+@dataclass(frozen=True)
+class FineWebShortLines(Filter):
+    """Share of lines (blank ones included) of at most ``short_line_length`` characters; FineWeb drops >= 0.67."""
+
+    kind: ClassVar[str] = "fineweb_short_lines"
+    strict_max: ClassVar[bool] = True
+    max: float | None = 0.67
+    short_line_length: int = 30
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_range(self, "short_line_length", 0)
+
+    def score_texts(self, t: Texts):
+        lines = t.lines
+        return ratio(lines.sum(lines.length <= self.short_line_length), lines.count, empty=1.0)
+
+
+@dataclass(frozen=True)
+class FineWebCharDuplicates(Filter):
+    """Characters in repeated non-blank lines (every copy after the first) over the document's
+    characters without newlines; FineWeb drops >= 0.01."""
+
+    kind: ClassVar[str] = "fineweb_char_duplicates"
+    strict_max: ClassVar[bool] = True
+    max: float | None = 0.01
+
+    def score_texts(self, t: Texts):
+        lines = t.nonblank_lines
+        dup = lines.sum(lines.length * ~lines.first)
+        return ratio(dup, t.nchar - t.count_ascii("\n"), empty=1.0)
+
+
+@dataclass(frozen=True)
+class FineWebNewlineRatio(Filter):
+    """Newlines per word token (FineWeb's list-like document rule); FineWeb drops > 0.3."""
+
+    kind: ClassVar[str] = "fineweb_newline_ratio"
+    max: float | None = 0.3
+
+    def score_texts(self, t: Texts):
+        tokens = t.count(r"[\pL\pN_]+|[^\pL\pN_\s]")
+        return ratio(t.count_ascii("\n"), tokens, empty=1.0)

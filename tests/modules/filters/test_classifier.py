@@ -1,0 +1,71 @@
+"""Classifier filter with a tiny fastText model trained by ``curate train-classifier``'s code."""
+
+import random
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from app.commands.train_classifier import train
+from modules.dataset import STRING
+from modules.errors import SettingsError
+from modules.filters import get_filter
+from modules.filters.base import ScoreFilter
+
+GOOD_WORDS = "river valley history research careful analysis results evidence method study report".split()
+BAD_WORDS = "click buy cheap free winner casino bonus offer now deal discount".split()
+
+
+def docs(words, n, seed):
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(words) for _ in range(30)) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    path = tmp_path_factory.mktemp("clf") / "model.bin"
+    result = train(docs(GOOD_WORDS, 200, 1), docs(BAD_WORDS, 200, 2), str(path), dim=8, bucket=1000, epoch=10, lr=0.05,
+                   valid_fraction=0.2)
+    assert result["precision"] > 0.9
+    return str(path)
+
+
+def test_threshold_keeps_good_and_drops_bad(model):
+    flt = get_filter("classifier")(model=model, min=0.5)
+    good, bad = docs(GOOD_WORDS, 1, 9)[0], docs(BAD_WORDS, 1, 9)[0]
+    assert flt.score(good) > 0.9 and flt.keep(flt.score(good))
+    assert flt.score(bad) < 0.1 and not flt.keep(flt.score(bad))
+    df = pd.DataFrame({"id": ["g", "b"], "text": [good, bad]}).astype(STRING)
+    out = ScoreFilter([flt]).apply(df)
+    assert out["_reason"].fillna("-").tolist() == ["-", "classifier"]
+
+
+def test_empty_and_whitespace(model):
+    flt = get_filter("classifier")(model=model)
+    assert flt.score("") == 0.0 and flt.score("  \n ") == 0.0
+
+
+def test_pareto_is_seeded_per_document_not_per_batch(model):
+    flt = get_filter("classifier")(model=model, mode="pareto", alpha=3.0, seed=7)
+    texts = docs(GOOD_WORDS, 50, 3) + docs(BAD_WORDS, 150, 4)
+    df = pd.DataFrame({"id": [f"d{i}" for i in range(len(texts))], "text": texts}).astype(STRING)
+    whole = ScoreFilter([flt]).apply(df)["_reason"].isna()
+    split = pd.concat([ScoreFilter([flt]).apply(df.iloc[:77])["_reason"],
+                       ScoreFilter([flt]).apply(df.iloc[77:])["_reason"]]).isna()
+    assert whole.tolist() == split.tolist()
+    kept_good, kept_bad = whole[:50].mean(), whole[50:].mean()
+    # keep probability is (2 - score) ** -alpha: about 1 for score ~1, 2 ** -3 = 0.125 for score ~0
+    assert kept_good > 0.8
+    assert 0.02 < kept_bad < 0.3
+    other_seed = get_filter("classifier")(model=model, mode="pareto", seed=8)
+    assert ScoreFilter([other_seed]).apply(df)["_reason"].isna().tolist() != whole.tolist()
+
+
+def test_validation(tmp_path, model):
+    with pytest.raises(SettingsError, match="model: the path"):
+        get_filter("classifier")()
+    with pytest.raises(SettingsError, match="no such file"):
+        get_filter("classifier")(model=str(tmp_path / "none.bin"))
+    with pytest.raises(SettingsError, match="mode must be one of"):
+        get_filter("classifier")(model=model, mode="vibes")
+    assert np.isfinite(get_filter("classifier")(model=model).score("x"))

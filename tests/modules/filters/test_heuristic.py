@@ -1,0 +1,190 @@
+"""Heuristic, C4 and FineWeb filters: each keeps a good document and drops a bad one for its own
+reason; edge cases (empty, whitespace only) never divide by zero; the vectorised n-gram scores
+agree with a plain Python reading of their definition."""
+
+import random
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from modules.dataset import STRING
+from modules.filters import FILTERS, get_filter
+from modules.filters.base import ScoreFilter, Texts
+
+GOOD = (
+    "The river runs through the old town and past the mill that was built in the last century.\n"
+    "Every spring the water rises, and the people who live near the bank have learned to expect it.\n"
+    "They move their boats higher, check the walls of their houses and wait with some patience.\n"
+    "Children watch the flood from the bridge, while the older people talk about earlier years.\n"
+    "When the water falls again, the fields are dark and rich, and the farmers are glad of it.\n"
+    "Life in the valley has always followed this rhythm, and few of them would want to change that."
+)
+
+# kind, parameters, a document it keeps, a document it drops
+CASES = [
+    ("non_alpha_numeric", {}, GOOD, "a = {b: [c; d]; e: <f>}; " * 10),
+    ("symbols_to_words", {}, GOOD, "### ### ### some words"),
+    ("numbers", {}, GOOD, "Call 555 0199 2034 8812 7731 4420 now"),
+    ("urls", {}, GOOD, "see https://example.com/a/very/long/path/to/some/page/index.html now"),
+    ("whitespace", {}, GOOD, "a      b      c      d"),
+    ("parentheses", {}, GOOD, "f(g(h(x))) [y] {z}"),
+    ("longest_word", {}, GOOD, "a" * 1001),
+    ("word_count", {}, GOOD, "Too short to be a document."),
+    ("boilerplate_strings", {}, GOOD, "This site uses cookies.\n\nRead our privacy policy.\n\nHello there."),
+    ("boilerplate_strings", {}, GOOD, GOOD + "\n\nLorem ipsum dolor sit amet."),
+    ("mean_word_length", {}, GOOD, "a b c d e f g h"),
+    ("mean_word_length", {}, GOOD, "incomprehensibilities " * 10),
+    ("repeated_lines", {}, GOOD, "same line\nsame line\nsame line\nother line"),
+    ("repeated_paragraphs", {}, GOOD, "para one\n\npara one\n\npara one\n\npara two"),
+    ("repeated_lines_char", {}, GOOD, "a long line that repeats\n" * 3 + "x"),
+    ("repeated_paragraphs_char", {}, GOOD, "a long paragraph that repeats\n\n" * 3 + "x"),
+    ("top_ngrams", {"n": 2}, GOOD, "the cat the cat the cat the cat sat"),
+    ("top_ngrams", {"n": 4}, GOOD, "one two three four " * 3 + "five"),
+    ("duplicate_ngrams", {"n": 5}, GOOD, "one two three four five " * 3),
+    ("duplicate_ngrams", {"n": 10}, GOOD, "alpha beta gamma delta epsilon zeta eta theta iota kappa " * 3),
+    ("punctuation", {}, GOOD, "no end mark\nanother line\nthird one"),
+    ("ellipsis", {}, GOOD, "wait...\nmore…\nthen it ended."),
+    ("common_english_words", {}, GOOD, "Cats sleep. Dogs bark. Birds sing."),
+    ("words_with_alphabets", {}, GOOD, "123 456 789 abc"),
+    ("bullets", {}, GOOD, "• one\n• two\n  • three"),
+    ("pornographic_urls", {}, GOOD, GOOD + " http://www.pornsite.example/x"),
+    ("c4_lorem_ipsum", {}, GOOD, GOOD + "\nLorem ipsum dolor sit amet, consectetur adipiscing elit."),
+    ("c4_curly_bracket", {}, "fn main() {\n}\n" + GOOD, GOOD + "\nUse the map {a: 1} in your code."),
+    ("c4_sentences", {}, GOOD, "One sentence here.\nAnd a second one."),
+    ("fineweb_line_punctuation", {}, GOOD, "a line\nanother line\nno marks here\nnor here\nnor there\nnor anywhere\nnor there\nnor here.\nfin"),
+    ("fineweb_short_lines", {}, GOOD, "short\nlines\nhere\n" + GOOD.split("\n")[0]),
+    ("fineweb_char_duplicates", {}, GOOD, GOOD + "\n" + GOOD.split("\n")[0]),
+    ("fineweb_newline_ratio", {}, GOOD, "a\nb\nc\nd"),
+]
+
+
+@pytest.mark.parametrize("kind,params,good,bad", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_keeps_good_and_drops_bad_for_its_reason(kind, params, good, bad):
+    flt = get_filter(kind)(**params)
+    assert flt.keep(flt.score(good)), (kind, flt.score(good))
+    assert not flt.keep(flt.score(bad)), (kind, flt.score(bad))
+    frame = pd.DataFrame({"id": ["good", "bad"], "text": [good, bad]}).astype(STRING)
+    out = ScoreFilter([flt]).apply(frame)
+    assert out["_reason"].isna().tolist() == [True, False]
+    assert out["_reason"].iloc[1] == flt.reason
+
+
+def test_the_good_document_passes_the_whole_default_chain():
+    for kind in FILTERS:
+        if kind.startswith(("code_", "language", "classifier")):
+            continue
+        flt = get_filter(kind)()
+        assert flt.keep(flt.score(GOOD)), (kind, flt.score(GOOD))
+
+
+TEXT_KINDS = [k for k in FILTERS if not k.startswith(("code_extension", "classifier"))]
+
+
+@pytest.mark.parametrize("kind", TEXT_KINDS)
+@pytest.mark.parametrize("text", ["", "   ", "\n\n\t\n"], ids=["empty", "spaces", "blank-lines"])
+def test_empty_and_whitespace_never_divide_by_zero(kind, text):
+    flt = get_filter(kind)()
+    with np.errstate(all="raise"):
+        score = flt.score(text)
+    assert np.isfinite(score)
+    assert isinstance(flt.keep(score), bool)
+
+
+def test_empty_text_is_rejected_by_the_ratio_filters():
+    for kind in ("non_alpha_numeric", "word_count", "mean_word_length", "repeated_lines", "punctuation",
+                 "top_ngrams", "duplicate_ngrams", "common_english_words", "fineweb_char_duplicates"):
+        flt = get_filter(kind)()
+        assert not flt.keep(flt.score("")), kind
+
+
+def test_default_names_include_n():
+    assert get_filter("top_ngrams")(n=3).reason == "top_3grams"
+    assert get_filter("duplicate_ngrams")(n=7).reason == "duplicate_7grams"
+    assert get_filter("word_count")(name="too_short").reason == "too_short"
+
+
+def test_strict_bounds_follow_the_reference_rules():
+    # FineWeb drops line punctuation <= 0.12 and short lines >= 0.67
+    assert not get_filter("fineweb_line_punctuation")().keep(0.12)
+    assert get_filter("fineweb_line_punctuation")().keep(0.1201)
+    assert not get_filter("fineweb_short_lines")().keep(0.67)
+    # NeMo keeps ratios equal to the threshold
+    assert get_filter("whitespace")().keep(0.25)
+    assert get_filter("word_count")().keep(50) and not get_filter("word_count")().keep(49)
+
+
+def test_huge_document():
+    flt = get_filter("duplicate_ngrams")(n=5)
+    text = " ".join(f"w{i}" for i in range(300_000))
+    assert flt.score(text) == 0.0
+    assert get_filter("word_count")().score(text) == 300_000
+
+
+# --------------------------------------------------------------------------- references
+
+
+def _ref_top(text, n):
+    words = text.split()
+    grams = [" ".join(words[i:i + n]) for i in range(len(words) - n + 1)]
+    if len(words) < n:
+        return 1.0
+    counts = Counter(grams)
+    top = max(counts.values())
+    if top < 2:
+        return 0.0
+    return top * max(len(g) for g, c in counts.items() if c == top) / len(text)
+
+
+def _ref_dup(text, n):
+    words = text.split()
+    if len(words) < n:
+        return 1.0
+    seen, covered = set(), [False] * len(words)
+    for i in range(len(words) - n + 1):
+        gram = tuple(words[i:i + n])
+        if gram in seen:
+            for j in range(i, i + n):
+                covered[j] = True
+        seen.add(gram)
+    chars = sum(len(w) for w, c in zip(words, covered) if c)
+    chars += sum(1 for j in range(1, len(words)) if covered[j] and covered[j - 1])
+    return chars / len(text)
+
+
+def _random_docs(k=40, seed=0):
+    rng = random.Random(seed)
+    vocab = ["a", "bb", "ccc", "dddd", "the", "cat", "sat", "on", "mat"]
+    docs = [" ".join(rng.choice(vocab) for _ in range(rng.randint(0, 60))) for _ in range(k)]
+    return docs + ["", "single", "two words"]
+
+
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_top_ngrams_matches_reference(n):
+    docs = _random_docs()
+    got = get_filter("top_ngrams")(n=n).score_texts(Texts(pd.Series(docs, dtype=STRING)))
+    np.testing.assert_allclose(got, [_ref_top(d, n) for d in docs])
+
+
+@pytest.mark.parametrize("n", [5, 7, 10])
+def test_duplicate_ngrams_matches_reference(n):
+    docs = _random_docs(seed=n)
+    got = get_filter("duplicate_ngrams")(n=n).score_texts(Texts(pd.Series(docs, dtype=STRING)))
+    np.testing.assert_allclose(got, [_ref_dup(d, n) for d in docs])
+
+
+def test_repetition_scores_match_reference():
+    docs = ["x\ny\nx\n\nz", "p\n\np\n\nq", "", "   ", "one\none"]
+    t = Texts(pd.Series(docs, dtype=STRING))
+
+    def lines(d):
+        return [x for x in d.split("\n") if x.strip()]
+
+    def paras(d):
+        return [x for x in d.split("\n\n") if x.strip()]
+
+    exp_lines = [len(set(lines(d))) / len(lines(d)) if lines(d) else 0.0 for d in docs]
+    exp_paras = [len(set(paras(d))) / len(paras(d)) if paras(d) else 0.0 for d in docs]
+    np.testing.assert_allclose(get_filter("repeated_lines")().score_texts(t), exp_lines)
+    np.testing.assert_allclose(get_filter("repeated_paragraphs")().score_texts(t), exp_paras)
