@@ -44,9 +44,10 @@ _OLD_ID = re.compile(r"^([a-z\-]+(?:\.[A-Z]{2})?)(\d{7})(?:v\d+)?$")
 @dataclass(frozen=True)
 class ExtractArxivSettings:
     max_member_bytes: str = field(default="256MiB", metadata={
-        "help": "largest archive member read (a paper's gzip, a .tex file)"})
+        "help": "largest archive member read (a paper's gzip, a .tex file)", "metavar": "SIZE"})
     max_inflated_bytes: str = field(default="256MiB", metadata={
-        "help": "largest inflated paper; beyond it the paper is rejected as a decompression bomb"})
+        "help": "largest inflated paper; beyond it the paper is rejected as a decompression bomb",
+        "metavar": "SIZE"})
 
     def __post_init__(self):
         parse_bytes(self.max_member_bytes, "max_member_bytes")

@@ -44,7 +44,7 @@ class ExtractWarcSettings:
     algorithm: str = field(default="resiliparse", metadata={
         "help": "boilerplate removal algorithm", "choices": ALGORITHMS})
     max_record_bytes: str = field(default="10MiB", metadata={
-        "help": "records with a larger payload are rejected as too_large"})
+        "help": "records with a larger payload are rejected as too_large", "metavar": "SIZE"})
 
     def __post_init__(self):
         check_choice(self, "algorithm")

@@ -35,7 +35,7 @@ from modules.extract.archive import open_stream
 from modules.extract.wikitext import DEFAULT_DROP_NAMESPACES, wikitext_to_text
 from modules.stage import Stage
 
-WIKI_SUFFIXES = (".xml.bz2", ".xml.gz", ".xml")
+WIKI_SUFFIXES = (".xml.bz2", ".xml.gz", ".xml", ".bz2")  # dump parts: *.xml-p1p41242.bz2
 COLUMNS = ("id", "title", "text", "url", "language")
 #: rejected pages keep their metadata, not their text (a full dump has millions of redirects)
 REJECT_COLUMNS = ("id", "title", "url", "language")

@@ -1,0 +1,111 @@
+"""download_commoncrawl against a local Common Crawl mirror (warc.paths.gz + WARCs) with faults."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from modules.errors import DataError, SettingsError
+from modules.extract.warc import COLUMNS
+from tests.conftest import curate, read_output, run_stage
+from tests.httpserver import FileServer
+from tests.rawdata import page_warc, rust_pages
+
+SNAP = "CC-MAIN-2023-50"
+FAST = {"backoff": 0.01, "timeout": 2.0}
+
+
+@pytest.fixture(scope="module")
+def pages():
+    return rust_pages(9)
+
+
+@pytest.fixture
+def mirror(tmp_path, pages):
+    """Three WARCs of three pages each in Common Crawl's layout, served on 127.0.0.1."""
+    from tests.rawdata import cc_mirror
+
+    root = tmp_path / "www"
+    warcs = {}
+    for i in range(3):
+        p = page_warc(tmp_path / "build" / f"CC-MAIN-2023120{i}-00000{i}.warc.gz", pages[3 * i: 3 * i + 3])
+        warcs[p.name] = p.read_bytes()
+    rels = cc_mirror(root, SNAP, warcs)
+    with FileServer(root) as server:
+        server.rels = rels
+        yield server
+
+
+def test_first_n_warcs_with_faults(mirror, tmp_path, pages):
+    mirror.fail(mirror.rels[0], "500", "500")  # 500 twice then 200
+    mirror.fail(mirror.rels[1], "cut")  # the connection drops half way: resumed by Range
+    settings = {"snapshots": SNAP, "limit": 2, "base_url": mirror.url(), **FAST}
+    manifest = run_stage("download_commoncrawl", settings, (), tmp_path / "out")
+    out = read_output(tmp_path / "out")
+    assert list(out.columns) == list(COLUMNS)
+    assert out["url"].tolist() == [u for u, _ in pages[:6]]
+    assert manifest["partitions"] == 2 and manifest["counts"] == {"in": 6, "out": 6, "dropped": {}}
+    d = manifest["download"]
+    assert (d["files"], d["downloaded"], d["resumed"], d["failed"]) == (2, 1, 1, 0)
+    assert [s for _, _, s in mirror.hits(mirror.rels[0])] == [500, 500, 200]
+    assert [(r is not None, s) for _, r, s in mirror.hits(mirror.rels[1])] == [(False, 200), (True, 206)]
+    assert not mirror.hits(mirror.rels[2])  # beyond the limit
+    assert not (tmp_path / "out" / "_raw").exists()  # raw files go unless --keep-raw
+
+
+def test_keep_raw_and_rerun_skips_complete_files(mirror, tmp_path):
+    settings = {"snapshots": SNAP, "base_url": mirror.url(), "raw_dir": str(tmp_path / "raw"), "keep_raw": True,
+                **FAST}
+    first = run_stage("download_commoncrawl", settings, (), tmp_path / "out")
+    assert sorted(p.name for p in (tmp_path / "raw").iterdir()) == sorted(
+        [f"{SNAP}.warc.paths.gz"] + [r.rsplit("/", 1)[1] for r in mirror.rels])
+    n = len(mirror.requests)
+    # an interrupted run left the output unfinished: the rerun downloads nothing again
+    (tmp_path / "out" / "_SUCCESS").unlink()
+    second = run_stage("download_commoncrawl", settings, (), tmp_path / "out")
+    assert len(mirror.requests) == n and second["download"]["skipped"] == 3
+    assert first["counts"] == second["counts"] == {"in": 9, "out": 9, "dropped": {}}
+
+
+def test_truncated_warc_and_a_failed_download(mirror, tmp_path, pages):
+    warc = mirror.root / mirror.rels[2]
+    data = warc.read_bytes()
+    warc.write_bytes(data[: len(data) * 2 // 3])  # a truncated gzip on the server
+    mirror.fail(mirror.rels[1], *["503"] * 10)  # never comes back
+    settings = {"snapshots": SNAP, "base_url": mirror.url(), "retries": 2, **FAST}
+    with pytest.raises(DataError, match=mirror.rels[1].rsplit("/", 1)[1]):
+        run_stage("download_commoncrawl", settings, (), tmp_path / "out")
+    mirror.fail(mirror.rels[1], *["503"] * 10)
+    manifest = run_stage("download_commoncrawl", settings, (), tmp_path / "out2", on_error="skip")
+    dropped = manifest["counts"]["dropped"]
+    assert dropped["download_failed"] == 1 and dropped["truncated_file"] == 1
+    out = read_output(tmp_path / "out2")
+    assert out["url"].tolist()[:3] == [u for u, _ in pages[:3]] and len(out) >= 4  # WARC 3 kept its start
+    rejects = pd.read_parquet(tmp_path / "out2" / "_rejects")
+    failed = rejects[rejects["_reason"] == "download_failed"]
+    assert failed["_detail"].str.contains("HTTP 503").all()
+
+
+def test_settings_are_checked():
+    from modules.download.commoncrawl import DownloadCommonCrawlSettings
+
+    with pytest.raises(SettingsError, match="snapshots"):
+        DownloadCommonCrawlSettings()
+    with pytest.raises(SettingsError, match="2023-50"):
+        DownloadCommonCrawlSettings(snapshots=("2023-50",))
+    with pytest.raises(SettingsError, match="limit"):
+        DownloadCommonCrawlSettings(snapshots=(SNAP,), limit=0)
+    with pytest.raises(SettingsError, match="algorithm"):
+        DownloadCommonCrawlSettings(snapshots=(SNAP,), algorithm="nope")
+    assert DownloadCommonCrawlSettings(snapshots=(SNAP,)).base_url == "https://data.commoncrawl.org"
+
+
+@pytest.mark.slow
+def test_cli_download_commoncrawl(mirror, tmp_path):
+    curate("download", "commoncrawl", "--snapshots", SNAP, "--limit", "1", "--base-url", mirror.url(),
+           "--output", tmp_path / "out", "--raw-dir", tmp_path / "raw", "--keep-raw", "--algorithm", "justext",
+           "--workers", "1", "--backoff", "0.01")
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["settings"]["algorithm"] == "justext" and manifest["download"]["files"] == 1
+    assert manifest["counts"]["in"] == 3
+    assert (tmp_path / "raw" / mirror.rels[0].rsplit("/", 1)[1]).exists()
