@@ -119,7 +119,8 @@ def unique_names(jobs: list[FetchJob]) -> list[FetchJob]:
 
 
 def raw_dir(settings, ctx) -> str:
-    return settings.raw_dir or os.path.join(ctx.output, RAW_DEFAULT)
+    # absolute: workers may not share the client's working directory
+    return os.path.abspath(settings.raw_dir or os.path.join(ctx.output, RAW_DEFAULT))
 
 
 def fetch(job: FetchJob, folder: str, options: DownloadOptions, on_error: str) -> dict:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 
 #: characters of a document that are classified
-SAMPLE_CHARS = 4000
+SAMPLE_CHARS = 2000
 #: language code for text with no letters at all (the model would return a uniform guess)
 UNDETERMINED = "und"
 
