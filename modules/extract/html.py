@@ -1,8 +1,9 @@
 """HTML to plain text: charset decoding and boilerplate removal by a selectable algorithm.
 
-Decoding tries, in order, the charset of the HTTP header, the ``<meta>`` charset of the page and
-uchardet's guess (resiliparse), each strictly; a page none of them decodes is kept only when UTF-8
-with replacement characters damages less than 1% of it, otherwise it is rejected as undecodable.
+Decoding trusts a declared charset first (the HTTP header's, then the page's ``<meta>``), even
+with a few undecodable bytes (replaced, when under 1% of the page); pages without a usable
+declaration go to uchardet's guess (resiliparse) and then UTF-8. A page nothing decodes with
+less than 1% damage is rejected as undecodable.
 
 Algorithms (``ALGORITHMS``):
 
@@ -73,24 +74,49 @@ def _normalise_charset(name: str | None) -> str | None:
     return mapped or None
 
 
+def _replaced_ratio_ok(text: str) -> bool:
+    return text.count("\ufffd") * 100 <= len(text)
+
+
 def decode_html(data: bytes, header_charset: str | None = None) -> tuple[str, str]:
-    """(text, charset used); raises UndecodableError naming the charsets tried."""
+    """(text, charset used); raises UndecodableError naming the charsets tried.
+
+    A declared charset (HTTP header, then <meta>) is trusted first, even with a few bad bytes
+    (replaced, if under 1% of the page): a guess would turn a UTF-8 page with one stray byte into
+    mojibake. Only pages without a usable declaration are left to detection.
+    """
     from resiliparse.parse.encoding import detect_encoding
 
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     meta = _META_CHARSET.search(data, 0, META_WINDOW)
-    candidates = [_normalise_charset(header_charset), _normalise_charset(meta.group(1).decode("ascii") if meta else None)]
-    candidates += [detect_encoding(data), "utf-8"]
+    declared = [_normalise_charset(header_charset),
+                _normalise_charset(meta.group(1).decode("ascii") if meta else None)]
+    declared = list(dict.fromkeys(c for c in declared if c))
     tried = []
-    for charset in dict.fromkeys(c for c in candidates if c):
+    for charset in declared:
+        tried.append(charset)
+        try:
+            return data.decode(charset), charset
+        except (UnicodeDecodeError, LookupError):
+            continue
+    for charset in declared:
+        try:
+            text = data.decode(charset, errors="replace")
+        except LookupError:
+            continue
+        if _replaced_ratio_ok(text):
+            return text, f"{charset} (with replacements)"
+    for charset in dict.fromkeys([detect_encoding(data), "utf-8"]):
+        if charset in tried:
+            continue
         tried.append(charset)
         try:
             return data.decode(charset), charset
         except (UnicodeDecodeError, LookupError):
             continue
     text = data.decode("utf-8", errors="replace")
-    if text.count("\ufffd") * 100 <= len(text):
+    if _replaced_ratio_ok(text):
         return text, "utf-8 (with replacements)"
     raise UndecodableError(f"no charset decodes the page (tried {', '.join(tried)})")
 

@@ -118,6 +118,15 @@ def test_charset_from_header_meta_or_detection(tmp_path):
     assert dict(zip(df["url"], df["language"])) == {"http://x/hdr": "bg", "http://x/meta": "fr", "http://x/detect": "bg"}
 
 
+def test_a_declared_charset_wins_over_a_guess_despite_a_stray_byte():
+    from modules.extract.html import decode_html
+
+    page = "<html><body><p>Un café très apprécié à Paris.</p>".encode() + b"\xff" + b"<p>more text</p>" * 100
+    text, charset = decode_html(page, "utf-8")
+    assert "café très apprécié" in text and charset == "utf-8 (with replacements)"
+    assert decode_html(page.replace(b"\xff", b""), None) == (page.replace(b"\xff", b"").decode(), "utf-8")
+
+
 @pytest.mark.parametrize("algorithm", ["resiliparse", "justext", "trafilatura"])
 def test_every_algorithm_extracts_the_main_text(tmp_path, pages, algorithm):
     page_warc(tmp_path / "p.warc.gz", pages[:3])
