@@ -86,17 +86,18 @@ class GuardedStream:
         self._codec = _CODECS[codec] if codec else None
         self._member = self._codec() if self._codec else None
         self._fed = False  # the current compressed member has received input
-        self._pending = b""
+        self._buf = bytearray()  # decompressed bytes not yet handed out
         self._pos = 0
         self._done = False
         self.error: Exception | None = None
 
     def read(self, size=-1) -> bytes:
         size = CHUNK if size is None or size < 0 else size
-        out = self._pending
-        while len(out) < size and not self._done:
-            out += self._next_block(size - len(out))
-        data, self._pending = out[:size], out[size:]
+        buf = self._buf
+        while len(buf) < size and not self._done:
+            buf += self._next_block(size - len(buf))
+        data = bytes(buf[:size])
+        del buf[:size]  # cheap: a bytearray drops its head without moving the rest
         self._pos += len(data)
         return data
 

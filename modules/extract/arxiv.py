@@ -32,7 +32,7 @@ import pandas as pd
 from modules.dataset import STRING
 from modules.extract import RawFile, file_failure, frame, from_files, raw_inputs
 from modules.extract.archive import ArchiveBomb, Limits, gunzip_bounded, iter_tar
-from modules.extract.latex import is_tex_name, looks_like_tex, paper_text
+from modules.extract.latex import decode_tex, is_tex_name, looks_like_tex, paper_text
 from modules.stage import Stage, parse_bytes
 
 ARXIV_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".gz")
@@ -118,6 +118,9 @@ class _Paper:
         if _is_tar_header(head):
             self.from_tar(pid, gzip.GzipFile(fileobj=io.BytesIO(data)), where, mode="r|")
             return
+        if head.startswith(b"%PDF"):
+            self.reject(pid, "no_source", f"{where}: a PDF, not TeX source")
+            return
         try:
             tex = gunzip_bounded(data, self.limits.max_inflated_bytes)
         except ArchiveBomb as e:
@@ -126,11 +129,6 @@ class _Paper:
         except (EOFError, zlib.error) as e:
             self.reject(pid, "truncated_archive", f"{where}: {e}")
             return
-        if head.startswith(b"%PDF"):
-            self.reject(pid, "no_source", f"{where}: a PDF, not TeX source")
-            return
-        from modules.extract.latex import decode_tex
-
         if not looks_like_tex(decode_tex(tex)):
             self.reject(pid, "no_tex", f"{where}: not a LaTeX file")
             return

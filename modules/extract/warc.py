@@ -22,6 +22,7 @@ The file is streamed: FastWARC parses records from a stream that decompresses gz
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -92,15 +93,9 @@ def extract_warc_file(raw: RawFile, settings: ExtractWarcSettings, on_error: str
             "_reason": "truncated_file",
             "_detail": f"{raw.path}: the compressed stream breaks off after {seen} records: {stream.error}",
         })
-    elif not seen and _has_bytes(raw.path):
+    elif not seen and os.path.getsize(raw.path) > 0:
         return file_failure(raw, on_error, "not_a_warc", "no WARC record found", meta)
     return frame(rows, meta)
-
-
-def _has_bytes(path: str) -> bool:
-    import os
-
-    return os.path.getsize(path) > 0
 
 
 def _malformed_row(rec, raw: RawFile) -> dict:

@@ -107,6 +107,8 @@ class _Site:
         self.dbname = ""
         self.base = ""
         self.drop_namespaces = set(DEFAULT_DROP_NAMESPACES)
+        #: the final file/category prefixes, set by finish() once <siteinfo> has been read
+        self.drop: frozenset[str] | None = None
         m = _FILE_LANGUAGE.match(os.path.basename(raw.path))
         self.file_language = m.group(1).replace("_", "-") if m else ""
 
@@ -189,7 +191,7 @@ def extract_wikipedia_file(raw: RawFile, settings: ExtractWikipediaSettings, on_
             if state["root"] is None:
                 return file_failure(raw, on_error, "not_a_dump", f"not MediaWiki XML ({encoding}): {e}", meta)
             if stream.error is None:
-                reason = "truncated_file" if _at_end(e, stream) else "malformed_xml"
+                reason = "truncated_file" if _at_end(e) else "malformed_xml"
                 rows.append(_file_row(raw, site, reason, f"{raw.path}: {reason.replace('_', ' ')} "
                                       f"after {state['pages']} pages: {e}"))
         if stream.error is not None:
@@ -209,7 +211,7 @@ def _error_handler() -> str:
     return _ERROR_HANDLER
 
 
-def _at_end(error: ET.ParseError, stream) -> bool:
+def _at_end(error: ET.ParseError) -> bool:
     # expat reports "no element found" / "unclosed token" when the document stops early
     return "no element found" in str(error) or "unclosed token" in str(error)
 
@@ -234,7 +236,7 @@ def _drain(parser, state, site: _Site, raw: RawFile, rows: list[dict]) -> None:
         if name == "siteinfo":
             site.read_siteinfo(elem)
         elif name == "page":
-            if not hasattr(site, "drop"):
+            if site.drop is None:
                 site.finish()
             state["pages"] += 1
             rows.append(_page_row(elem, site, raw, state["pages"]))
