@@ -1,0 +1,408 @@
+"""Shingles and MinHash signatures, computed for a whole partition in one compiled (numba) pass.
+
+Definitions (the contract the tests check):
+
+- **Normalised text**: lowercased (Arrow ``utf8_lower``), every run of separators (Unicode
+  punctuation P*, symbols S*, spaces Z* and controls Cc such as tab and newline) replaced by one
+  space, no leading or trailing space (:func:`normalise`).
+- **Shingles** (:func:`shingles`, the readable reference): word n-grams are ``n`` consecutive
+  words of the normalised text joined by single spaces; character n-grams are ``n`` consecutive
+  code points. A text with fewer than ``n`` words (code points) has one shingle, itself; an empty
+  normalised text has none.
+- **Shingle hash**: xxh32 of the shingle's UTF-8 bytes, seed 0 (= ``xxhash.xxh32_intdigest``).
+- **MinHash**: datasketch's default ``affine32`` scheme. The permutations are drawn exactly as
+  ``datasketch.MinHash(num_perm, seed)`` draws them (``a`` odd, ``b`` any 32-bit value); each
+  shingle hash is pre-mixed with the 32-bit MurmurHash3 finalizer ``fmix32`` and permuted with
+  ``a * h + b mod 2**32``; the signature is the minimum per permutation. So for the same shingles,
+  ``_signatures(...)`` equals ``datasketch.MinHash(num_perm, seed,
+  hashfunc=xxhash.xxh32_intdigest)`` updated with the shingles' UTF-8 bytes.
+
+The kernel reads the partition's text straight from its Arrow buffers (offsets + UTF-8 bytes), finds
+shingles with a ring buffer of the last ``n`` word or code point starts (memory O(n) per document,
+whatever its size), hashes each shingle once and updates all permutations in one vectorisable loop.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+WORD, CHAR = "word", "char"
+
+#: code points that separate words: Unicode punctuation (P*), symbols (S*), separators (Z*) and
+#: controls (Cc, which include tab and newline). Planes 4-13 and 15-16 hold none of them.
+_SEPARATOR_CATEGORIES = ("P", "S", "Z")
+_separator_table = None
+
+
+def separator_table() -> np.ndarray:
+    """uint8[0x110000]: 1 where the code point is a separator (built once per process, ~0.1 s)."""
+    global _separator_table
+    if _separator_table is None:
+        import unicodedata
+
+        table = np.zeros(0x110000, dtype=np.uint8)
+        for cp in (*range(0x40000), *range(0xE0000, 0xE1000)):
+            cat = unicodedata.category(chr(cp))
+            if cat[0] in _SEPARATOR_CATEGORIES or cat == "Cc":
+                table[cp] = 1
+        _separator_table = table
+    return _separator_table
+
+
+# --------------------------------------------------------------------------- normalisation
+
+
+def as_large_strings(values):
+    """A pyarrow LargeStringArray (one chunk, nulls as empty strings) from a Series/array/list."""
+    import pyarrow as pa
+
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        arr = values
+    elif hasattr(values, "array"):  # pandas Series
+        arr = pa.array(values.array) if not isinstance(values.array, np.ndarray) else pa.array(values.to_numpy())
+    else:
+        arr = pa.array(list(values), type=pa.large_string())
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks else pa.array([], type=pa.large_string())
+    if arr.type != pa.large_string():
+        arr = arr.cast(pa.large_string())
+    if arr.null_count:
+        arr = arr.fill_null("")
+    return arr
+
+
+def normalise(values):
+    """Normalised texts (see the module docstring) as a pyarrow LargeStringArray.
+
+    Lowercasing is Arrow's ``utf8_lower``; the separator pass is one compiled loop over the bytes
+    (a regex replacement in Arrow runs at ~50 MB/s and would dominate the MinHash step)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    arr = as_large_strings(pc.utf8_lower(as_large_strings(values)))
+    data, offsets = _buffers(arr)
+    out = np.empty(max(len(data), 1), dtype=np.uint8)
+    out_offsets = np.empty(len(arr) + 1, dtype=np.int64)
+    _collapse_separators(data, offsets, separator_table(), out, out_offsets)
+    return pa.LargeStringArray.from_buffers(len(arr), pa.py_buffer(out_offsets),
+                                            pa.py_buffer(out[: out_offsets[-1]]))
+
+
+def normalise_text(text: str) -> str:
+    return normalise([text])[0].as_py()
+
+
+def shingles(text: str, ngram: int = 5, kind: str = WORD) -> list[str]:
+    """The shingles of one text, in order, repeats included (the readable reference of the kernel)."""
+    norm = normalise_text(text)
+    if not norm:
+        return []
+    units = norm.split(" ") if kind == WORD else list(norm)
+    sep = " " if kind == WORD else ""
+    if len(units) < ngram:
+        return [norm]
+    return [sep.join(units[i:i + ngram]) for i in range(len(units) - ngram + 1)]
+
+
+def _buffers(arr):
+    """(UTF-8 bytes as uint8, int64 offsets) of a LargeStringArray, zero-copy."""
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset: arr.offset + len(arr) + 1]
+    data_buf = arr.buffers()[2]
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(1, np.uint8)
+    if len(data) == 0:
+        data = np.zeros(1, np.uint8)
+    return data, offsets
+
+
+# --------------------------------------------------------------------------- permutations
+
+
+def permutations(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(a, b) as uint32, drawn exactly as datasketch's affine32 ``MinHash._init_permutations``."""
+    gen = np.random.RandomState(seed)
+    a = gen.randint(0, 1 << 31, num_perm, dtype=np.uint32) * np.uint32(2) + np.uint32(1)
+    b = gen.randint(0, 1 << 32, num_perm, dtype=np.uint32)
+    return a, b
+
+
+# --------------------------------------------------------------------------- compiled kernels
+# Module-level so numba can cache the machine code next to this file (closures are not cached);
+# compiling happens on the first call, not at import.
+
+M32 = np.uint64(0xFFFFFFFF)
+P1 = np.uint64(0x9E3779B1)
+P2 = np.uint64(0x85EBCA77)
+P3 = np.uint64(0xC2B2AE3D)
+P4 = np.uint64(0x27D4EB2F)
+P5 = np.uint64(0x165667B1)
+NEG_P1 = np.uint64((1 << 32) - 0x9E3779B1)
+F1 = np.uint64(0x85EBCA6B)
+F2 = np.uint64(0xC2B2AE35)
+U8, U11, U13, U15, U16, U17, U24, U32 = (np.uint64(x) for x in (8, 11, 13, 15, 16, 17, 24, 32))
+
+@njit(inline="always")
+def _rotl(x, r):
+    return ((x << np.uint64(r)) | (x >> np.uint64(32 - r))) & M32
+
+@njit(inline="always")
+def _read32(data, i):
+    return (np.uint64(data[i]) | (np.uint64(data[i + 1]) << U8) | (np.uint64(data[i + 2]) << U16)
+            | (np.uint64(data[i + 3]) << U24))
+
+@njit(inline="always")
+def _xround(acc, value):
+    acc = (acc + value * P2) & M32
+    return (_rotl(acc, 13) * P1) & M32
+
+@njit(cache=True)
+def _xxh32(data, start, end, seed):
+    """xxh32 of data[start:end] (bit-exact with the reference implementation)."""
+    seed = np.uint64(seed) & M32
+    length = end - start
+    i = start
+    if length >= 16:
+        v1 = (seed + P1 + P2) & M32
+        v2 = (seed + P2) & M32
+        v3 = seed
+        v4 = (seed + NEG_P1) & M32
+        while i + 16 <= end:
+            v1 = _xround(v1, _read32(data, i))
+            v2 = _xround(v2, _read32(data, i + 4))
+            v3 = _xround(v3, _read32(data, i + 8))
+            v4 = _xround(v4, _read32(data, i + 12))
+            i += 16
+        h = (_rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)) & M32
+    else:
+        h = (seed + P5) & M32
+    h = (h + (np.uint64(length) & M32)) & M32
+    while i + 4 <= end:
+        h = (h + _read32(data, i) * P3) & M32
+        h = (_rotl(h, 17) * P4) & M32
+        i += 4
+    while i < end:
+        h = (h + np.uint64(data[i]) * P5) & M32
+        h = (_rotl(h, 11) * P1) & M32
+        i += 1
+    h ^= h >> U15
+    h = (h * P2) & M32
+    h ^= h >> U13
+    h = (h * P3) & M32
+    h ^= h >> U16
+    return h
+
+@njit(inline="always")
+def _fmix32(h):
+    h ^= h >> U16
+    h = (h * F1) & M32
+    h ^= h >> U13
+    h = (h * F2) & M32
+    h ^= h >> U16
+    return h
+
+@njit(cache=True)
+def _collapse_separators(data, offsets, table, out, out_offsets):
+    """Copy each text, every run of separator code points -> one space, no leading/trailing space."""
+    o = 0
+    for d in range(len(offsets) - 1):
+        out_offsets[d] = o
+        i, e = offsets[d], offsets[d + 1]
+        pending = False
+        seen = False
+        while i < e:
+            b0 = data[i]
+            if b0 < 0x80:
+                cp, n = np.int64(b0), 1
+            elif (b0 >> 5) == 6 and i + 1 < e:
+                cp, n = ((np.int64(b0) & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F), 2
+            elif (b0 >> 4) == 14 and i + 2 < e:
+                cp = ((np.int64(b0) & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6) \
+                    | (np.int64(data[i + 2]) & 0x3F)
+                n = 3
+            elif (b0 >> 3) == 30 and i + 3 < e:
+                cp = ((np.int64(b0) & 0x07) << 18) | ((np.int64(data[i + 1]) & 0x3F) << 12) \
+                    | ((np.int64(data[i + 2]) & 0x3F) << 6) | (np.int64(data[i + 3]) & 0x3F)
+                n = 4
+            else:  # not reachable for valid UTF-8 (Arrow strings are validated); keep the byte
+                cp, n = np.int64(0x41), 1
+            if cp < 0x110000 and table[cp]:
+                pending = seen
+            else:
+                if pending:
+                    out[o] = 32
+                    o += 1
+                    pending = False
+                for k in range(n):
+                    out[o + k] = data[i + k]
+                o += n
+                seen = True
+            i += n
+    out_offsets[len(offsets) - 1] = o
+
+
+@njit(cache=True)
+def _shingle_spans(data, s0, e0, ngram, word, ring, out_start, out_end):
+    """Byte spans of the shingles of data[s0:e0] into out_start/out_end; returns their number.
+
+    ``ring`` (size ngram) remembers the last n word (code point) starts."""
+    k = 0
+    m = 0
+    if word:
+        first, last_end = s0, s0
+        i = s0
+        while i < e0:
+            while i < e0 and data[i] == 32:
+                i += 1
+            if i >= e0:
+                break
+            st = i
+            while i < e0 and data[i] != 32:
+                i += 1
+            if k == 0:
+                first = st
+            ring[k % ngram] = st
+            k += 1
+            last_end = i
+            if k >= ngram:
+                out_start[m] = ring[k % ngram]
+                out_end[m] = i
+                m += 1
+        if 0 < k < ngram:
+            out_start[0] = first
+            out_end[0] = last_end
+            m = 1
+    else:
+        for i in range(s0, e0):
+            if (data[i] & 0xC0) != 0x80:  # a code point starts here
+                if k >= ngram:
+                    out_start[m] = ring[k % ngram]
+                    out_end[m] = i
+                    m += 1
+                ring[k % ngram] = i
+                k += 1
+        if k >= ngram:
+            out_start[m] = ring[k % ngram]
+            out_end[m] = e0
+            m += 1
+        elif k > 0:
+            out_start[0] = s0
+            out_end[0] = e0
+            m = 1
+    return m
+
+@njit(cache=True)
+def _count_units(data, s0, e0, word):
+    """Upper bound of the number of shingles: words (spaces + 1) or code points."""
+    n = 0
+    if word:
+        for i in range(s0, e0):
+            if data[i] == 32:
+                n += 1
+        return n + 1
+    for i in range(s0, e0):
+        if (data[i] & 0xC0) != 0x80:
+            n += 1
+    return n + 1
+
+@njit(cache=True)
+def _signatures(data, offsets, ngram, word, a, b, out, counts):
+    n = len(offsets) - 1
+    num_perm = len(a)
+    ring = np.empty(ngram, dtype=np.int64)
+    row = np.empty(num_perm, dtype=np.uint32)
+    cap = 1024
+    starts = np.empty(cap, dtype=np.int64)
+    ends = np.empty(cap, dtype=np.int64)
+    for d in range(n):
+        s0, e0 = offsets[d], offsets[d + 1]
+        need = _count_units(data, s0, e0, word)
+        if need > cap:
+            cap = max(need, 2 * cap)
+            starts = np.empty(cap, dtype=np.int64)
+            ends = np.empty(cap, dtype=np.int64)
+        m = _shingle_spans(data, s0, e0, ngram, word, ring, starts, ends)
+        for p in range(num_perm):
+            row[p] = np.uint32(0xFFFFFFFF)
+        for j in range(m):
+            hv = np.uint32(_fmix32(_xxh32(data, starts[j], ends[j], 0)))
+            for p in range(num_perm):
+                v = np.uint32(a[p] * hv + b[p])
+                if v < row[p]:
+                    row[p] = v
+        for p in range(num_perm):
+            out[d, p] = row[p]
+        counts[d] = m
+
+@njit(cache=True)
+def _shingle_set(data, s0, e0, ngram, word, ring, starts, ends):
+    """Sorted distinct 64-bit shingle hashes (two xxh32 seeds) of data[s0:e0]."""
+    m = _shingle_spans(data, s0, e0, ngram, word, ring, starts, ends)
+    h = np.empty(m, dtype=np.uint64)
+    for j in range(m):
+        h[j] = (_xxh32(data, starts[j], ends[j], 0) << U32) | _xxh32(data, starts[j], ends[j], 1)
+    h.sort()
+    u = 0
+    for j in range(m):
+        if j == 0 or h[j] != h[j - 1]:
+            h[u] = h[j]
+            u += 1
+    return h[:u]
+
+@njit(cache=True)
+def _jaccard_pairs(data_a, off_a, data_b, off_b, ngram, word, out):
+    ring = np.empty(ngram, dtype=np.int64)
+    for d in range(len(off_a) - 1):
+        sa, ea, sb, eb = off_a[d], off_a[d + 1], off_b[d], off_b[d + 1]
+        cap = max(_count_units(data_a, sa, ea, word), _count_units(data_b, sb, eb, word))
+        starts = np.empty(cap, dtype=np.int64)
+        ends = np.empty(cap, dtype=np.int64)
+        x = _shingle_set(data_a, sa, ea, ngram, word, ring, starts, ends)
+        y = _shingle_set(data_b, sb, eb, ngram, word, ring, starts, ends)
+        i = j = inter = 0
+        while i < len(x) and j < len(y):
+            if x[i] == y[j]:
+                inter += 1
+                i += 1
+                j += 1
+            elif x[i] < y[j]:
+                i += 1
+            else:
+                j += 1
+        union = len(x) + len(y) - inter
+        out[d] = inter / union if union else 0.0
+
+# --------------------------------------------------------------------------- public API
+
+
+def xxh32(data: bytes, seed: int = 0) -> int:
+    """The kernel's xxh32 called from Python (for tests; equals ``xxhash.xxh32_intdigest``)."""
+    buf = np.frombuffer(data, dtype=np.uint8) if data else np.zeros(1, np.uint8)
+    return int(_xxh32(buf, 0, len(data), seed))
+
+
+def signatures(texts, num_perm: int = 128, seed: int = 42, ngram: int = 5, kind: str = WORD,
+               normalised: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(uint32 signatures of shape (n, num_perm), int64 shingle counts) for the texts.
+
+    A text without shingles (empty after normalising) keeps the initial all-0xFFFFFFFF signature
+    and a count of 0, as an empty datasketch MinHash does."""
+    arr = as_large_strings(texts) if normalised else normalise(texts)
+    data, offsets = _buffers(arr)
+    a, b = permutations(num_perm, seed)
+    out = np.empty((len(arr), num_perm), dtype=np.uint32)
+    counts = np.zeros(len(arr), dtype=np.int64)
+    _signatures(data, offsets, ngram, kind == WORD, a, b, out, counts)
+    return out, counts
+
+
+def jaccard(texts_a, texts_b, ngram: int = 5, kind: str = WORD, normalised: bool = False) -> np.ndarray:
+    """True Jaccard similarity of the shingle sets of texts_a[i] and texts_b[i] (64-bit hashed)."""
+    arr_a = as_large_strings(texts_a) if normalised else normalise(texts_a)
+    arr_b = as_large_strings(texts_b) if normalised else normalise(texts_b)
+    if len(arr_a) != len(arr_b):
+        raise ValueError("jaccard: texts_a and texts_b differ in length")
+    da, oa = _buffers(arr_a)
+    db, ob = _buffers(arr_b)
+    out = np.zeros(len(arr_a), dtype=np.float64)
+    _jaccard_pairs(da, oa, db, ob, ngram, kind == WORD, out)
+    return out
