@@ -137,14 +137,28 @@ def _size(path: str) -> int:
     return os.path.getsize(path) if os.path.exists(path) else 0
 
 
+_ERRNO = re.compile(r"\[Errno -?\d+\][^'\")]*")
+
+
+def describe(error: Exception) -> str:
+    """A short account of a network error (requests nests urllib3's long messages in its own)."""
+    text = str(error)
+    m = _ERRNO.search(text)
+    if m:
+        return f"connection failed: {m.group(0).strip()}"
+    if "timed out" in text.lower():
+        return "timed out"
+    return text
+
+
 def _wait(url: str, failures: int, error: Exception, options: DownloadOptions) -> None:
     if failures > options.retries:
-        raise DownloadError(f"{url}: {error} (gave up after {failures} failed attempts)") from error
+        raise DownloadError(f"{url}: {describe(error)} (gave up after {failures} failed attempts)") from error
     delay = min(options.max_backoff, options.backoff * 2 ** (failures - 1))
     retry_after = getattr(error, "retry_after", None)
     if retry_after is not None:
         delay = min(options.max_backoff, max(delay, retry_after))
-    log.warning("%s: %s; retry %d/%d in %.1fs", url, error, failures, options.retries, delay)
+    log.warning("%s: %s; retry %d/%d in %.1fs", url, describe(error), failures, options.retries, delay)
     time.sleep(delay)
 
 
