@@ -305,6 +305,7 @@ def tokenize_partition(df: pd.DataFrame, i: int, plan: Plan) -> dict:
                 out.put(os.path.join(folder, f["name"] + ".idx"), f["name"] + ".idx")
             out.put(stats_tmp, stats_name(i))
         else:
+            os.makedirs(os.path.join(folder, STATS), exist_ok=True)
             os.replace(stats_tmp, os.path.join(folder, stats_name(i)))
     finally:
         if out.remote:
@@ -315,6 +316,7 @@ def tokenize_partition(df: pd.DataFrame, i: int, plan: Plan) -> dict:
 def _write_partition(df: pd.DataFrame, i: int, plan: Plan, tok, folder: str) -> dict:
     from modules import dataset
 
+    df = df.reset_index(drop=True)  # positions from here on: an upstream index may repeat values
     reason = df[REASON] if REASON in df.columns else pd.Series(pd.NA, index=df.index, dtype=dataset.STRING)
     reason = reason.mask(reason.isna() & df["text"].isna(), "missing_text")
     good = reason.isna().to_numpy()
@@ -348,10 +350,10 @@ def _write_partition(df: pd.DataFrame, i: int, plan: Plan, tok, folder: str) -> 
             stats = w.commit()
         files.append({"name": name, "set": set_name if plan.split else None, "partition": i, **stats})
     # documents that were not tokenized keep every column and say why
-    dropped_reason = reason.copy()
+    empty_mask = np.zeros(len(df), dtype=bool)
     if empty_rows:
-        idx = kept.index[np.concatenate(empty_rows)]
-        dropped_reason.loc[idx] = "empty"
+        empty_mask[np.flatnonzero(good)[np.concatenate(empty_rows)]] = True
+    dropped_reason = reason.mask(empty_mask, "empty")
     rejected = df.assign(**{REASON: dropped_reason.astype(dataset.STRING)})[dropped_reason.notna().to_numpy()]
     rejects = None
     if len(rejected):

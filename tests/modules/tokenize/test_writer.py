@@ -335,3 +335,27 @@ def test_job_yaml_ends_with_tokenize(tmp_path):
         "part_00000.idx", "part_00001.idx", "part_00002.idx"]
     again = run_job(load_job(str(job)), str(tmp_path / "out"))
     assert [o.skipped for o in again] == [True, True]
+
+
+def test_partition_function_without_dask(tmp_path):
+    """One partition, plain pandas, an index with repeated values: reasons land on the right rows."""
+    from modules.dataset import STRING
+    from modules.tokenize.writer import Output, Plan, tokenize_partition
+
+    df = pd.DataFrame({
+        "id": pd.Series(["a", "b", "c", "d"], dtype=STRING),
+        "text": pd.Series(["x", "", "y", ""], dtype=STRING),
+        "_reason": pd.Series([pd.NA, pd.NA, "invalid_json", pd.NA], dtype=STRING),
+        "_detail": pd.Series([pd.NA] * 4, dtype=STRING),
+    }).set_axis([0, 0, 1, 1])
+    before = df.copy()
+    (tmp_path / "_stats").mkdir()
+    plan = Plan("tiktoken:cl100k_base", "int32", 100277, 100257, None, 10, (("train", "part"),), None,
+                Output(str(tmp_path)), "key", "parquet")
+    stats = tokenize_partition(df, 3, plan)
+    pd.testing.assert_frame_equal(df, before)
+    assert stats["dropped"] == {"empty": 2, "invalid_json": 1} and stats["out"] == 1 and stats["in"] == 4
+    rejects = pd.read_parquet(tmp_path / "_rejects" / "part-00003.parquet")
+    assert rejects[["id", "_reason"]].values.tolist() == [["b", "empty"], ["c", "invalid_json"], ["d", "empty"]]
+    assert read_pair(tmp_path / "part_00003") == (4, [[87, 100257]])
+    assert json.loads((tmp_path / "_stats" / "00003.json").read_text())["files"][0]["documents"] == 1
