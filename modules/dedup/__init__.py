@@ -174,18 +174,18 @@ def mark_removed(df: pd.DataFrame, removed: pd.DataFrame, reason: str) -> pd.Dat
     """``df`` (input partition) with the rows listed in ``removed`` (doc, kept_id) marked as dropped.
 
     ``_detail`` names the kept document, so ``_rejects/`` says what each removed document duplicated.
+    Only rows not already dropped take part in dedup, so every listed row is still undropped here.
     """
     from modules.dataset import DETAIL, STRING, mark_dropped
 
-    rows = (removed["doc"].to_numpy(dtype=np.int64) & ROW_MASK).astype(np.int64)
+    rows = removed["doc"].to_numpy(dtype=np.int64) & ROW_MASK
     mask = np.zeros(len(df), dtype=bool)
     mask[rows] = True
     out = mark_dropped(df, mask, reason)
-    detail = out[DETAIL] if DETAIL in out.columns else pd.Series(pd.NA, index=out.index, dtype=STRING)
-    kept = pd.Series(pd.NA, index=out.index, dtype=STRING)
-    kept.iloc[rows] = ("duplicate of " + removed["kept_id"].astype(STRING)).to_numpy()
-    newly = mask & (out[REASON] == reason).fillna(False).to_numpy() & detail.isna().to_numpy()
-    return out.assign(**{DETAIL: detail.mask(newly, kept).astype(STRING)})
+    detail = np.full(len(df), None, dtype=object)
+    detail[rows] = ("duplicate of " + removed["kept_id"].astype(str)).to_numpy()
+    current = out[DETAIL] if DETAIL in out.columns else pd.Series(pd.NA, index=out.index, dtype=STRING)
+    return out.assign(**{DETAIL: current.mask(mask, pd.Series(detail, index=out.index)).astype(STRING)})
 
 
 def removal_frame(ddf, steps: Steps, duplicates_step: str, reason: str):

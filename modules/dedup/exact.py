@@ -1,0 +1,144 @@
+"""``exact_dedup``: remove documents whose text is byte-for-byte identical to another's.
+
+``curate dedup exact --input D --output OUT [--hash md5|xxh3]``
+
+The hash is 128 bits of the UTF-8 text, unchanged (no normalisation): ``md5`` by default, as NeMo
+Curator does, or ``xxh3`` (XXH3-128, several times faster, not cryptographic; at 128 bits accidental
+collisions are as unlikely as with md5). Steps, each Parquet under ``OUT/_work/`` and resumable:
+
+1. ``hashes``: per input partition, (doc, id, h1, h2) for every document not already dropped
+   (``h1``/``h2`` are the two 64-bit halves of the hash).
+2. ``duplicates``: shuffle on ``h1``; in each partition, every group of two or more documents with the
+   same hash keeps the smallest id (ties: the first document read). Writes (doc, id, hash, kept_id,
+   removed) and, for audit, ``OUT/_duplicates/`` with (id, hash, kept_id, removed) for every member of
+   every such group (the kept document has ``id == kept_id``).
+3. The removed documents go back to their input partitions (a range shuffle on the document number)
+   and the dataset is written with them dropped as ``exact_duplicate`` (``_rejects/`` holds their
+   ids, ``_detail`` names the kept id). Output partition i is input partition i.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from modules import dedup
+from modules.stage import Stage, check_choice
+
+REASON = "exact_duplicate"
+
+
+@dataclass(frozen=True)
+class ExactDedupSettings:
+    hash: str = field(default="md5", metadata={
+        "help": "128-bit hash of the text: md5 (as NeMo Curator) or xxh3 (XXH3-128, faster)",
+        "choices": ("md5", "xxh3"),
+    })
+
+    def __post_init__(self):
+        check_choice(self, "hash")
+
+
+def hash_texts(texts, method: str = "md5") -> np.ndarray:
+    """uint64 array (n, 2): the 128-bit hash of each text's UTF-8 bytes, big-endian halves."""
+    if method == "md5":
+        digests = [hashlib.md5(t.encode("utf-8", "surrogatepass")).digest() for t in texts]
+    else:
+        import xxhash
+
+        digests = [xxhash.xxh3_128_digest(t.encode("utf-8", "surrogatepass")) for t in texts]
+    if not digests:
+        return np.zeros((0, 2), dtype=np.uint64)
+    return np.frombuffer(b"".join(digests), dtype=">u8").astype(np.uint64).reshape(-1, 2)
+
+
+def hex_hash(h1: np.ndarray, h2: np.ndarray) -> list[str]:
+    return [f"{a:016x}{b:016x}" for a, b in zip(h1.tolist(), h2.tolist())]
+
+
+def hashes(df: pd.DataFrame, partition: int, method: str) -> pd.DataFrame:
+    """(doc, id, h1, h2) for the documents of input partition ``partition`` not already dropped."""
+    from modules.dataset import STRING
+
+    pos = dedup.good_rows(df)
+    texts = df["text"].iloc[pos]
+    h = hash_texts(texts.fillna("").tolist(), method)
+    return pd.DataFrame({
+        "doc": dedup.doc_numbers(partition, pos),
+        "id": df["id"].iloc[pos].astype(STRING).to_numpy(),
+        "h1": h[:, 0],
+        "h2": h[:, 1],
+    }).astype({"id": STRING})
+
+
+def duplicate_groups(df: pd.DataFrame) -> pd.DataFrame:
+    """The members of every hash group of two or more, with the kept id (smallest id, then doc)."""
+    from modules.dataset import STRING
+
+    df = df.sort_values(["h1", "h2", "id", "doc"], kind="stable")
+    size = df.groupby(["h1", "h2"], sort=False)["doc"].transform("size")
+    df = df[size.to_numpy() > 1]
+    first = df.groupby(["h1", "h2"], sort=False)
+    kept_id = first["id"].transform("first")
+    kept_doc = first["doc"].transform("first")
+    out = pd.DataFrame({
+        "doc": df["doc"].to_numpy(dtype=np.int64),
+        "id": df["id"].to_numpy(),
+        "hash": hex_hash(df["h1"].to_numpy(), df["h2"].to_numpy()),
+        "kept_id": kept_id.to_numpy(),
+        "removed": (df["doc"] != kept_doc).to_numpy(),
+    })
+    return out.astype({"id": STRING, "hash": STRING, "kept_id": STRING})
+
+
+def _hashes_task(df: pd.DataFrame, i: int, folder: str, method: str) -> dict:
+    return dedup.save_part(hashes(df, i, method), folder, i)
+
+
+def _duplicates_task(df: pd.DataFrame, folder: str, audit: str, i: int) -> dict:
+    groups = duplicate_groups(df)
+    dedup.save_part(groups.drop(columns=["doc"]), audit, i)
+    stats = dedup.save_part(groups, folder, i)
+    stats["removed"] = int(groups["removed"].sum())
+    return stats
+
+
+class ExactDedupStage(Stage):
+    """Remove exact duplicates (same text bytes), keeping the smallest id of each group."""
+
+    name = "exact_dedup"
+    Settings = ExactDedupSettings
+    cli = ("dedup", "exact")
+    help = "remove documents with identical text (128-bit hash), keep the smallest id"
+
+    def run(self, settings, ctx) -> dict:
+        import dask
+
+        from modules import dataset
+
+        ddf = dataset.read_dataset(ctx.input, ctx.io, rejects_dir=ctx.output)
+        steps = dedup.Steps(ctx)
+        audit = os.path.join(ctx.output, dedup.DUPLICATES)
+
+        hash_task = dask.delayed(_hashes_task, pure=False)
+        steps.run("hashes", lambda folder: [hash_task(part, i, folder, settings.hash)
+                                            for i, part in enumerate(ddf.to_delayed())])
+
+        def find_duplicates(folder):
+            shuffled = dedup.read_parts(steps.path("hashes")).shuffle(on="h1")
+            task = dask.delayed(_duplicates_task, pure=False)
+            return [task(part, folder, audit, i) for i, part in enumerate(shuffled.to_delayed())]
+
+        info = steps.run("duplicates", find_duplicates, extra_dirs=(audit,))
+        marked = dedup.removal_frame(ddf, steps, "duplicates", REASON)
+        removed = sum(p.get("removed", 0) for p in info["parts"])
+        extra = {"dedup": {"hash": settings.hash, "documents_in_groups": info["rows"],
+                           "groups": info["rows"] - removed, "removed": removed},
+                 "steps": steps.timings}
+        manifest = dataset.write_dataset(marked, ctx, stage=self.name, settings=settings,
+                                         reject_columns=("id",), extra=extra)
+        return manifest

@@ -1,0 +1,103 @@
+"""exact_dedup: pure functions on tiny frames, then the stage on two input files (two partitions)."""
+
+import hashlib
+import json
+
+import pandas as pd
+import pytest
+
+from modules.dataset import STRING
+from modules.dedup import exact
+from modules.errors import SettingsError
+from tests.conftest import read_output, run_stage, write_jsonl
+
+
+def frame(ids, texts, reasons=None):
+    return pd.DataFrame({
+        "id": pd.array(ids, dtype=STRING),
+        "text": pd.array(texts, dtype=STRING),
+        "_reason": pd.array(reasons or [None] * len(ids), dtype=STRING),
+        "_detail": pd.array([None] * len(ids), dtype=STRING),
+    })
+
+
+def test_hash_texts_is_md5_of_the_utf8_bytes():
+    h = exact.hash_texts(["héllo", ""], "md5")
+    assert exact.hex_hash(h[:, 0], h[:, 1]) == [hashlib.md5("héllo".encode()).hexdigest(),
+                                                hashlib.md5(b"").hexdigest()]
+    assert exact.hash_texts([], "xxh3").shape == (0, 2)
+    a, b = exact.hash_texts(["same", "same"], "xxh3")
+    assert (a == b).all()
+
+
+def test_hashes_skip_dropped_rows_and_number_documents():
+    df = frame(["a", "b", "c"], ["x", "bad line", "x"], [None, "invalid_json", None])
+    got = exact.hashes(df, partition=2, method="md5")
+    assert got["id"].tolist() == ["a", "c"]
+    assert got["doc"].tolist() == [(2 << 32) + 0, (2 << 32) + 2]
+
+
+def test_duplicate_groups_keep_the_smallest_id():
+    df = exact.hashes(frame(["b", "a", "c", "d", "e"], ["x", "x", "y", "x", "z"]), 0, "md5")
+    got = exact.duplicate_groups(df)
+    assert sorted(got["id"]) == ["a", "b", "d"]  # the singletons y and z are not listed
+    assert set(got["kept_id"]) == {"a"}
+    assert dict(zip(got["id"], got["removed"])) == {"a": False, "b": True, "d": True}
+    assert exact.duplicate_groups(df.iloc[:0]).empty
+
+
+def test_settings():
+    with pytest.raises(SettingsError, match="hash"):
+        exact.ExactDedupSettings(hash="sha1")
+
+
+@pytest.fixture
+def two_files(tmp_path):
+    a = write_jsonl(tmp_path / "in" / "a.jsonl", [
+        {"id": "d3", "text": "the same text"},
+        {"id": "d1", "text": "unique one"},
+        {"id": "d9", "text": ""},
+        {"id": "d5", "text": "spaces  only differ"},
+    ], raw_lines=["{broken json", b'{"id": "bad", "text": "\xff\xfe"}'])
+    b = write_jsonl(tmp_path / "in" / "b.jsonl", [
+        {"id": "d2", "text": "the same text"},      # duplicate across partitions, smaller id: kept
+        {"id": "d4", "text": "the same text"},
+        {"id": "d8", "text": ""},                   # empty texts are identical too
+        {"id": "d6", "text": "spaces only differ"}, # not byte-identical: kept
+        {"id": "d7", "text": "The same text"},      # case differs: kept
+    ])
+    return [a, b]
+
+
+def test_stage_across_partitions(two_files, tmp_path):
+    out = tmp_path / "out"
+    manifest = run_stage("exact_dedup", {}, two_files, out, on_error="skip")
+    assert manifest["partitions"] == 2
+    assert manifest["counts"] == {"in": 11, "out": 6, "dropped": {
+        "exact_duplicate": 3, "invalid_json": 1, "invalid_utf8": 1}}
+    kept = read_output(out)
+    assert sorted(kept["id"]) == ["d1", "d2", "d5", "d6", "d7", "d8"]
+    audit = pd.read_parquet(out / "_duplicates")
+    assert sorted(audit.columns) == ["hash", "id", "kept_id", "removed"]
+    assert dict(zip(audit["id"], audit["kept_id"])) == {"d2": "d2", "d3": "d2", "d4": "d2", "d8": "d8", "d9": "d8"}
+    assert audit.loc[audit["id"] == "d3", "hash"].item() == hashlib.md5(b"the same text").hexdigest()
+    rejects = pd.concat([pd.read_parquet(p) for p in sorted((out / "_rejects").glob("part-*"))])
+    assert sorted(rejects.columns) == ["_detail", "_reason", "id"]  # ids only, no text
+    dup = rejects[rejects["_reason"] == "exact_duplicate"].set_index("id")["_detail"].to_dict()
+    assert dup == {"d3": "duplicate of d2", "d4": "duplicate of d2", "d9": "duplicate of d8"}
+    assert manifest["dedup"] == {"hash": "md5", "documents_in_groups": 5, "groups": 2, "removed": 3}
+
+
+def test_steps_resume_and_output_is_deterministic(two_files, tmp_path):
+    out = tmp_path / "out"
+    run_stage("exact_dedup", {"hash": "xxh3"}, two_files, out, on_error="skip")
+    first = [p.read_bytes() for p in sorted(out.glob("part-*"))]
+    (out / "_SUCCESS").unlink()  # as if killed while writing the dataset
+    manifest = run_stage("exact_dedup", {"hash": "xxh3"}, two_files, out, on_error="skip")
+    assert all(s["skipped"] for s in manifest["steps"].values())
+    assert [p.read_bytes() for p in sorted(out.glob("part-*"))] == first
+    # other settings: the intermediates are stale and every step runs again
+    (out / "_SUCCESS").unlink()
+    manifest = run_stage("exact_dedup", {"hash": "md5"}, two_files, out, on_error="skip")
+    assert not any(s["skipped"] for s in manifest["steps"].values())
+    assert json.loads((out / "_work" / "hashes" / "_SUCCESS").read_text())["fingerprint"] == manifest["fingerprint"]

@@ -1,0 +1,244 @@
+"""fuzzy_dedup: pure per-partition functions, then the stage on several input files, then accuracy on a
+labelled set whose true Jaccard similarities are computed by brute force.
+
+tests/data/dedup/sentences.txt: 800 sentences of the Rust book pages in jobs/data/sample.jsonl.gz.
+"""
+
+import itertools
+import random
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from modules.dataset import STRING
+from modules.dedup import fuzzy, minhash
+from modules.errors import SettingsError
+from tests.conftest import DATA, read_output, run_stage, write_jsonl
+
+SENTENCES = (DATA / "dedup" / "sentences.txt").read_text(encoding="utf-8").splitlines()
+
+
+def test_settings():
+    s = fuzzy.FuzzyDedupSettings()
+    assert s.lsh_params() == (9, 13)  # datasketch's MinHashLSH(threshold=0.8, num_perm=128)
+    assert fuzzy.FuzzyDedupSettings(bands=16, rows=8).lsh_params() == (16, 8)
+    for bad, match in [({"bands": 4}, "go together"), ({"bands": 20, "rows": 8}, "at most num_perm"),
+                       ({"threshold": 1.0}, "threshold"), ({"shingle": "line"}, "shingle"),
+                       ({"ngram": 0}, "ngram"), ({"num_perm": 0}, "num_perm")]:
+        with pytest.raises(SettingsError, match=match):
+            fuzzy.FuzzyDedupSettings(**bad)
+
+
+def test_star_edges_link_every_member_to_the_smallest():
+    buckets = pd.DataFrame({"bucket": np.array([7, 3, 7, 7, 3, 9], dtype=np.uint64),
+                            "doc": np.array([50, 4, 20, 30, 2, 1], dtype=np.int64)})
+    got = fuzzy.star_edges(buckets)
+    assert sorted(zip(got["u"], got["v"])) == [(4, 2), (30, 20), (50, 20)]
+    assert fuzzy.star_edges(buckets.iloc[:0]).empty
+
+
+def test_signature_table_skips_dropped_and_empty_documents():
+    df = pd.DataFrame({
+        "id": pd.array(["a", "b", "c", "d"], dtype=STRING),
+        "text": pd.array(["one two three four five six", "bad", "", "seven eight"], dtype=STRING),
+        "_reason": pd.array([None, "invalid_json", None, None], dtype=STRING),
+    })
+    settings = fuzzy.FuzzyDedupSettings(num_perm=16)
+    table = fuzzy.signature_table(df, 1, settings)
+    assert table.column("id").to_pylist() == ["a", "d"]
+    assert table.column("doc").to_pylist() == [(1 << 32) + 0, (1 << 32) + 3]
+    sig, _ = minhash.signatures(["one two three four five six", "seven eight"], 16, 42)
+    got = np.frombuffer(table.column("sig").combine_chunks().buffers()[1], dtype="<u4").reshape(2, 16)
+    assert (got == sig).all()
+
+
+def _doc(rng, k=10):
+    return " ".join(rng.sample(SENTENCES, k))
+
+
+def test_stage_across_partitions(tmp_path):
+    rng = random.Random(1)
+    base = [_doc(rng) for _ in range(6)]
+    near = base[0].replace(base[0].split(". ")[3], "A different sentence stands here now.", 1)
+    files = [
+        write_jsonl(tmp_path / "in" / "a.jsonl", [
+            {"id": "k", "text": base[0]}, {"id": "b1", "text": base[1]}, {"id": "e1", "text": ""},
+        ], raw_lines=["not json"]),
+        write_jsonl(tmp_path / "in" / "b.jsonl", [
+            {"id": "c", "text": near},                  # near copy of k, smaller id: kept
+            {"id": "b2", "text": base[2]}, {"id": "e2", "text": "  \n "},
+        ]),
+        write_jsonl(tmp_path / "in" / "c.jsonl", [
+            {"id": "z", "text": base[0]},               # exact copy of k
+            {"id": "b3", "text": base[3].upper()},      # case and punctuation are normalised away
+            {"id": "b4", "text": base[3].replace(".", " ;")},
+        ]),
+    ]
+    out = tmp_path / "out"
+    manifest = run_stage("fuzzy_dedup", {"bands": 16, "rows": 8}, files, out, on_error="skip")
+    assert manifest["partitions"] == 3
+    assert manifest["counts"]["dropped"] == {"fuzzy_duplicate": 3, "invalid_json": 1}
+    assert sorted(read_output(out)["id"]) == ["b1", "b2", "b3", "c", "e1", "e2"]  # empty docs never match
+    audit = pd.read_parquet(out / "_duplicates")
+    assert sorted(audit.columns) == ["component", "id", "kept_id", "removed"]
+    assert dict(zip(audit["id"], audit["kept_id"])) == {"c": "c", "k": "c", "z": "c", "b3": "b3", "b4": "b3"}
+    assert audit.groupby("kept_id")["component"].nunique().eq(1).all()
+    rejects = pd.concat([pd.read_parquet(p) for p in sorted((out / "_rejects").glob("part-*"))])
+    assert sorted(rejects.columns) == ["_detail", "_reason", "id"]
+    assert manifest["dedup"]["signatures"] == 7  # 9 good rows minus 2 without shingles
+
+
+# --------------------------------------------------------------------------- labelled accuracy
+
+THRESHOLD = 0.8
+
+
+def labelled_set(seed=0, n_base=90, n_variants=160):
+    """Base documents of 10 random sentences, and variants of earlier documents (of variants too, so
+    chains occur) with word substitutions, deletions, insertions or a replaced sentence."""
+    rng = random.Random(seed)
+    vocab = sorted({w for s in SENTENCES for w in s.split()})
+    docs = [_doc(rng) for _ in range(n_base)]
+    for _ in range(n_variants):
+        words = rng.choice(docs).split()
+        kind = rng.choice(["substitute", "delete", "insert", "sentence"])
+        if kind == "sentence":
+            text = " ".join(words).replace(rng.choice(SENTENCES), "", 1) + " " + rng.choice(SENTENCES)
+        else:
+            for _ in range(int(len(words) * rng.choice([0, 0.005, 0.01, 0.02, 0.04, 0.08]))):
+                i = rng.randrange(len(words))
+                if kind == "substitute":
+                    words[i] = rng.choice(vocab)
+                elif kind == "delete" and len(words) > 10:
+                    del words[i]
+                else:
+                    words.insert(i, rng.choice(vocab))
+            text = " ".join(words)
+        docs.append(text)
+    order = list(range(len(docs)))
+    rng.shuffle(order)
+    return [{"id": f"doc-{k:04d}", "text": docs[i]} for k, i in enumerate(order)]
+
+
+def brute_force_jaccard(records):
+    sets = [set(minhash.shingles(r["text"])) for r in records]
+    n = len(sets)
+    jac = np.eye(n)
+    for i, j in itertools.combinations(range(n), 2):
+        union = len(sets[i] | sets[j])
+        jac[i, j] = jac[j, i] = len(sets[i] & sets[j]) / union if union else 0.0
+    return jac
+
+
+@pytest.fixture(scope="module")
+def labelled(tmp_path_factory):
+    records = labelled_set()
+    folder = tmp_path_factory.mktemp("labelled")
+    files = [write_jsonl(folder / f"part{k}.jsonl", records[k::3]) for k in range(3)]
+    return records, files, brute_force_jaccard(records)
+
+
+def _components(out, ids):
+    audit = pd.read_parquet(out / "_duplicates")
+    comp = dict(zip(audit["id"], audit["component"]))
+    return [comp.get(i, ("alone", i)) for i in ids]
+
+
+def test_labelled_accuracy(labelled, tmp_path):
+    records, files, jac = labelled
+    ids = [r["id"] for r in records]
+    pairs = np.argwhere(np.triu(jac >= THRESHOLD + 0.1, k=1))
+    assert len(pairs) > 50 and ((jac > 0.3) & (jac < 0.7)).sum() > 50  # the set has both kinds of pair
+
+    out = tmp_path / "checked"
+    settings = {"threshold": THRESHOLD, "bands": 16, "rows": 8, "false_positive_check": True, "in_memory_edges": 0}
+    manifest = run_stage("fuzzy_dedup", settings, files, out)
+    assert manifest["dedup"]["connected_components"]["path"] == "distributed"
+    assert manifest["dedup"]["verified_edges"] < manifest["dedup"]["edges"]  # the check dropped some
+
+    comp = _components(out, ids)
+    missed = [(ids[i], ids[j], jac[i, j]) for i, j in pairs if comp[i] != comp[j]]
+    assert not missed, f"recall: pairs with Jaccard >= {THRESHOLD + 0.1} in different components: {missed}"
+
+    kept = set(read_output(out)["id"])
+    kept_idx = [k for k, i in enumerate(ids) if i in kept]
+    for k, i in enumerate(ids):
+        if i not in kept:
+            best = max(jac[k, j] for j in kept_idx)
+            assert best >= THRESHOLD - 0.2, f"precision: {i} removed, best Jaccard to a kept doc {best:.2f}"
+
+    # the in-memory components path gives the same result
+    same = tmp_path / "in-memory"
+    manifest = run_stage("fuzzy_dedup", {**settings, "in_memory_edges": 10**6}, files, same)
+    assert manifest["dedup"]["connected_components"]["path"] == "in-memory"
+    cols = ["id", "component", "kept_id", "removed"]
+    a = pd.read_parquet(out / "_duplicates").sort_values("id", ignore_index=True)[cols]
+    b = pd.read_parquet(same / "_duplicates").sort_values("id", ignore_index=True)[cols]
+    pd.testing.assert_frame_equal(a, b)
+    for x, y in zip(sorted(out.glob("part-*")), sorted(same.glob("part-*"))):
+        assert x.read_bytes() == y.read_bytes()
+
+
+def test_labelled_recall_without_the_check(labelled, tmp_path):
+    records, files, jac = labelled
+    ids = [r["id"] for r in records]
+    manifest = run_stage("fuzzy_dedup", {"threshold": THRESHOLD, "bands": 16, "rows": 8}, files, tmp_path / "o")
+    comp = _components(tmp_path / "o", ids)
+    pairs = np.argwhere(np.triu(jac >= THRESHOLD + 0.1, k=1))
+    assert all(comp[i] == comp[j] for i, j in pairs)
+    assert manifest["dedup"]["verified_edges"] is None
+
+
+def test_decide_rounds():
+    members = pd.DataFrame({"doc": [5, 3, 9, 1], "comp": [1, 1, 1, 1],
+                            "id": pd.array(["e", "c", "a", "z"], dtype=STRING)})
+    reps = fuzzy.pick_representatives(members)
+    assert set(reps["rep_id"]) == {"a"} and set(reps["rep"]) == {9}
+    checked = reps.assign(jaccard=np.where(reps["doc"] == 9, 1.0, np.where(reps["doc"] == 3, 0.9, 0.5)))
+    got = fuzzy.decide(checked, 0.8, last=False).set_index("id")
+    assert got.loc["a", ["removed", "decided"]].tolist() == [False, True]
+    assert got.loc["c", ["kept_id", "removed", "decided"]].tolist() == ["a", True, True]
+    assert got.loc["e", ["kept_id", "removed", "decided"]].tolist() == ["e", False, False]
+    last = fuzzy.decide(checked, 0.8, last=True).set_index("id")
+    assert last.loc["e", ["removed", "decided"]].tolist() == [False, True]  # undecided at the end: kept
+
+
+def test_chain_is_not_removed_for_a_far_document(tmp_path):
+    rng = random.Random(3)
+    vocab = sorted({w for s in SENTENCES for w in s.split()})
+    a = _doc(rng, 14).split()
+    b = list(a)
+    for i in (20, 90, 160):
+        b[i] = rng.choice(vocab)
+    c = list(b)
+    for i in (55, 125, 195):
+        c[i] = rng.choice(vocab)
+    texts = [" ".join(x) for x in (a, b, c)]
+    jac = minhash.jaccard(texts[:2] + [texts[0]], texts[1:] + [texts[2]])
+    assert jac[0] >= 0.8 and jac[1] >= 0.8 and jac[2] < 0.8  # a ~ b ~ c, but a and c are not
+    files = [write_jsonl(tmp_path / f"{k}.jsonl", [{"id": k, "text": t}]) for k, t in zip("abc", texts)]
+    settings = {"bands": 16, "rows": 8, "false_positive_check": True}
+    manifest = run_stage("fuzzy_dedup", settings, files, tmp_path / "checked")
+    assert sorted(read_output(tmp_path / "checked")["id"]) == ["a", "c"]
+    assert manifest["dedup"]["refine_rounds"] == 2 and manifest["dedup"]["components"] == 1
+    audit = pd.read_parquet(tmp_path / "checked" / "_duplicates").set_index("id")
+    assert audit["kept_id"].to_dict() == {"a": "a", "b": "a", "c": "c"}
+    run_stage("fuzzy_dedup", {"bands": 16, "rows": 8}, files, tmp_path / "plain")
+    assert sorted(read_output(tmp_path / "plain")["id"]) == ["a"]
+
+
+def test_steps_resume(tmp_path):
+    rng = random.Random(5)
+    texts = [_doc(rng) for _ in range(4)]
+    files = [write_jsonl(tmp_path / "in" / f"{k}.jsonl", [{"id": f"{k}-{j}", "text": texts[(k + j) % 4]}
+                                                         for j in range(3)]) for k in range(2)]
+    settings = {"false_positive_check": True, "in_memory_edges": 0}
+    out = tmp_path / "out"
+    run_stage("fuzzy_dedup", settings, files, out)
+    first = [p.read_bytes() for p in sorted(out.glob("part-*"))]
+    (out / "_SUCCESS").unlink()
+    manifest = run_stage("fuzzy_dedup", settings, files, out)
+    assert manifest["steps"] and all(s["skipped"] for s in manifest["steps"].values())
+    assert [p.read_bytes() for p in sorted(out.glob("part-*"))] == first
+    assert manifest["counts"]["dropped"] == {"fuzzy_duplicate": 2}
