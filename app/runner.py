@@ -84,7 +84,7 @@ def load_job(path: str, io_overrides: dict | None = None) -> Job:
         cls = registry.get(name)
         stages.append(StageSpec(name, settings_from_mapping(cls.Settings, values, where), stage_input))
     job_input = _as_inputs(doc["input"], f"{path}: input") if "input" in doc else ()
-    if not job_input and stages[0].input is None:
+    if not job_input and stages[0].input is None and registry.get(stages[0].name).takes_input:
         raise SettingsError(f"job file {path}: no 'input' for the first stage")
     output = doc.get("output")
     if output is not None:

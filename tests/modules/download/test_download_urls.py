@@ -76,3 +76,17 @@ def test_file_types_and_names():
         "warc", "warc", "wikipedia", "wikipedia", "wikipedia", "arxiv", "arxiv", "arxiv", "arxiv", None]
     assert url_file_name("http://h/a/%2e%2e%2f%2e%2e%2fetc%2fx.tar") == "x.tar"  # no escape from the raw folder
     assert url_file_name("http://h/dir/") == "download"
+
+
+def test_a_job_can_start_with_a_download_stage(server, tmp_path):
+    from app.runner import load_job, run_job
+
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(
+        "stages:\n"
+        f"  - download_urls: {{list: {_list(tmp_path, [server.url('a/pages.warc.gz')])}, backoff: 0.01}}\n"
+        "  - normalize: {}\n"
+    )
+    outcomes = run_job(load_job(str(job_file)), str(tmp_path / "out"))  # no job input: the first stage makes it
+    assert [o.manifest["counts"]["out"] for o in outcomes] == [2, 2]
+    assert read_output(outcomes[-1].output)["url"].str.startswith("https://doc.rust-lang.org/").all()

@@ -169,3 +169,12 @@ def test_memory_stays_flat_whatever_the_dump_size(tmp_path):
     small, big = _peak_bytes(dump(60)), _peak_bytes(dump(240))
     assert big < small + 2 * 2**20, f"peak grows with the dump: {small / 2**20:.1f} -> {big / 2**20:.1f} MiB"
     assert big < 16 * 2**20
+
+
+def test_multistream_bz2_is_read_to_the_end(tmp_path):
+    # Wikipedia's multistream dumps are many bz2 streams end to end
+    xml = mediawiki_xml([{"id": 1, "title": "A", "text": "Alpha text."}, {"id": 2, "title": "B", "text": "Beta text."}])
+    cut = xml.index("  <page><title>B")
+    (tmp_path / "enwiki-multistream.xml.bz2").write_bytes(bz2.compress(xml[:cut].encode())
+                                                         + bz2.compress(xml[cut:].encode()))
+    assert _frame(tmp_path / "enwiki-multistream.xml.bz2")["text"].tolist() == ["Alpha text.", "Beta text."]
