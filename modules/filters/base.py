@@ -36,6 +36,8 @@ from modules.errors import SettingsError
 from modules.stage import check_range, settings_from_mapping
 
 SCORE_PREFIX = "score_"
+#: odd 64-bit multipliers of the n-gram rolling hash (fixed: results must not vary between runs)
+_MIX = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9], dtype=np.uint64)
 #: a batch of about this many bytes of text is featurised at once (bounds the flat word arrays)
 BATCH_BYTES = 32 * 1024 * 1024
 
@@ -188,10 +190,16 @@ class Texts:
         return self.sum_bytes(table)
 
     def sum_bytes(self, table: np.ndarray) -> np.ndarray:
+        """Per document, the number of bytes whose ``table`` entry is True."""
         data, offsets = self._buffers
         lo, hi = offsets[0], offsets[-1]
-        hits = np.concatenate([[0], np.cumsum(table[data[lo:hi]], dtype=np.int64)])
-        return hits[offsets - lo][1:] - hits[offsets - lo][:-1]
+        hits = table[data[lo:hi]]
+        out = np.zeros(self.n, dtype=np.int64)
+        sizes = np.diff(offsets)
+        nonempty = np.flatnonzero(sizes > 0)
+        if len(nonempty):
+            out[nonempty] = np.add.reduceat(hits, offsets[nonempty] - lo, dtype=np.int64)
+        return out
 
     def count(self, pattern: str) -> np.ndarray:
         """Non-overlapping matches per document of an RE2 ``pattern``."""
@@ -250,29 +258,33 @@ class Texts:
         return Pieces.from_lists(pc.split_pattern(self.arr, "\n\n"), self.n)
 
     def ngrams(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """(id, valid) per word position: the id of the n-gram of words starting there, equal for
-        equal n-grams of the same document; valid where the n-gram fits inside its document.
+        """(positions, keys) of the word n-grams that occur at least twice in their document:
+        the word position each starts at (ascending) and a 64-bit key of (n-gram, document).
+        Every other n-gram of the batch occurs once.
 
-        Ids are built exactly, one word at a time: (id of the (n-1)-gram, next word) -> dense id.
+        An n-gram can only repeat where its first n-1 words repeat, so each level starts from
+        the previous level's positions, and the work shrinks quickly as n grows. Keys are a
+        polynomial rolling hash of exact word ids; two different n-grams share a key with
+        probability about 2**-64 per pair, negligible next to the heuristics' own precision.
         """
         if n in self._ngrams:
             return self._ngrams[n]
         words = self.words
-        doc, codes = words.doc, words.codes
-        w = len(doc)
+        doc = words.doc
+        codes = self.memo("word_codes_u64", lambda t: t.words.codes.astype(np.uint64) + np.uint64(1))
         if n == 1:
-            ids = pd.factorize((doc << 32) | codes)[0].astype(np.int64)
-            valid = np.ones(w, dtype=bool)
+            pos = np.arange(len(doc))
+            keys = codes * _MIX[0] + doc.astype(np.uint64) * _MIX[1]
         else:
-            prev, prev_valid = self.ngrams(n - 1)
-            ids = np.full(w, -1, dtype=np.int64)
-            valid = np.zeros(w, dtype=bool)
-            m = w - n + 1
-            if m > 0:
-                ids[:m] = pd.factorize((prev[:m] << 32) | codes[n - 1:])[0]
-                valid[:m] = prev_valid[:m] & (doc[n - 1:] == doc[:m])
-        self._ngrams[n] = (ids, valid)
-        return ids, valid
+            prev_pos, prev_keys = self.ngrams(n - 1)
+            end = prev_pos + n - 1
+            fits = end < len(doc)
+            fits[fits] &= doc[end[fits]] == doc[prev_pos[fits]]
+            pos = prev_pos[fits]
+            keys = prev_keys[fits] * _MIX[2] + codes[pos + n - 1]
+        repeated = pd.Series(keys).duplicated(keep=False).to_numpy()
+        self._ngrams[n] = (pos[repeated], keys[repeated])
+        return self._ngrams[n]
 
     @cached_property
     def word_cumlen(self) -> np.ndarray:

@@ -363,21 +363,20 @@ class TopNGrams(_NGramFilter):
         return f"top_{self.n}grams"
 
     def score_texts(self, t: Texts):
-        ids, valid = t.ngrams(self.n)
-        doc = t.words.doc
-        pos = np.flatnonzero(valid)
-        if not len(pos):
-            return self._too_short(t, np.zeros(t.n))
-        counts = np.bincount(ids[pos])[ids[pos]]
-        chars = self._gram_chars(t)[pos]
-        d = doc[pos]
-        starts = np.flatnonzero(np.r_[True, d[1:] != d[:-1]])
-        top = np.zeros(t.n, dtype=np.int64)
-        top[d[starts]] = np.maximum.reduceat(counts, starts)
-        # among each document's most frequent n-grams, the longest
-        longest = np.where(counts == top[d], chars, 0)
+        import pandas as pd
+
+        pos, keys = t.ngrams(self.n)
+        top = np.ones(t.n, dtype=np.int64)  # an n-gram that occurs once: no repetition
         best = np.zeros(t.n, dtype=np.int64)
-        best[d[starts]] = np.maximum.reduceat(longest, starts)
+        if len(pos):
+            ids = pd.factorize(keys)[0]
+            counts = np.bincount(ids)[ids]
+            chars = self._gram_chars(t)[pos]
+            d = t.words.doc[pos]
+            starts = np.flatnonzero(np.r_[True, d[1:] != d[:-1]])
+            top[d[starts]] = np.maximum.reduceat(counts, starts)
+            # among each document's most frequent n-grams, the longest
+            best[d[starts]] = np.maximum.reduceat(np.where(counts == top[d], chars, 0), starts)
         repeated = np.where(top >= 2, top * best, 0)
         return self._too_short(t, ratio(repeated, t.nchar, empty=1.0))
 
@@ -396,16 +395,16 @@ class DuplicateNGrams(_NGramFilter):
     def score_texts(self, t: Texts):
         import pandas as pd
 
-        ids, valid = t.ngrams(self.n)
+        pos, keys = t.ngrams(self.n)
         words = t.words
         w = len(words)
-        repeat = np.zeros(w, dtype=np.int64)
-        pos = np.flatnonzero(valid)
-        repeat[pos] = pd.Series(ids[pos]).duplicated().to_numpy()
-        # word j is covered when a repeated n-gram starts in (j-n, j]
-        cum = np.concatenate([[0], np.cumsum(repeat)])
-        j = np.arange(w)
-        covered = (cum[j + 1] - cum[np.maximum(j - self.n + 1, 0)]) > 0
+        repeat = np.zeros(w, dtype=bool)  # a later occurrence of an n-gram seen before in the document
+        repeat[pos[pd.Series(keys).duplicated(keep="first").to_numpy()]] = True
+        # word j is covered when a repeated n-gram starts in (j-n, j]; n-grams never cross a
+        # document boundary, so neither does the cover
+        covered = repeat.copy()
+        for k in range(1, min(self.n, w)):
+            covered[k:] |= repeat[:w - k]
         chars = words.sum(words.length * covered)
         if w > 1:
             joined = covered[1:] & covered[:-1] & (words.doc[1:] == words.doc[:-1])
