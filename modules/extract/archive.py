@@ -88,6 +88,9 @@ class GuardedStream:
         self._fed = False  # the current compressed member has received input
         self._buf = bytearray()  # decompressed bytes not yet handed out
         self._pos = 0
+        self._produced = 0
+        #: decompressed offset where each compressed member (gzip member, bz2 stream) begins
+        self.member_starts: list[int] = []
         self._done = False
         self.error: Exception | None = None
 
@@ -106,20 +109,28 @@ class GuardedStream:
             if self._member is None:
                 block = self._raw.read(max(want, CHUNK))
                 self._done = not block
-                return block
-            return self._inflate_block()
+            else:
+                block = self._inflate_block()
         except (EOFError, OSError, ValueError, zlib.error) as e:
             self.error, self._done = e, True
             return b""
+        self._produced += len(block)
+        return block
+
+    def _feed_member(self, data: bytes) -> bytes:
+        if not self._fed:
+            self.member_starts.append(self._produced)
+            self._fed = True
+        return self._member.feed(data)
 
     def _inflate_block(self) -> bytes:
         m = self._member
         if m.eof:  # a member is finished: the next one starts with the bytes it did not use
             rest = m.unused
             self._member = m = self._codec()
-            self._fed = bool(rest)
+            self._fed = False
             if rest:
-                return m.feed(rest)
+                return self._feed_member(rest)
         else:
             held = m.more()
             if held:
@@ -130,8 +141,7 @@ class GuardedStream:
             if self._fed and not m.eof:
                 raise EOFError("the file ends inside a compressed block (truncated)")
             return b""
-        self._fed = True
-        return m.feed(block)
+        return self._feed_member(block)
 
     def tell(self) -> int:
         """Decompressed bytes delivered so far."""

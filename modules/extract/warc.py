@@ -22,6 +22,7 @@ The file is streamed: FastWARC parses records from a stream that decompresses gz
 
 from __future__ import annotations
 
+import bisect
 import os
 from dataclasses import dataclass, field
 
@@ -74,17 +75,21 @@ def extract_warc_file(raw: RawFile, settings: ExtractWarcSettings, on_error: str
         return file_failure(raw, on_error, "unreadable_file", e, meta)
     max_bytes = parse_bytes(settings.max_record_bytes, "max_record_bytes")
     rows: list[dict] = []
-    seen = 0
+    starts: list[int] = []  # where every record begins (uncompressed offsets)
+    row_at: dict[int, int] = {}  # record start -> its row
     try:
         for rec in ArchiveIterator(stream, parse_http=True, quirks_mode=True, stream_detect=False):
-            seen += 1
+            starts.append(rec.stream_pos)
             kind = int(rec.record_type)
             if kind == RESPONSE:
+                row_at[rec.stream_pos] = len(rows)
                 rows.append(_response_row(rec, raw, settings.algorithm, max_bytes))
             elif kind in MALFORMED:
                 rows.append(_malformed_row(rec, raw))
     finally:
         stream.close()
+    seen = len(starts)
+    _check_members(stream.member_starts, starts, row_at, rows, raw)
     if stream.error is not None:
         if not stream.tell():
             return file_failure(raw, on_error, "unreadable_file", stream.error, meta)
@@ -96,6 +101,34 @@ def extract_warc_file(raw: RawFile, settings: ExtractWarcSettings, on_error: str
     elif not seen and os.path.getsize(raw.path) > 0:
         return file_failure(raw, on_error, "not_a_warc", "no WARC record found", meta)
     return frame(rows, meta)
+
+
+def _check_members(members: list[int], starts: list[int], row_at: dict[int, int], rows: list[dict],
+                   raw: RawFile) -> None:
+    """Catch records whose Content-Length is wrong, using the gzip member boundaries.
+
+    A .warc.gz holds one record per gzip member, so every member starts a record and no record
+    runs across a member boundary. A record with too large a Content-Length swallows the records
+    after it (FastWARC cannot know); its row and each swallowed record become malformed_record.
+    """
+    if len(members) < 2:
+        return
+    known = set(starts)
+    for i, pos in enumerate(starts):
+        end = starts[i + 1] if i + 1 < len(starts) else float("inf")
+        inner = members[bisect.bisect_right(members, pos): bisect.bisect_left(members, end)]
+        if not inner:
+            continue
+        if pos in row_at:
+            k = row_at[pos]
+            rows[k] = reject({**rows[k], "text": ""}, "malformed_record",
+                             f"{raw.path}: record at uncompressed byte {pos}: its Content-Length runs past "
+                             f"its gzip member into {len(inner)} more")
+        for m in inner:
+            if m not in known:
+                rows.append({"id": f"{raw.name}:{m}", "text": "", "source": raw.name, "_reason": "malformed_record",
+                             "_detail": f"{raw.path}: record at uncompressed byte {m}: swallowed by the record at "
+                                        f"byte {pos}, whose Content-Length is wrong"})
 
 
 def _malformed_row(rec, raw: RawFile) -> dict:

@@ -95,6 +95,17 @@ def test_truncated_gzip_keeps_the_records_before_the_break(tmp_path, pages):
     assert manifest["counts"]["dropped"]["truncated_file"] == 1
 
 
+def test_a_wrong_content_length_is_caught_at_the_gzip_member_boundary(tmp_path):
+    records = [warc_record(f"http://x/{i}", GOOD, extra_length=400 if i == 1 else 0) for i in range(5)]
+    write_warc(tmp_path / "len.warc.gz", records)
+    df = _frame(tmp_path / "len.warc.gz")
+    # record 1 claims 400 bytes too many and so swallows record 2 (and more): none is lost silently
+    kept = df[df["_reason"].isna()]["url"].tolist()
+    assert kept[0] == "http://x/0" and "http://x/1" not in kept and "http://x/2" not in kept
+    assert len(kept) + (df["_reason"] == "malformed_record").sum() == 5
+    assert df.loc[df["url"] == "http://x/1", "_reason"].tolist() == ["malformed_record"]
+
+
 def test_charset_from_header_meta_or_detection(tmp_path):
     bg = "Това е текст на български език за проверка на кодировката на страницата и нищо повече. " * 3
     fr = "Voilà un texte français où les accents comptent beaucoup pour l'encodage de la page. " * 3
