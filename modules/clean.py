@@ -48,7 +48,7 @@ class CleanSettings:
     fix_text: bool = field(default=True, metadata={"help": "run ftfy.fix_text (the options below)"})
     fix_encoding: bool = field(default=True, metadata={"help": "ftfy: undo mojibake"})
     unescape_html: str = field(default="auto", metadata={
-        "help": "ftfy: decode HTML entities (auto: unless the line contains '<')", "choices": ("auto", "yes", "no")})
+        "help": "ftfy: decode HTML entities (auto: up to the first line with a '<')", "choices": ("auto", "yes", "no")})
     remove_terminal_escapes: bool = field(default=True, metadata={"help": "ftfy: remove ANSI escape sequences"})
     fix_latin_ligatures: bool = field(default=True, metadata={"help": "ftfy: ﬁ -> fi"})
     fix_character_width: bool = field(default=False, metadata={
@@ -60,7 +60,7 @@ class CleanSettings:
     remove_control_chars: bool = field(default=True, metadata={"help": "remove control characters"})
     normalize_whitespace: bool = field(default=True, metadata={
         "help": "strip trailing spaces, squeeze blank lines, trim the document"})
-    max_blank_lines: int = field(default=1, metadata={"help": "longest run of blank lines kept"})
+    max_blank_lines: int = field(default=1, metadata={"help": "longest run of blank lines kept", "metavar": "N"})
     remove_boilerplate_lines: bool = field(default=False, metadata={
         "help": "remove whole lines matching --boilerplate-patterns"})
     boilerplate_patterns: tuple[str, ...] = field(default=C4_BOILERPLATE, metadata={

@@ -105,8 +105,10 @@ class RedactSettings:
     home_paths: bool = field(default=True, metadata={"help": "redact user names in home-directory paths"})
     redact_non_public_ips: bool = field(default=False, metadata={
         "help": "also redact loopback, private, link-local and documentation addresses"})
-    secret_min_length: int = field(default=20, metadata={"help": "shortest high-entropy token redacted"})
-    secret_min_entropy: float = field(default=3.5, metadata={"help": "bits per character of a high-entropy token"})
+    secret_min_length: int = field(default=20, metadata={"help": "shortest high-entropy token redacted",
+                                                         "metavar": "N"})
+    secret_min_entropy: float = field(default=3.5, metadata={"help": "bits per character of a high-entropy token",
+                                                             "metavar": "BITS"})
 
     def __post_init__(self):
         check_range(self, "secret_min_length", 8)
