@@ -131,9 +131,9 @@ def fix_lines(arr, settings: CleanSettings):
 def clean_text(text: pd.Series, settings: CleanSettings) -> pd.Series:
     import pyarrow.compute as pc
 
-    from modules.filters.base import _arrow
+    from modules.filters.base import to_arrow
 
-    arr = _arrow(text)
+    arr = to_arrow(text)
     arr = pc.replace_substring(pc.replace_substring(arr, "\r\n", "\n"), "\r", "\n")
     if settings.fix_text and len(arr):
         arr = fix_lines(arr, settings)

@@ -181,9 +181,9 @@ def redact(df: pd.DataFrame, settings: RedactSettings) -> pd.DataFrame:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from modules.filters.base import _arrow
+    from modules.filters.base import to_arrow
 
-    arr = _arrow(df["text"])
+    arr = to_arrow(df["text"])
     n = len(arr)
     counts = {k: np.zeros(n, dtype=np.int64) for k in KINDS}
 

@@ -45,7 +45,7 @@ BATCH_BYTES = 32 * 1024 * 1024
 # --------------------------------------------------------------------------- shared features
 
 
-def _arrow(text):
+def to_arrow(text):
     """A large_string Arrow array of the texts, missing values as empty strings."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -151,7 +151,7 @@ class Texts:
     """One batch of documents and the features filters share, each computed once on first use."""
 
     def __init__(self, text):
-        self.arr = _arrow(text)
+        self.arr = to_arrow(text)
         self.n = len(self.arr)
         self._ngrams: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._memo: dict = {}
@@ -451,7 +451,7 @@ def build_chain(specs) -> list[Filter]:
     for spec in specs:
         params = dict(spec)
         cls = filter_class(params.pop("filter"), "filter chain")
-        hints = {f.name for f in dataclasses.fields(cls)}
+        hints = {f.name for f in dataclasses.fields(cls) if f.init}
         out.append(cls(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in params.items() if k in hints}))
     return out
 

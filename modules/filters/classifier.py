@@ -29,9 +29,9 @@ def fasttext_lines(texts) -> list[str]:
     """Texts as fastText reads them, for training and scoring alike: one line, lower case."""
     import pyarrow.compute as pc
 
-    from modules.filters.base import _arrow
+    from modules.filters.base import to_arrow
 
-    arr = pc.utf8_trim_whitespace(pc.replace_substring_regex(pc.utf8_lower(_arrow(texts)), r"\s+", " "))
+    arr = pc.utf8_trim_whitespace(pc.replace_substring_regex(pc.utf8_lower(to_arrow(texts)), r"\s+", " "))
     return arr.to_pylist()
 
 
@@ -62,6 +62,9 @@ class ClassifierFilter(Filter):
     mode: str = field(default="threshold", metadata={"choices": ("threshold", "pareto")})
     alpha: float = field(default=3.0, metadata={"help": "pareto mode: shape (higher keeps fewer low scores)"})
     seed: int = field(default=42, metadata={"help": "pareto mode: seed of the per-document draws"})
+    #: size and modification time of the model file: a retrained model changes the chain's
+    #: fingerprint, so the stage reruns
+    model_stamp: str = field(default="", init=False)
 
     def __post_init__(self):
         super().__post_init__()
@@ -69,6 +72,8 @@ class ClassifierFilter(Filter):
             raise SettingsError("model: the path of a fastText model is required")
         if not os.path.isfile(self.model):
             raise SettingsError(f"model: no such file {self.model!r}")
+        st = os.stat(self.model)
+        object.__setattr__(self, "model_stamp", f"{st.st_size}-{st.st_mtime_ns}")
         check_choice(self, "mode")
         check_range(self, "alpha", 1e-9)
 

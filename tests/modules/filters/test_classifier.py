@@ -69,3 +69,19 @@ def test_validation(tmp_path, model):
     with pytest.raises(SettingsError, match="mode must be one of"):
         get_filter("classifier")(model=model, mode="vibes")
     assert np.isfinite(get_filter("classifier")(model=model).score("x"))
+
+
+def test_retrained_model_changes_the_chain(tmp_path, model):
+    import shutil
+
+    from modules.filters.base import build_chain, parse_chain
+
+    copy = tmp_path / "m.bin"
+    shutil.copy(model, copy)
+    (spec,) = parse_chain({"filters": [{"filter": "classifier", "model": str(copy)}]}, "x")
+    assert spec["model_stamp"]
+    assert build_chain([spec])[0].model == str(copy)
+    with open(copy, "ab") as f:
+        f.write(b"\0")
+    (again,) = parse_chain({"filters": [{"filter": "classifier", "model": str(copy)}]}, "x")
+    assert again["model_stamp"] != spec["model_stamp"]
