@@ -7,7 +7,7 @@ an array of floats alike.
 
 Scoring a partition document by document would be far too slow in Python, so filters actually
 implement ``score_texts(texts)``: vectorised over a :class:`Texts`, which holds one batch of
-documents as an Arrow array plus the pieces filters need (words, lines, paragraphs, n-gram ids),
+documents as an Arrow array plus the pieces filters need (words, lines, paragraphs, repeated n-grams),
 each computed once on first use and shared by every filter of the chain. ``score(text)`` is that
 same code on a batch of one, so the two can never disagree.
 
@@ -17,7 +17,7 @@ still kept), a document is dropped with the reason of the *first* filter in chai
 rejects it, and with ``keep_scores`` each filter's score lands in a ``score_<reason>`` column.
 
 A document with nothing to measure (empty, or whitespace only) never divides by zero: each filter
-gives it a fixed score, chosen so that quality filters reject it.
+gives it a fixed score, for ratio filters one that rejects it (as NeMo Curator does).
 """
 
 from __future__ import annotations
