@@ -133,22 +133,34 @@ def read_manifest(path: str) -> dict | None:
 
 
 def input_identity(specs, allow_incomplete: bool = False) -> list:
-    """What the fingerprint of a stage sees of its input: upstream fingerprints, else file stats."""
+    """What the fingerprint of a stage sees of its input: upstream fingerprints, else file stats.
+
+    Raw inputs (WARC, dumps, tarballs) count by path, size and modification time like any file, so
+    replacing one in place reruns the stage.
+    """
     ident = []
     for spec in ([specs] if isinstance(specs, str) else specs):
         manifest = read_manifest(spec) if os.path.isdir(spec) else None
         if manifest and "fingerprint" in manifest:
             ident.append({"dataset": manifest["fingerprint"]})
             continue
-        try:
-            files = expand_inputs([spec], allow_incomplete=allow_incomplete)
-        except SettingsError:
+        files = _all_files(spec)
+        if not files:
             ident.append({"spec": spec})
-            continue
         for f in files:
             st = os.stat(f)
             ident.append({"file": os.path.abspath(f), "size": st.st_size, "mtime_ns": st.st_mtime_ns})
     return ident
+
+
+def _all_files(spec: str) -> list[str]:
+    if os.path.isfile(spec):
+        return [spec]
+    if os.path.isdir(spec):
+        found = (os.path.relpath(os.path.join(root, f), spec) for root, _, names in os.walk(spec) for f in names)
+        return sorted(os.path.join(spec, rel) for rel in found
+                      if not any(seg.startswith(("_", ".")) for seg in rel.split(os.sep)))
+    return sorted(p for p in globlib.glob(spec, recursive=True) if os.path.isfile(p))
 
 
 # --------------------------------------------------------------------------- reading

@@ -138,3 +138,12 @@ def test_mark_dropped_keeps_the_first_reason():
     twice = dataset.mark_dropped(once, [True, True, False], "second")
     assert twice["_reason"].tolist()[:2] == ["first", "second"] and pd.isna(twice["_reason"][2])
     assert "_reason" not in df.columns  # input not mutated
+
+
+def test_input_identity_sees_raw_files_change(tmp_path):
+    raw = tmp_path / "a.warc.gz"
+    raw.write_bytes(b"one")
+    before = dataset.input_identity([str(raw)])
+    raw.write_bytes(b"longer")
+    assert dataset.input_identity([str(raw)]) != before
+    assert dataset.input_identity([str(tmp_path / "*.warc.gz")])[0]["size"] == 6
