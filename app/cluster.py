@@ -175,8 +175,34 @@ def _shutdown_quietly(client, timeout: float = 30.0) -> None:
         client.close()
 
 
+class _HideExpectedFailures(logging.Filter):
+    """Drop a worker's 'Compute Failed' report when the task raised one of curate's own errors.
+
+    Those carry a one-line message that the client prints and exits with; the worker's copy would
+    only add a traceback of an expected failure (bad data, bad usage) to the log.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        return not (msg.startswith("Compute Failed") and ("DataError(" in msg or "SettingsError(" in msg))
+
+
+def install_log_filters(client) -> None:
+    """Add the filter on every worker, present and future (a worker plugin runs on each)."""
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class QuietExpectedFailures(WorkerPlugin):
+        name = "curate-quiet-expected-failures"
+
+        def setup(self, worker):
+            logging.getLogger("distributed.worker").addFilter(_HideExpectedFailures())
+
+    client.register_plugin(QuietExpectedFailures())
+
+
 def announce(client, what: str, tunnel: bool = False) -> None:
     """Print the dashboard address (and how to tunnel to it) at start."""
+    install_log_filters(client)
     link = client.dashboard_link
     log.info("%s; dashboard: %s", what, link)
     print(f"curate: dashboard at {link}", file=sys.stderr, flush=True)

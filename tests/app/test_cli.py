@@ -58,6 +58,8 @@ def test_bad_data_exits_1_naming_file_and_line(tmp_path):
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("curate: error: ") and "in.jsonl line 2: invalid_json" in last
+    # the worker's copy of an expected failure (with its traceback) is not in the log
+    assert "Compute Failed" not in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_stage_subcommand_end_to_end(tmp_path):
