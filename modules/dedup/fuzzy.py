@@ -49,18 +49,21 @@ REASON = "fuzzy_duplicate"
 @dataclass(frozen=True)
 class FuzzyDedupSettings:
     threshold: float = field(default=0.8, metadata={
-        "help": "Jaccard similarity of near duplicates; chooses bands x rows unless both are given"})
-    num_perm: int = field(default=128, metadata={"help": "MinHash permutations (signature length)"})
+        "help": "Jaccard similarity of near duplicates; chooses bands x rows unless both are given",
+        "metavar": "T"})
+    num_perm: int = field(default=128, metadata={"help": "MinHash permutations (signature length)",
+                                                    "metavar": "N"})
     bands: int | None = field(default=None, metadata={"help": "LSH bands (with --rows)", "metavar": "B"})
     rows: int | None = field(default=None, metadata={"help": "LSH rows per band (with --bands)", "metavar": "R"})
-    ngram: int = field(default=5, metadata={"help": "shingle size in words (or characters)"})
+    ngram: int = field(default=5, metadata={"help": "shingle size in words (or characters)", "metavar": "N"})
     shingle: str = field(default="word", metadata={"help": "shingles of words or of characters",
                                                    "choices": ("word", "char")})
-    seed: int = field(default=42, metadata={"help": "seed of the MinHash permutations"})
+    seed: int = field(default=42, metadata={"help": "seed of the MinHash permutations", "metavar": "S"})
     false_positive_check: bool = field(default=False, metadata={
         "help": "compute the true Jaccard of candidate pairs and drop those below the threshold"})
     in_memory_edges: int = field(default=1_000_000, metadata={
-        "help": "connected components in one task when there are at most this many edges (0: always distributed)"})
+        "help": "connected components in one task when there are at most this many edges (0: always distributed)",
+        "metavar": "N"})
 
     def __post_init__(self):
         if not 0.0 < self.threshold < 1.0:

@@ -18,8 +18,8 @@ Definitions (the contract the tests check):
   hashfunc=xxhash.xxh32_intdigest)`` updated with the shingles' UTF-8 bytes.
 
 The kernel reads the partition's text straight from its Arrow buffers (offsets + UTF-8 bytes), finds
-shingles with a ring buffer of the last ``n`` word or code point starts (memory O(n) per document,
-whatever its size), hashes each shingle once and updates all permutations in one vectorisable loop.
+the shingles from the positions of the spaces (or code point starts), hashes each shingle once and
+takes the minimum of each permutation over the document's shingles in a loop LLVM vectorises.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ P5 = np.uint64(0x165667B1)
 NEG_P1 = np.uint64((1 << 32) - 0x9E3779B1)
 F1 = np.uint64(0x85EBCA6B)
 F2 = np.uint64(0xC2B2AE35)
-U8, U11, U13, U15, U16, U17, U24, U32 = (np.uint64(x) for x in (8, 11, 13, 15, 16, 17, 24, 32))
+U0, U1, U2, U3, U4, U6, U8, U12, U13, U15, U16, U18, U24, U32 = (np.uint64(x) for x in (0, 1, 2, 3, 4, 6, 8, 12, 13, 15, 16, 18, 24, 32))
 
 @njit(inline="always")
 def _rotl(x, r):
@@ -147,8 +147,8 @@ def _rotl(x, r):
 
 @njit(inline="always")
 def _read32(data, i):
-    return (np.uint64(data[i]) | (np.uint64(data[i + 1]) << U8) | (np.uint64(data[i + 2]) << U16)
-            | (np.uint64(data[i + 3]) << U24))
+    return (np.uint64(data[i]) | (np.uint64(data[i + U1]) << U8) | (np.uint64(data[i + U2]) << U16)
+            | (np.uint64(data[i + U3]) << U24))
 
 @njit(inline="always")
 def _xround(acc, value):
@@ -157,39 +157,43 @@ def _xround(acc, value):
 
 @njit(cache=True)
 def _xxh32(data, start, end, seed):
-    """xxh32 of data[start:end] (bit-exact with the reference implementation)."""
+    """xxh32 of data[start:end] (bit-exact with the reference implementation).
+
+    Indices are unsigned so numba emits no negative-index wraparound checks (~20% faster)."""
     seed = np.uint64(seed) & M32
-    length = end - start
-    i = start
+    i = np.uint64(start)
+    e = np.uint64(end)
+    length = e - i
     if length >= 16:
         v1 = (seed + P1 + P2) & M32
         v2 = (seed + P2) & M32
         v3 = seed
         v4 = (seed + NEG_P1) & M32
-        while i + 16 <= end:
+        while i + U16 <= e:
             v1 = _xround(v1, _read32(data, i))
-            v2 = _xround(v2, _read32(data, i + 4))
-            v3 = _xround(v3, _read32(data, i + 8))
-            v4 = _xround(v4, _read32(data, i + 12))
-            i += 16
+            v2 = _xround(v2, _read32(data, i + U4))
+            v3 = _xround(v3, _read32(data, i + U8))
+            v4 = _xround(v4, _read32(data, i + U12))
+            i += U16
         h = (_rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)) & M32
     else:
         h = (seed + P5) & M32
-    h = (h + (np.uint64(length) & M32)) & M32
-    while i + 4 <= end:
+    h = (h + (length & M32)) & M32
+    while i + U4 <= e:
         h = (h + _read32(data, i) * P3) & M32
         h = (_rotl(h, 17) * P4) & M32
-        i += 4
-    while i < end:
+        i += U4
+    while i < e:
         h = (h + np.uint64(data[i]) * P5) & M32
         h = (_rotl(h, 11) * P1) & M32
-        i += 1
+        i += U1
     h ^= h >> U15
     h = (h * P2) & M32
     h ^= h >> U13
     h = (h * P3) & M32
     h ^= h >> U16
     return h
+
 
 @njit(inline="always")
 def _fmix32(h):
@@ -202,93 +206,96 @@ def _fmix32(h):
 
 @njit(cache=True)
 def _collapse_separators(data, offsets, table, out, out_offsets):
-    """Copy each text, every run of separator code points -> one space, no leading/trailing space."""
-    o = 0
+    """Copy each text, every run of separator code points -> one space, no leading/trailing space.
+
+    Unsigned indices: no negative-index checks in this byte loop."""
+    o = U0
     for d in range(len(offsets) - 1):
         out_offsets[d] = o
-        i, e = offsets[d], offsets[d + 1]
-        pending = False
-        seen = False
+        i, e = np.uint64(offsets[d]), np.uint64(offsets[d + 1])
+        pending = U0  # a separator run follows a word: write one space before the next word
+        seen = U0  # a word has been written (no leading space)
         while i < e:
             b0 = data[i]
+            n = U1
             if b0 < 0x80:
-                cp, n = np.int64(b0), 1
-            elif (b0 >> 5) == 6 and i + 1 < e:
-                cp, n = ((np.int64(b0) & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F), 2
-            elif (b0 >> 4) == 14 and i + 2 < e:
-                cp = ((np.int64(b0) & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6) \
-                    | (np.int64(data[i + 2]) & 0x3F)
-                n = 3
-            elif (b0 >> 3) == 30 and i + 3 < e:
-                cp = ((np.int64(b0) & 0x07) << 18) | ((np.int64(data[i + 1]) & 0x3F) << 12) \
-                    | ((np.int64(data[i + 2]) & 0x3F) << 6) | (np.int64(data[i + 3]) & 0x3F)
-                n = 4
+                # branch-free: word boundaries are unpredictable and mispredictions dominated this loop
+                # (stores may land one past the last kept byte; out has room, they are overwritten)
+                sep = np.uint64(table[b0])
+                keep = U1 - sep
+                out[o] = 32
+                o += keep & pending
+                out[o] = b0
+                o += keep
+                pending = sep & seen
+                seen = seen | keep
+                i += U1
+                continue
+            if (b0 >> 5) == 6 and i + U1 < e:
+                cp, n = (np.uint64(b0 & 0x1F) << U6) | np.uint64(data[i + U1] & 0x3F), U2
+            elif (b0 >> 4) == 14 and i + U2 < e:
+                cp = (np.uint64(b0 & 0x0F) << U12) | (np.uint64(data[i + U1] & 0x3F) << U6) \
+                    | np.uint64(data[i + U2] & 0x3F)
+                n = U3
+            elif (b0 >> 3) == 30 and i + U3 < e:
+                cp = (np.uint64(b0 & 0x07) << U18) | (np.uint64(data[i + U1] & 0x3F) << U12) \
+                    | (np.uint64(data[i + U2] & 0x3F) << U6) | np.uint64(data[i + U3] & 0x3F)
+                n = U4
             else:  # not reachable for valid UTF-8 (Arrow strings are validated); keep the byte
-                cp, n = np.int64(0x41), 1
+                cp = np.uint64(0x41)
             if cp < 0x110000 and table[cp]:
                 pending = seen
             else:
                 if pending:
                     out[o] = 32
-                    o += 1
-                    pending = False
+                    o += U1
+                    pending = U0
                 for k in range(n):
                     out[o + k] = data[i + k]
                 o += n
-                seen = True
+                seen = U1
             i += n
     out_offsets[len(offsets) - 1] = o
 
 
 @njit(cache=True)
-def _shingle_spans(data, s0, e0, ngram, word, ring, out_start, out_end):
-    """Byte spans of the shingles of data[s0:e0] into out_start/out_end; returns their number.
+def _shingle_spans(data, s0, e0, ngram, word, out_start, out_end):
+    """Byte spans of the shingles of normalised text data[s0:e0] into out_start/out_end (each with
+    room for one more than the number of words or code points); returns their number.
 
-    ``ring`` (size ngram) remembers the last n word (code point) starts."""
+    The positions of the spaces (words) or code point starts (characters) are collected without
+    branches first (word boundaries are unpredictable), then turned into spans in place."""
+    if e0 <= s0:
+        return 0
     k = 0
-    m = 0
-    if word:
-        first, last_end = s0, s0
-        i = s0
-        while i < e0:
-            while i < e0 and data[i] == 32:
-                i += 1
-            if i >= e0:
-                break
-            st = i
-            while i < e0 and data[i] != 32:
-                i += 1
-            if k == 0:
-                first = st
-            ring[k % ngram] = st
-            k += 1
-            last_end = i
-            if k >= ngram:
-                out_start[m] = ring[k % ngram]
-                out_end[m] = i
-                m += 1
-        if 0 < k < ngram:
-            out_start[0] = first
-            out_end[0] = last_end
-            m = 1
-    else:
+    if word:  # normalised: words are separated by exactly one space
         for i in range(s0, e0):
-            if (data[i] & 0xC0) != 0x80:  # a code point starts here
-                if k >= ngram:
-                    out_start[m] = ring[k % ngram]
-                    out_end[m] = i
-                    m += 1
-                ring[k % ngram] = i
-                k += 1
-        if k >= ngram:
-            out_start[m] = ring[k % ngram]
-            out_end[m] = e0
-            m += 1
-        elif k > 0:
-            out_start[0] = s0
-            out_end[0] = e0
-            m = 1
+            out_end[k] = i
+            k += np.int64(data[i] == 32)
+        out_end[k] = e0
+        words = k + 1
+        if words < ngram:
+            out_start[0], out_end[0] = s0, e0
+            return 1
+        m = words - ngram + 1
+        out_start[0] = s0
+        for j in range(1, m):
+            out_start[j] = out_end[j - 1] + 1
+        for j in range(m):
+            out_end[j] = out_end[j + ngram - 1]
+        return m
+    for i in range(s0, e0):
+        out_start[k] = i
+        k += np.int64((data[i] & 0xC0) != 0x80)  # a code point starts here
+    if k < ngram:
+        out_start[0], out_end[0] = s0, e0
+        return 1
+    m = k - ngram + 1
+    for j in range(m - 1):
+        out_end[j] = out_start[j + ngram]
+    out_end[m - 1] = e0
     return m
+
 
 @njit(cache=True)
 def _count_units(data, s0, e0, word):
@@ -308,11 +315,10 @@ def _count_units(data, s0, e0, word):
 def _signatures(data, offsets, ngram, word, a, b, out, counts):
     n = len(offsets) - 1
     num_perm = len(a)
-    ring = np.empty(ngram, dtype=np.int64)
-    row = np.empty(num_perm, dtype=np.uint32)
     cap = 1024
     starts = np.empty(cap, dtype=np.int64)
     ends = np.empty(cap, dtype=np.int64)
+    hv = np.empty(cap, dtype=np.uint32)
     for d in range(n):
         s0, e0 = offsets[d], offsets[d + 1]
         need = _count_units(data, s0, e0, word)
@@ -320,23 +326,25 @@ def _signatures(data, offsets, ngram, word, a, b, out, counts):
             cap = max(need, 2 * cap)
             starts = np.empty(cap, dtype=np.int64)
             ends = np.empty(cap, dtype=np.int64)
-        m = _shingle_spans(data, s0, e0, ngram, word, ring, starts, ends)
-        for p in range(num_perm):
-            row[p] = np.uint32(0xFFFFFFFF)
+            hv = np.empty(cap, dtype=np.uint32)
+        m = _shingle_spans(data, s0, e0, ngram, word, starts, ends)
         for j in range(m):
-            hv = np.uint32(_fmix32(_xxh32(data, starts[j], ends[j], 0)))
-            for p in range(num_perm):
-                v = np.uint32(a[p] * hv + b[p])
-                if v < row[p]:
-                    row[p] = v
+            hv[j] = np.uint32(_fmix32(_xxh32(data, starts[j], ends[j], 0)))
+        # permutation-major: the inner loop is a min-reduction over the shingles, which LLVM
+        # vectorises (about 2.5x faster than updating all permutations shingle by shingle)
         for p in range(num_perm):
-            out[d, p] = row[p]
+            ap, bp = a[p], b[p]
+            low = np.uint32(0xFFFFFFFF)
+            for j in range(m):
+                low = min(low, np.uint32(ap * hv[j] + bp))
+            out[d, p] = low
         counts[d] = m
 
+
 @njit(cache=True)
-def _shingle_set(data, s0, e0, ngram, word, ring, starts, ends):
+def _shingle_set(data, s0, e0, ngram, word, starts, ends):
     """Sorted distinct 64-bit shingle hashes (two xxh32 seeds) of data[s0:e0]."""
-    m = _shingle_spans(data, s0, e0, ngram, word, ring, starts, ends)
+    m = _shingle_spans(data, s0, e0, ngram, word, starts, ends)
     h = np.empty(m, dtype=np.uint64)
     for j in range(m):
         h[j] = (_xxh32(data, starts[j], ends[j], 0) << U32) | _xxh32(data, starts[j], ends[j], 1)
@@ -350,14 +358,13 @@ def _shingle_set(data, s0, e0, ngram, word, ring, starts, ends):
 
 @njit(cache=True)
 def _jaccard_pairs(data_a, off_a, data_b, off_b, ngram, word, out):
-    ring = np.empty(ngram, dtype=np.int64)
     for d in range(len(off_a) - 1):
         sa, ea, sb, eb = off_a[d], off_a[d + 1], off_b[d], off_b[d + 1]
         cap = max(_count_units(data_a, sa, ea, word), _count_units(data_b, sb, eb, word))
         starts = np.empty(cap, dtype=np.int64)
         ends = np.empty(cap, dtype=np.int64)
-        x = _shingle_set(data_a, sa, ea, ngram, word, ring, starts, ends)
-        y = _shingle_set(data_b, sb, eb, ngram, word, ring, starts, ends)
+        x = _shingle_set(data_a, sa, ea, ngram, word, starts, ends)
+        y = _shingle_set(data_b, sb, eb, ngram, word, starts, ends)
         i = j = inter = 0
         while i < len(x) and j < len(y):
             if x[i] == y[j]:
@@ -385,7 +392,8 @@ def signatures(texts, num_perm: int = 128, seed: int = 42, ngram: int = 5, kind:
     """(uint32 signatures of shape (n, num_perm), int64 shingle counts) for the texts.
 
     A text without shingles (empty after normalising) keeps the initial all-0xFFFFFFFF signature
-    and a count of 0, as an empty datasketch MinHash does."""
+    and a count of 0, as an empty datasketch MinHash does. ``normalised=True``: the texts are
+    already the output of :func:`normalise` (the kernel relies on its single spaces)."""
     arr = as_large_strings(texts) if normalised else normalise(texts)
     data, offsets = _buffers(arr)
     a, b = permutations(num_perm, seed)

@@ -242,3 +242,27 @@ def test_steps_resume(tmp_path):
     assert manifest["steps"] and all(s["skipped"] for s in manifest["steps"].values())
     assert [p.read_bytes() for p in sorted(out.glob("part-*"))] == first
     assert manifest["counts"]["dropped"] == {"fuzzy_duplicate": 2}
+
+
+@pytest.mark.slow
+def test_job_on_a_local_cluster(tmp_path):
+    """Both stages as one job through the CLI on two worker processes (Dask's p2p shuffles)."""
+    from tests.conftest import curate
+
+    rng = random.Random(7)
+    texts = [_doc(rng) for _ in range(5)]
+    edited = texts[0].replace(texts[0].split(". ")[2], "This sentence was edited in the copy.", 1)
+    write_jsonl(tmp_path / "in" / "a.jsonl", [{"id": f"a{i}", "text": t} for i, t in enumerate(texts)])
+    write_jsonl(tmp_path / "in" / "b.jsonl", [{"id": "b0", "text": texts[1]}, {"id": "b1", "text": edited},
+                                              {"id": "b2", "text": texts[2].lower()}])
+    job = tmp_path / "job.yaml"
+    job.write_text(f"""input: {tmp_path / "in" / "*.jsonl"}
+stages:
+  - exact_dedup: {{}}
+  - fuzzy_dedup: {{bands: 16, rows: 8, false_positive_check: true, in_memory_edges: 0}}
+""")
+    curate("run", job, "--output", tmp_path / "out", "--workers", "2")
+    assert sorted(read_output(tmp_path / "out" / "01-exact_dedup")["id"]) == ["a0", "a1", "a2", "a3", "a4", "b1", "b2"]
+    assert sorted(read_output(tmp_path / "out" / "02-fuzzy_dedup")["id"]) == ["a0", "a1", "a2", "a3", "a4"]
+    audit = pd.read_parquet(tmp_path / "out" / "02-fuzzy_dedup" / "_duplicates")
+    assert dict(zip(audit["id"], audit["kept_id"])) == {"a0": "a0", "b1": "a0", "a2": "a2", "b2": "a2"}
