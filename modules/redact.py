@@ -26,12 +26,13 @@ The IPv4 rule, since dotted numbers in software text are often not addresses:
   not glued to a word (``v1.2.3.4``), not preceded by a version or numbering word (``version``,
   ``release``, ``build``, ``rev``, ``section``, ``chapter``, ``step``, ...) or a version operator
   (``@ == >= <= ~= ^ ~``), and not followed by a pre-release or build suffix (``1.2.3.4-beta``);
-- addresses that identify no one are kept: loopback, private, link-local, multicast, reserved,
-  unspecified and documentation ranges (``127.0.0.1``, ``192.168.1.10``, ``0.0.0.0``,
-  ``2001:db8::1``, ``::1``), unless ``redact_non_public_ips`` is on.
+- every other valid address is redacted, private and loopback ones included. With
+  ``keep_non_public_ips`` the addresses that identify no one are kept: loopback, private,
+  link-local, multicast, reserved, unspecified and documentation ranges (``127.0.0.1``,
+  ``192.168.1.10``, ``0.0.0.0``, ``2001:db8::1``, ``::1``), as bigcode's PII pipeline does.
 
-So ``version 1.2.3.4`` and ``v1.2.3.4`` stay, ``ping 1.2.3.4`` becomes
-``ping <redacted-network-address>``, and ``127.0.0.1:7878`` (the Rust book's server) stays.
+So ``version 1.2.3.4`` and ``v1.2.3.4`` stay and ``ping 1.2.3.4`` becomes
+``ping <redacted-network-address>``.
 
 Fixed patterns run as Arrow regex kernels over the column. IP addresses and high-entropy tokens
 need a decision per match, so they go through Python's ``re`` with a callback, but only for the
@@ -103,8 +104,8 @@ class RedactSettings:
     network_addresses: bool = field(default=True, metadata={"help": "redact IPv4/IPv6 addresses"})
     secrets: bool = field(default=True, metadata={"help": "redact keys, tokens, passwords, high-entropy strings"})
     home_paths: bool = field(default=True, metadata={"help": "redact user names in home-directory paths"})
-    redact_non_public_ips: bool = field(default=False, metadata={
-        "help": "also redact loopback, private, link-local and documentation addresses"})
+    keep_non_public_ips: bool = field(default=False, metadata={
+        "help": "keep loopback, private, link-local and documentation addresses (they identify no one)"})
     secret_min_length: int = field(default=20, metadata={"help": "shortest high-entropy token redacted",
                                                          "metavar": "N"})
     secret_min_entropy: float = field(default=3.5, metadata={"help": "bits per character of a high-entropy token",
@@ -137,7 +138,7 @@ def _public(ip: str, settings: RedactSettings) -> bool | None:
         addr = ipaddress.ip_address(ip)
     except ValueError:
         return None
-    return settings.redact_non_public_ips or addr.is_global
+    return addr.is_global or not settings.keep_non_public_ips
 
 
 def redact_document(text: str, settings: RedactSettings, ips: bool, tokens: bool) -> tuple[str, int, int]:

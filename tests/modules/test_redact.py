@@ -40,12 +40,11 @@ def test_emails():
     ("OID 1.2.3.4.5.6", "OID 1.2.3.4.5.6"),
     ("see section 4.1.2.3", "see section 4.1.2.3"),
     ("999.1.1.1 is no address", "999.1.1.1 is no address"),
-    # addresses that identify no one
-    ("bind 127.0.0.1:7878 or 0.0.0.0, lan 192.168.1.10, 10.0.0.1, doc 203.0.113.5",
-     "bind 127.0.0.1:7878 or 0.0.0.0, lan 192.168.1.10, 10.0.0.1, doc 203.0.113.5"),
+    # private, loopback and documentation addresses are addresses too (keep_non_public_ips keeps them)
+    ("lan 192.168.1.10, 10.0.0.1, doc 203.0.113.5", f"lan {IP}, {IP}, doc {IP}"),
     # IPv6
     ("dns 2a00:1450:4001:80b::200e ok", f"dns {IP} ok"),
-    ("::1 fe80::1 2001:db8::1", "::1 fe80::1 2001:db8::1"),
+    ("::1 fe80::1 2001:db8::1", f"{IP} {IP} {IP}"),
     ("std::io::Result and Self::Err at 12:30:45, mac 00:1A:2B:3C:4D:5E",
      "std::io::Result and Self::Err at 12:30:45, mac 00:1A:2B:3C:4D:5E"),
 ])
@@ -53,9 +52,11 @@ def test_network_addresses(text, expected):
     assert one(text)[0] == expected
 
 
-def test_non_public_addresses_when_asked():
-    text, counts = one("127.0.0.1 and ::1", redact_non_public_ips=True)
-    assert text == f"{IP} and {IP}" and counts == {"network_address": 2}
+def test_non_public_addresses_kept_when_asked():
+    text = "bind 127.0.0.1:7878 or 0.0.0.0, lan 192.168.1.10, 10.0.0.1, doc 203.0.113.5, ::1 fe80::1 2001:db8::1"
+    assert one(text, keep_non_public_ips=True)[0] == text
+    redacted, counts = one("127.0.0.1 and ::1 and 8.8.8.8", keep_non_public_ips=True)
+    assert redacted == f"127.0.0.1 and ::1 and {IP}" and counts == {"network_address": 1}
 
 
 @pytest.mark.parametrize("text,expected", [
