@@ -223,6 +223,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("curate: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `curate report DIR | head`: the reader left; no message, as with any tool
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except Exception as e:  # a bug or an unexpected library failure: one line, the traceback with --debug
         if debug:
             raise
