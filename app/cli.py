@@ -157,6 +157,10 @@ def add_io_overrides(p) -> None:
 # --------------------------------------------------------------------------- commands
 
 
+def _shown(path: str) -> str:
+    return path if "://" in path else os.path.abspath(path)
+
+
 def cmd_stage(args) -> int:
     from app import runner
     from app.cluster import connect
@@ -172,7 +176,7 @@ def cmd_stage(args) -> int:
         outcome = runner.run_stage(args.stage, settings, inputs, args.output, io,
                                    compute=runner.make_compute(client), force=args.force)
     print(runner.summary_table([outcome]))
-    print(f"curate: output in {os.path.abspath(args.output)}")
+    print(f"curate: output in {_shown(args.output)}")
     return 0
 
 
@@ -193,7 +197,7 @@ def cmd_run(args) -> int:
         outcomes = runner.run_job(job, output, compute=runner.make_compute(client), force=args.force,
                                   stop_after=args.stop_after)
     print(runner.summary_table(outcomes))
-    print(f"curate: output in {os.path.abspath(outcomes[-1].output)}")
+    print(f"curate: output in {_shown(outcomes[-1].output)}")
     return 0
 
 
