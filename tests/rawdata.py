@@ -1,8 +1,8 @@
 """Builders of raw inputs for the download and extraction tests: WARC files from real HTML,
 MediaWiki dumps, arXiv-like source tarballs, and a Common Crawl / Wikipedia mirror layout.
 
-Everything is built from data in tests/data/extract (the Rust book WARC, two real dumps) or from
-literals, so each test can see exactly what went in.
+Everything is built from the bundled Rust book WARC (jobs/data/), the two real dumps in
+tests/data/extract, or literals, so each test can see exactly what went in.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parent / "data" / "extract"
-RUST_BOOK = DATA / "rust-book.warc.gz"
+RUST_BOOK = Path(__file__).resolve().parent.parent / "jobs" / "data" / "rust-book.warc.gz"
 ENWIKI = DATA / "enwiki-table-markup.xml.bz2"
 BGWIKI = DATA / "bgwiki-latest-pages-articles-shortened.xml.bz2"
 
