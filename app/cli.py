@@ -113,17 +113,22 @@ def build_parser() -> ArgumentParser:
     add_cluster_arguments(p)
     p.set_defaults(handler=cmd_run)
 
+    stages = {name: registry.get(name) for name in registry.available()}
+    kinds: dict[str, list[str]] = {}
+    for name, cls in stages.items():
+        words = cls.cli or (name,)
+        if len(words) == 2:
+            kinds.setdefault(words[0], []).append(words[1])
     groups: dict[str, argparse._SubParsersAction] = {}
-    for name in registry.available():
-        cls = registry.get(name)
+    for name, cls in stages.items():
         words = cls.cli or (name,)
         parent = sub
-        for word in words[:-1]:
-            if word not in groups:
-                gp = parent.add_parser(word, help=f"{word} stages")
-                groups[word] = gp.add_subparsers(dest=f"{word}_kind", metavar="KIND", parser_class=ArgumentParser,
-                                                 required=True)
-            parent = groups[word]
+        if len(words) == 2:
+            if words[0] not in groups:
+                gp = parent.add_parser(words[0], help=f"{words[0]} {'|'.join(kinds[words[0]])}")
+                groups[words[0]] = gp.add_subparsers(dest=f"{words[0]}_kind", metavar="KIND",
+                                                     parser_class=ArgumentParser, required=True)
+            parent = groups[words[0]]
         sp = parent.add_parser(words[-1], help=cls.help or name, description=cls.__doc__)
         if cls.takes_input:
             sp.add_argument("--input", nargs="+", required=True, metavar="PATH",
