@@ -15,7 +15,7 @@ MPIRUN = shutil.which("mpirun")
 
 
 def part_files(stage_dir):
-    return sorted(p.name for p in stage_dir.glob("part-*"))
+    return sorted(p.name for p in stage_dir.glob("part[-_]*"))  # datasets part-N.parquet, tokens part_N.bin
 
 
 def assert_same_outputs(a, b):
