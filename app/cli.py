@@ -84,7 +84,9 @@ def add_settings_arguments(p: argparse.ArgumentParser, cls, title: str, skip=())
                            default=None, help=helptext)
         else:
             g.add_argument(flag, dest=f"{cls.__name__}.{f.name}", default=None, required=required,
-                           choices=f.metadata.get("choices"), metavar=f.metadata.get("metavar"), help=helptext)
+                           choices=f.metadata.get("choices"),
+                           metavar=None if f.metadata.get("choices") else f.metadata.get("metavar", f.name.upper()),
+                           help=helptext)
 
 
 def collect_settings(args, cls, where: str):
