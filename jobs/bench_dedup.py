@@ -314,6 +314,7 @@ def make_synthetic(folder: str, n: int, seed: int = 0, per_file: int = 100_000, 
     vocab = np.array(sorted({w.strip(".,;:()!?\"'").lower() for s in pool for w in s.split()} - {""}))
     weights = 1.0 / np.arange(1, len(vocab) + 1) ** 1.1
     weights /= weights.sum()
+    text_bytes = 0
     for f, start in enumerate(range(0, n, per_file)):
         m = min(per_file, n - start)
         n_unique = int(m * 0.8)
@@ -328,12 +329,28 @@ def make_synthetic(folder: str, n: int, seed: int = 0, per_file: int = 100_000, 
         ids = [f"s{start + i:08d}" for i in range(m)]
         table_ = pa.table({"id": ids, "text": texts})
         pq.write_table(table_, os.path.join(folder, f"synthetic-{f:04d}.parquet"), row_group_size=row_group)
-    open(done, "w").close()
+        text_bytes += sum(len(t.encode()) for t in texts)
+    with open(done, "w") as f:
+        json.dump({"documents": n, "text_bytes": text_bytes}, f)
+
+
+def reset_peak_rss() -> None:
+    """Start a new VmHWM measurement for this process (Linux >= 4.0: write 5 to clear_refs)."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def peak_rss() -> int:
+    """This process's peak resident set (VmHWM: per address space, so not inherited from the parent
+    the worker was spawned from, unlike getrusage's ru_maxrss)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
 
 
 def bench_scale(args) -> None:
-    import resource
-
     from distributed import Client, LocalCluster
 
     from app.runner import make_compute, run_stage
@@ -348,23 +365,27 @@ def bench_scale(args) -> None:
         t = time.perf_counter()
         make_synthetic(data, n)
         gen = time.perf_counter() - t
-        size_gb = sum(os.path.getsize(os.path.join(data, f)) for f in os.listdir(data)) / 1e9
-        print(f"\n{n:,} documents: {size_gb:.2f} GB of Parquet (generated in {gen:.0f}s)", flush=True)
+        with open(os.path.join(data, "_DONE")) as f:
+            size_gb = json.load(f)["text_bytes"] / 1e9
+        print(f"\n{n:,} documents: {size_gb:.2f} GB of text (generated in {gen:.0f}s)", flush=True)
         io = IOSettings(blocksize=args.blocksize)
         out = os.path.join(args.workdir, f"out-{n}")
         with LocalCluster(n_workers=args.workers, threads_per_worker=1, memory_limit=args.memory_limit,
                           dashboard_address=None, local_directory=os.path.join(args.workdir, "dask")) as cluster, \
                 Client(cluster) as client:
             compute = make_compute(client, show_progress=False)
+            client.run(reset_peak_rss)
             t = time.perf_counter()
             exact = run_stage("exact_dedup", ExactDedupSettings(), (os.path.join(data, "*.parquet"),),
                               os.path.join(out, "exact"), io, compute=compute, force=True)
             t_exact = time.perf_counter() - t
+            peaks_exact = client.run(peak_rss)
+            client.run(reset_peak_rss)
             t = time.perf_counter()
             fuzzy = run_stage("fuzzy_dedup", FuzzyDedupSettings(in_memory_edges=0), (os.path.join(out, "exact"),),
                               os.path.join(out, "fuzzy"), io, compute=compute, force=True)
             t_fuzzy = time.perf_counter() - t
-            peaks = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+            peaks = client.run(peak_rss)
         m = fuzzy.manifest
         steps = {k: v["seconds"] for k, v in m["steps"].items()}
         rounds = [k for k in steps if "/round-" in k]
@@ -382,11 +403,15 @@ def bench_scale(args) -> None:
               f"{m['partitions']} partitions of {args.blocksize}")
         table([("step", "seconds"), *[(k, f"{v:.1f}") for k, v in steps.items()]])
         peak = {w: v / 2**20 for w, v in peaks.items()}
-        print("peak RSS per worker: " + ", ".join(f"{v:,.0f} MiB" for v in peak.values()), flush=True)
-        results.append((n, size_gb, m["partitions"], t_exact, t_fuzzy, max(peak.values())))
+        peak_exact = {w: v / 2**20 for w, v in peaks_exact.items()}
+        print("peak RSS per worker: exact_dedup " + ", ".join(f"{v:,.0f} MiB" for v in peak_exact.values())
+              + "; fuzzy_dedup " + ", ".join(f"{v:,.0f} MiB" for v in peak.values()), flush=True)
+        results.append((n, size_gb, m["partitions"], t_exact, t_fuzzy, max(peak_exact.values()), max(peak.values())))
     print()
-    table([("documents", "GB", "partitions", "exact_dedup s", "fuzzy_dedup s", "peak RSS/worker MiB"),
-           *[(f"{n:,}", f"{gb:.2f}", p, f"{te:.0f}", f"{tf:.0f}", f"{pk:,.0f}") for n, gb, p, te, tf, pk in results]])
+    table([("documents", "GB of text", "partitions", "exact_dedup s", "fuzzy_dedup s",
+            "peak RSS/worker exact MiB", "peak RSS/worker fuzzy MiB"),
+           *[(f"{n:,}", f"{gb:.2f}", p, f"{te:.0f}", f"{tf:.0f}", f"{pe:,.0f}", f"{pf:,.0f}")
+             for n, gb, p, te, tf, pe, pf in results]])
 
 
 def main() -> int:

@@ -20,6 +20,7 @@ import glob
 import json
 import logging
 import os
+import shutil
 import time
 
 import numpy as np
@@ -93,9 +94,16 @@ class Steps:
     """
 
     def __init__(self, ctx):
+        from modules import dataset
+
         self.ctx = ctx
         self.root = os.path.join(ctx.output, WORK)
         self.timings: dict[str, dict] = {}
+        manifest = dataset.read_manifest(ctx.output) if dataset.is_complete(ctx.output) else None
+        if manifest and manifest.get("fingerprint") == ctx.fingerprint and os.path.isdir(self.root):
+            # the stage is complete with these settings and runs anyway: --force, recompute every step
+            log.info("%s: output up to date but rerun (--force): intermediates recomputed", ctx.output)
+            shutil.rmtree(self.root)
 
     def path(self, name: str) -> str:
         return os.path.join(self.root, name)
@@ -188,14 +196,46 @@ def mark_removed(df: pd.DataFrame, removed: pd.DataFrame, reason: str) -> pd.Dat
     return out.assign(**{DETAIL: current.mask(mask, pd.Series(detail, index=out.index)).astype(STRING)})
 
 
-def removal_frame(ddf, steps: Steps, duplicates_step: str, reason: str):
+class Inputs:
+    """The input partitions, readable one at a time inside a task.
+
+    Tasks that combine an input partition with the result of a shuffle read the partition
+    themselves: were it a separate task, the scheduler would load input partitions while the
+    shuffle runs and hold them all, so a worker's memory would grow with the dataset."""
+
+    def __init__(self, ctx, ddf):
+        from modules import dataset
+        from modules.stage import parse_bytes
+
+        files = dataset.expand_inputs(ctx.input, allow_incomplete=ctx.io.allow_incomplete)
+        self.pieces = dataset.plan_pieces(files, parse_bytes(ctx.io.blocksize, "blocksize"))
+        if len(self.pieces) != ddf.npartitions:
+            raise RuntimeError(f"{len(self.pieces)} input pieces for {ddf.npartitions} partitions")
+        self.io = ctx.io
+        self.meta = ddf._meta
+
+    def __len__(self) -> int:
+        return len(self.pieces)
+
+    def read(self, i: int) -> pd.DataFrame:
+        """Input partition ``i``, exactly as ``read_dataset`` makes it (so row positions agree)."""
+        from modules.dataset import read_piece
+
+        return read_piece(self.pieces[i], self.io, self.meta)
+
+
+def _mark_task(inputs: Inputs, i: int, removed: pd.DataFrame, reason: str) -> pd.DataFrame:
+    return mark_removed(inputs.read(i), removed, reason)
+
+
+def removal_frame(inputs: Inputs, steps: Steps, duplicates_step: str, reason: str):
     """The input dataset (same partitions) with the removed documents of ``duplicates_step`` marked."""
     import dask
     import dask.dataframe as dd
 
     removed = read_parts(steps.path(duplicates_step), columns=["doc", "kept_id", "removed"])
     removed = removed[removed["removed"]][["doc", "kept_id"]]
-    routed = route_to_input(removed, "doc", ddf.npartitions)
-    mark = dask.delayed(mark_removed, pure=True)
-    parts = [mark(part, r, reason) for part, r in zip(ddf.to_delayed(), routed)]
-    return dd.from_delayed(parts, meta=ddf._meta, divisions=[None] * (len(parts) + 1), verify_meta=False)
+    routed = route_to_input(removed, "doc", len(inputs))
+    mark = dask.delayed(_mark_task, pure=True)
+    parts = [mark(inputs, i, r, reason) for i, r in enumerate(routed)]
+    return dd.from_delayed(parts, meta=inputs.meta, divisions=[None] * (len(parts) + 1), verify_meta=False)

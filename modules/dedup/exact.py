@@ -134,7 +134,7 @@ class ExactDedupStage(Stage):
             return [task(part, folder, audit, i) for i, part in enumerate(shuffled.to_delayed())]
 
         info = steps.run("duplicates", find_duplicates, extra_dirs=(audit,))
-        marked = dedup.removal_frame(ddf, steps, "duplicates", REASON)
+        marked = dedup.removal_frame(dedup.Inputs(ctx, ddf), steps, "duplicates", REASON)
         removed = sum(p.get("removed", 0) for p in info["parts"])
         extra = {"dedup": {"hash": settings.hash, "documents_in_groups": info["rows"],
                            "groups": info["rows"] - removed, "removed": removed},

@@ -273,7 +273,11 @@ def _duplicates_task(df, folder, audit, i):
     return stats
 
 
-def with_texts(frame, ddf, keys):
+def _attach_text_task(edges, inputs, i, key, name):
+    return attach_text(edges, inputs.read(i), key, name)
+
+
+def with_texts(frame, inputs, keys):
     """Delayed frames: ``frame`` with, for each (column, name) of ``keys``, the text of the document
     numbered by that column, fetched from its input partition (one range shuffle per key)."""
     import dask
@@ -281,13 +285,13 @@ def with_texts(frame, ddf, keys):
 
     from modules.dataset import STRING
 
-    attach = dask.delayed(attach_text, pure=True)
+    attach = dask.delayed(_attach_text_task, pure=True)
     parts, meta = None, frame._meta
     for column, name in keys:
         if parts is not None:
             frame = dd.from_delayed(parts, meta=meta, divisions=[None] * (len(parts) + 1), verify_meta=False)
-        parts = [attach(e, part, column, name)
-                 for e, part in zip(dedup.route_to_input(frame, column, ddf.npartitions), ddf.to_delayed())]
+        parts = [attach(e, inputs, i, column, name)
+                 for i, e in enumerate(dedup.route_to_input(frame, column, len(inputs)))]
         meta = meta.assign(**{name: pd.Series([], dtype=STRING)})
     return parts, meta
 
@@ -310,6 +314,7 @@ class FuzzyDedupStage(Stage):
 
         ddf = dataset.read_dataset(ctx.input, ctx.io, rejects_dir=ctx.output)
         nparts = ddf.npartitions
+        inputs = dedup.Inputs(ctx, ddf)
         steps = dedup.Steps(ctx)
         bands, rows = settings.lsh_params()
         save = dask.delayed(dedup.save_part, pure=False)
@@ -333,7 +338,8 @@ class FuzzyDedupStage(Stage):
 
         if settings.false_positive_check:
             def verified(folder):
-                parts, _ = with_texts(dedup.read_parts(steps.path("edges")), ddf, [("u", "text_u"), ("v", "text_v")])
+                parts, _ = with_texts(dedup.read_parts(steps.path("edges")), inputs,
+                                      [("u", "text_u"), ("v", "text_v")])
                 check = dask.delayed(verify_edges, pure=True)
                 return [save(check(e, settings), folder, i) for i, e in enumerate(parts)]
 
@@ -368,7 +374,7 @@ class FuzzyDedupStage(Stage):
                     reps = und.map_partitions(pick_representatives, meta=pd.DataFrame({
                         "doc": EDGE_META["u"], "comp": EDGE_META["u"], "id": pd.Series([], dtype=dataset.STRING),
                         "rep": EDGE_META["u"], "rep_id": pd.Series([], dtype=dataset.STRING)}))
-                    parts, meta = with_texts(reps, ddf, [("doc", "text_doc"), ("rep", "text_rep")])
+                    parts, meta = with_texts(reps, inputs, [("doc", "text_doc"), ("rep", "text_rep")])
                     check = dask.delayed(verify_representatives, pure=True)
                     meta = meta.drop(columns=["text_doc", "text_rep"]).assign(jaccard=pd.Series([], dtype="float64"))
                     checked = dd.from_delayed([check(p, settings) for p in parts], meta=meta,
@@ -394,7 +400,7 @@ class FuzzyDedupStage(Stage):
         info = steps.run("duplicates", lambda folder: [
             dask.delayed(_duplicates_task, pure=False)(part, folder, audit, i)
             for i, part in enumerate(decisions.to_delayed())], extra_dirs=(audit,))
-        marked = dedup.removal_frame(ddf, steps, "duplicates", REASON)
+        marked = dedup.removal_frame(inputs, steps, "duplicates", REASON)
         removed = sum(p.get("removed", 0) for p in info["parts"])
         extra = {
             "dedup": {

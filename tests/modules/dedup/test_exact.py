@@ -101,3 +101,16 @@ def test_steps_resume_and_output_is_deterministic(two_files, tmp_path):
     manifest = run_stage("exact_dedup", {"hash": "md5"}, two_files, out, on_error="skip")
     assert not any(s["skipped"] for s in manifest["steps"].values())
     assert json.loads((out / "_work" / "hashes" / "_SUCCESS").read_text())["fingerprint"] == manifest["fingerprint"]
+
+
+def test_force_recomputes_every_step(two_files, tmp_path):
+    from app.runner import run_stage as runner_stage
+    from modules.stage import IOSettings
+
+    out = tmp_path / "out"
+    run_stage("exact_dedup", {}, two_files, out, on_error="skip")
+    outcome = runner_stage("exact_dedup", exact.ExactDedupSettings(), tuple(map(str, two_files)), str(out),
+                           IOSettings(on_error="skip"), force=True)
+    assert not outcome.skipped
+    assert not any(s["skipped"] for s in outcome.manifest["steps"].values())
+    assert outcome.manifest["counts"]["dropped"]["exact_duplicate"] == 3
