@@ -164,7 +164,7 @@ def run(steps: dedup.Steps, edges_step: str, out_step: str, in_memory_edges: int
     import dask
 
     n_edges = steps.done(edges_step)["rows"]
-    if n_edges <= in_memory_edges:
+    if in_memory_edges > 0 and n_edges <= in_memory_edges:
         files = dedup.list_parts(steps.path(edges_step))
         steps.run(out_step, lambda folder: [dask.delayed(_in_memory_task, pure=False)(files, folder)])
         return {"path": "in-memory", "rounds": 0, "edges": n_edges}

@@ -266,3 +266,14 @@ stages:
     assert sorted(read_output(tmp_path / "out" / "02-fuzzy_dedup")["id"]) == ["a0", "a1", "a2", "a3", "a4"]
     audit = pd.read_parquet(tmp_path / "out" / "02-fuzzy_dedup" / "_duplicates")
     assert dict(zip(audit["id"], audit["kept_id"])) == {"a0": "a0", "b1": "a0", "a2": "a2", "b2": "a2"}
+
+
+@pytest.mark.parametrize("settings", [{}, {"in_memory_edges": 0, "false_positive_check": True}])
+def test_nothing_to_compare(tmp_path, settings):
+    """Only bad lines and documents without shingles (empty, whitespace only, punctuation only)."""
+    files = [write_jsonl(tmp_path / "a.jsonl", [], raw_lines=["not json", b'{"id": "u", "text": "\xff"}']),
+             write_jsonl(tmp_path / "b.jsonl", [{"id": "x", "text": ""}, {"id": "y", "text": " \n"},
+                                                {"id": "z", "text": "..."}])]
+    manifest = run_stage("fuzzy_dedup", settings, files, tmp_path / "out", on_error="skip")
+    assert manifest["counts"] == {"in": 5, "out": 3, "dropped": {"invalid_json": 1, "invalid_utf8": 1}}
+    assert manifest["dedup"]["signatures"] == 0 and manifest["dedup"]["removed"] == 0
