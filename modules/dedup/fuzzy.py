@@ -296,6 +296,46 @@ def with_texts(frame, inputs, keys):
     return parts, meta
 
 
+def refine_removals(steps, inputs, settings: FuzzyDedupSettings):
+    """Rounds of representatives (``refine/round-NN`` steps) over the members of every component;
+    returns (a Dask DataFrame of every member's decision, the number of rounds)."""
+    import dask
+    import dask.dataframe as dd
+
+    from modules.dataset import STRING
+    from modules.dedup.components import EDGE_META
+
+    reps_meta = pd.DataFrame({"doc": EDGE_META["u"], "comp": EDGE_META["u"], "id": pd.Series([], dtype=STRING),
+                              "rep": EDGE_META["u"], "rep_id": pd.Series([], dtype=STRING)})
+    source, rounds = steps.path("members"), []
+    for k in range(1, MAX_REFINE_ROUNDS + 1):
+        def refine(folder, source=source, last=(k == MAX_REFINE_ROUNDS)):
+            undecided = dedup.read_parts(source)
+            if "decided" in undecided.columns:
+                undecided = undecided[~undecided["decided"]].rename(columns={"component": "comp"})
+                undecided = undecided[["doc", "comp", "id"]]
+            reps = undecided.map_partitions(pick_representatives, meta=reps_meta)
+            parts, meta = with_texts(reps, inputs, [("doc", "text_doc"), ("rep", "text_rep")])
+            check = dask.delayed(verify_representatives, pure=True)
+            meta = meta.drop(columns=["text_doc", "text_rep"]).assign(jaccard=pd.Series([], dtype="float64"))
+            checked = dd.from_delayed([check(p, settings) for p in parts], meta=meta,
+                                      divisions=[None] * (len(parts) + 1), verify_meta=False)
+            task = dask.delayed(_decide_task, pure=False)
+            return [task(part, folder, i, settings.threshold, last)
+                    for i, part in enumerate(checked.shuffle(on="comp").to_delayed())]
+
+        name = f"refine/round-{k:02d}"
+        info = steps.run(name, refine)
+        source = steps.path(name)
+        rounds.append(source)
+        if sum(p["undecided"] for p in info["parts"]) == 0:
+            break
+    files = [f for d in rounds for f in dedup.list_parts(d)]
+    decisions = dd.from_map(dedup.load_part, files, meta=dedup.load_part(files[0]).iloc[:0],
+                            enforce_metadata=False, divisions=[None] * (len(files) + 1))
+    return decisions[decisions["decided"]], len(rounds)
+
+
 class FuzzyDedupStage(Stage):
     """Remove near duplicates (MinHash-LSH), keeping the smallest id of each connected component."""
 
@@ -361,40 +401,10 @@ class FuzzyDedupStage(Stage):
 
         steps.run("members", members)
 
-        refine_rounds = 0
         if settings.false_positive_check:
-            source, decided_dirs = steps.path("members"), []
-            for k in range(1, MAX_REFINE_ROUNDS + 1):
-                name = f"refine/round-{k:02d}"
-
-                def refine(folder, source=source, last=(k == MAX_REFINE_ROUNDS)):
-                    und = dedup.read_parts(source)
-                    if "decided" in und.columns:
-                        und = und[~und["decided"]].rename(columns={"component": "comp"})[["doc", "comp", "id"]]
-                    reps = und.map_partitions(pick_representatives, meta=pd.DataFrame({
-                        "doc": EDGE_META["u"], "comp": EDGE_META["u"], "id": pd.Series([], dtype=dataset.STRING),
-                        "rep": EDGE_META["u"], "rep_id": pd.Series([], dtype=dataset.STRING)}))
-                    parts, meta = with_texts(reps, inputs, [("doc", "text_doc"), ("rep", "text_rep")])
-                    check = dask.delayed(verify_representatives, pure=True)
-                    meta = meta.drop(columns=["text_doc", "text_rep"]).assign(jaccard=pd.Series([], dtype="float64"))
-                    checked = dd.from_delayed([check(p, settings) for p in parts], meta=meta,
-                                              divisions=[None] * (nparts + 1), verify_meta=False)
-                    task = dask.delayed(_decide_task, pure=False)
-                    return [task(part, folder, i, settings.threshold, last)
-                            for i, part in enumerate(checked.shuffle(on="comp").to_delayed())]
-
-                info = steps.run(name, refine)
-                decided_dirs.append(steps.path(name))
-                source, refine_rounds = steps.path(name), k
-                if sum(p["undecided"] for p in info["parts"]) == 0:
-                    break
-            files = [f for d in decided_dirs for f in dedup.list_parts(d)]
-            first = dedup.load_part(files[0]).iloc[:0]
-            decisions = dd.from_map(dedup.load_part, files, meta=first, enforce_metadata=False,
-                                    divisions=[None] * (len(files) + 1))
-            decisions = decisions[decisions["decided"]]
+            decisions, refine_rounds = refine_removals(steps, inputs, settings)
         else:
-            decisions = dedup.read_parts(steps.path("members"))
+            decisions, refine_rounds = dedup.read_parts(steps.path("members")), 0
 
         audit = os.path.join(ctx.output, dedup.DUPLICATES)
         info = steps.run("duplicates", lambda folder: [
