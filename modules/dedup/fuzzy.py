@@ -337,7 +337,8 @@ def refine_removals(steps, inputs, settings: FuzzyDedupSettings):
 
 
 class FuzzyDedupStage(Stage):
-    """Remove near duplicates (MinHash-LSH), keeping the smallest id of each connected component."""
+    """Remove near duplicates (MinHash-LSH), keeping the smallest id of each connected component
+    (with --false-positive-check: of each group of documents verified similar to the kept one)."""
 
     name = "fuzzy_dedup"
     Settings = FuzzyDedupSettings
