@@ -47,3 +47,7 @@ def setup(level: str = "INFO") -> None:
         for name in list(logging.root.manager.loggerDict):
             if name.split(".")[0] in ("distributed", "dask_mpi"):
                 logging.getLogger(name).setLevel(logging.WARNING)
+        # the P2P shuffle reports every shuffle's start and end as a WARNING, on the scheduler
+        for name in ["distributed.shuffle"] + [n for n in logging.root.manager.loggerDict
+                                               if n.startswith("distributed.shuffle.")]:
+            logging.getLogger(name).setLevel(logging.ERROR)

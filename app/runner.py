@@ -133,7 +133,7 @@ def run_stage(name: str, settings, inputs, output: str, io: IOSettings, compute=
         return StageOutcome(name, output, previous, True, 0.0)
     log.info("stage %s: %s -> %s", name, ", ".join(inputs), output)
     started = time.perf_counter()
-    ctx = StageContext(input=inputs, output=output, io=io, fingerprint=fp, compute=compute)
+    ctx = StageContext(input=inputs, output=output, io=io, fingerprint=fp, compute=compute, force=force)
     manifest = cls().run(settings, ctx)
     return StageOutcome(name, output, manifest, False, time.perf_counter() - started)
 

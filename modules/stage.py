@@ -83,6 +83,8 @@ class StageContext:
     fingerprint: str
     #: called with a list of delayed objects / collections; returns computed values and may show progress
     compute: Any = None
+    #: recompute everything, including finished partitions and intermediates a stage keeps for resuming
+    force: bool = False
 
     def run_compute(self, *collections):
         import dask

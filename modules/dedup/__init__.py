@@ -94,15 +94,11 @@ class Steps:
     """
 
     def __init__(self, ctx):
-        from modules import dataset
-
         self.ctx = ctx
         self.root = os.path.join(ctx.output, WORK)
         self.timings: dict[str, dict] = {}
-        manifest = dataset.read_manifest(ctx.output) if dataset.is_complete(ctx.output) else None
-        if manifest and manifest.get("fingerprint") == ctx.fingerprint and os.path.isdir(self.root):
-            # the stage is complete with these settings and runs anyway: --force, recompute every step
-            log.info("%s: output up to date but rerun (--force): intermediates recomputed", ctx.output)
+        if ctx.force and os.path.isdir(self.root):
+            log.info("%s: --force: intermediates recomputed", ctx.output)
             shutil.rmtree(self.root)
 
     def path(self, name: str) -> str:

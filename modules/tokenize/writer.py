@@ -440,7 +440,7 @@ class TokenizeStage(Stage):
                     sets, dict(settings.split) if settings.split else None, out, key, ctx.io.format)
 
         out.prepare()
-        done = {i: s for i in range(n) if (s := completed(plan, i)) is not None}
+        done = {} if ctx.force else {i: s for i in range(n) if (s := completed(plan, i)) is not None}
         if done:
             log.info("tokenize: %d of %d partitions already written; skipped", len(done), n)
         import dask

@@ -266,6 +266,19 @@ def test_resume_after_a_partial_run(tmp_path, bpe_dir):
     assert {p.name: p.read_bytes() for p in out.glob("part_*")} == before
 
 
+def test_force_rewrites_finished_partitions(tmp_path, bpe_dir):
+    from app.runner import run_stage as runner_stage
+    from modules.stage import IOSettings, settings_from_mapping
+    from modules.tokenize.writer import TokenizeStage
+
+    inputs = make_input(tmp_path)
+    out = tmp_path / "o"
+    run_stage("tokenize", {"tokenizer": bpe_dir}, inputs, out)
+    settings = settings_from_mapping(TokenizeStage.Settings, {"tokenizer": bpe_dir}, "tokenize")
+    outcome = runner_stage("tokenize", settings, (str(inputs),), str(out), IOSettings(), force=True)
+    assert not outcome.skipped and outcome.manifest["resumed_partitions"] == 0
+
+
 def test_other_settings_do_not_reuse_pairs_and_stale_files_go(tmp_path, bpe_dir):
     inputs = make_input(tmp_path)
     out = tmp_path / "o"
