@@ -72,3 +72,20 @@ def curate(*args, check=True, timeout=600, env=None, **kw):
     if check and proc.returncode != 0:
         raise AssertionError(f"curate {' '.join(map(str, args))} exited {proc.returncode}\n{proc.stderr[-4000:]}")
     return proc
+
+
+@pytest.fixture
+def s3_endpoint(monkeypatch):
+    """moto's S3 server on 127.0.0.1 with test credentials in the environment; yields its URL."""
+    from moto.server import ThreadedMotoServer
+
+    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                 "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(k, v)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()

@@ -28,29 +28,19 @@ def test_url_list_source(tmp_path):
 
 
 @pytest.mark.slow
-def test_s3_requester_pays_bucket(tmp_path, monkeypatch):
+def test_s3_requester_pays_bucket(tmp_path, s3_endpoint):
     import boto3
-    from moto.server import ThreadedMotoServer
 
-    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                 "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(k, v)
-    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    moto.start()
-    try:
-        host, port = moto.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
-        s3 = boto3.client("s3", endpoint_url=endpoint)
-        s3.create_bucket(Bucket="arxiv")
-        for i in (1, 2, 3):
-            body = arxiv_bulk_tar(tmp_path / "build" / f"arXiv_src_2301_00{i}.tar").read_bytes()
-            s3.put_object(Bucket="arxiv", Key=f"src/arXiv_src_2301_00{i}.tar", Body=body)
-        s3.put_object(Bucket="arxiv", Key="src/arXiv_src_manifest.xml", Body=b"<arXivSRC/>")
-        s3.put_bucket_request_payment(Bucket="arxiv", RequestPaymentConfiguration={"Payer": "Requester"})
-        settings = {"source": "s3://arxiv/src", "s3_endpoint_url": endpoint, "limit": 2, **FAST}
-        manifest = run_stage("download_arxiv", settings, (), tmp_path / "out")
-        assert manifest["download"]["files"] == 2 and manifest["counts"]["out"] == 4
-        assert sorted(read_output(tmp_path / "out")["source"].unique()) == [
-            "arXiv_src_2301_001.tar", "arXiv_src_2301_002.tar"]
-    finally:
-        moto.stop()
+    endpoint = s3_endpoint
+    s3 = boto3.client("s3", endpoint_url=endpoint)
+    s3.create_bucket(Bucket="arxiv")
+    for i in (1, 2, 3):
+        body = arxiv_bulk_tar(tmp_path / "build" / f"arXiv_src_2301_00{i}.tar").read_bytes()
+        s3.put_object(Bucket="arxiv", Key=f"src/arXiv_src_2301_00{i}.tar", Body=body)
+    s3.put_object(Bucket="arxiv", Key="src/arXiv_src_manifest.xml", Body=b"<arXivSRC/>")
+    s3.put_bucket_request_payment(Bucket="arxiv", RequestPaymentConfiguration={"Payer": "Requester"})
+    settings = {"source": "s3://arxiv/src", "s3_endpoint_url": endpoint, "limit": 2, **FAST}
+    manifest = run_stage("download_arxiv", settings, (), tmp_path / "out")
+    assert manifest["download"]["files"] == 2 and manifest["counts"]["out"] == 4
+    assert sorted(read_output(tmp_path / "out")["source"].unique()) == [
+        "arXiv_src_2301_001.tar", "arXiv_src_2301_002.tar"]

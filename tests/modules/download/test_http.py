@@ -116,39 +116,29 @@ def test_per_worker_concurrency_limit(tmp_path):
 
 
 @pytest.mark.slow
-def test_s3_requester_pays_anonymous_and_resume(tmp_path, monkeypatch):
+def test_s3_requester_pays_anonymous_and_resume(tmp_path, s3_endpoint):
     import boto3
-    from moto.server import ThreadedMotoServer
 
-    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                 "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(k, v)
-    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    moto.start()
-    try:
-        host, port = moto.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
-        s3 = boto3.client("s3", endpoint_url=endpoint)
-        s3.create_bucket(Bucket="paid")
-        s3.put_object(Bucket="paid", Key="src/a.tar", Body=DATA)
-        s3.put_bucket_request_payment(Bucket="paid", RequestPaymentConfiguration={"Payer": "Requester"})
-        s3.create_bucket(Bucket="open")
-        s3.put_object(Bucket="open", Key="b.bin", Body=DATA[:5000], ACL="public-read")
-        paid = DownloadOptions(requester_pays=True, s3_endpoint_url=endpoint, backoff=0.01, chunk_bytes=100_000)
-        r = download("s3://paid/src/a.tar", str(tmp_path / "a.tar"), paid)
-        assert r.status == "downloaded" and (tmp_path / "a.tar").read_bytes() == DATA
-        # anonymous is refused by a requester-pays bucket: a permanent error, not retried forever
-        anon = DownloadOptions(s3_endpoint_url=endpoint, backoff=0.01, retries=1)
-        with pytest.raises(DownloadError, match="s3://paid/src/a.tar"):
-            download("s3://paid/src/a.tar", str(tmp_path / "anon.tar"), anon)
-        # a killed run left a .part: only the rest is fetched
-        (tmp_path / "b.tar.part").write_bytes(DATA[:123_456])
-        r = download("s3://paid/src/a.tar", str(tmp_path / "b.tar"), paid)
-        assert r.status == "resumed" and (tmp_path / "b.tar").read_bytes() == DATA
-        open_opts = DownloadOptions(s3_endpoint_url=endpoint, backoff=0.01)
-        download("s3://open/b.bin", str(tmp_path / "b.bin"), open_opts)
-        assert (tmp_path / "b.bin").read_bytes() == DATA[:5000]
-        with pytest.raises(DownloadError, match="s3://open/nope"):
-            download("s3://open/nope", str(tmp_path / "nope"), open_opts)
-    finally:
-        moto.stop()
+    endpoint = s3_endpoint
+    s3 = boto3.client("s3", endpoint_url=endpoint)
+    s3.create_bucket(Bucket="paid")
+    s3.put_object(Bucket="paid", Key="src/a.tar", Body=DATA)
+    s3.put_bucket_request_payment(Bucket="paid", RequestPaymentConfiguration={"Payer": "Requester"})
+    s3.create_bucket(Bucket="open")
+    s3.put_object(Bucket="open", Key="b.bin", Body=DATA[:5000], ACL="public-read")
+    paid = DownloadOptions(requester_pays=True, s3_endpoint_url=endpoint, backoff=0.01, chunk_bytes=100_000)
+    r = download("s3://paid/src/a.tar", str(tmp_path / "a.tar"), paid)
+    assert r.status == "downloaded" and (tmp_path / "a.tar").read_bytes() == DATA
+    # anonymous is refused by a requester-pays bucket: a permanent error, not retried forever
+    anon = DownloadOptions(s3_endpoint_url=endpoint, backoff=0.01, retries=1)
+    with pytest.raises(DownloadError, match="s3://paid/src/a.tar"):
+        download("s3://paid/src/a.tar", str(tmp_path / "anon.tar"), anon)
+    # a killed run left a .part: only the rest is fetched
+    (tmp_path / "b.tar.part").write_bytes(DATA[:123_456])
+    r = download("s3://paid/src/a.tar", str(tmp_path / "b.tar"), paid)
+    assert r.status == "resumed" and (tmp_path / "b.tar").read_bytes() == DATA
+    open_opts = DownloadOptions(s3_endpoint_url=endpoint, backoff=0.01)
+    download("s3://open/b.bin", str(tmp_path / "b.bin"), open_opts)
+    assert (tmp_path / "b.bin").read_bytes() == DATA[:5000]
+    with pytest.raises(DownloadError, match="s3://open/nope"):
+        download("s3://open/nope", str(tmp_path / "nope"), open_opts)
