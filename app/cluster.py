@@ -188,16 +188,21 @@ class _HideExpectedFailures(logging.Filter):
 
 
 def install_log_filters(client) -> None:
-    """Add the filter on every worker, present and future (a worker plugin runs on each)."""
+    """On every worker, present and future (a worker plugin runs on each): hide expected failures
+    and quiet the noisy loggers, as app.logs does in this process."""
     from distributed.diagnostics.plugin import WorkerPlugin
 
-    class QuietExpectedFailures(WorkerPlugin):
-        name = "curate-quiet-expected-failures"
+    class QuietWorkerLogs(WorkerPlugin):
+        name = "curate-quiet-worker-logs"
 
         def setup(self, worker):
-            logging.getLogger("distributed.worker").addFilter(_HideExpectedFailures())
+            from app.logs import quiet_noisy_loggers
 
-    client.register_plugin(QuietExpectedFailures())
+            logging.getLogger("distributed.worker").addFilter(_HideExpectedFailures())
+            if logging.getLogger("distributed").getEffectiveLevel() > logging.DEBUG:
+                quiet_noisy_loggers()
+
+    client.register_plugin(QuietWorkerLogs())
 
 
 def announce(client, what: str, tunnel: bool = False) -> None:

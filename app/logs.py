@@ -47,9 +47,16 @@ def setup(level: str = "INFO") -> None:
         for name in list(logging.root.manager.loggerDict):
             if name.split(".")[0] in ("distributed", "dask_mpi"):
                 logging.getLogger(name).setLevel(logging.WARNING)
-        # the P2P shuffle reports every shuffle's start and end as a WARNING, on the scheduler; and
-        # distributed's comm sizes each message with sizeof, which hits its recursion limit on deeply
-        # nested task graphs, logs a WARNING and then handles the message correctly anyway
-        noisy = ("distributed.shuffle", "distributed.sizeof")
-        for name in [*noisy, *(n for n in logging.root.manager.loggerDict if n.startswith(noisy))]:
-            logging.getLogger(name).setLevel(logging.ERROR)
+        quiet_noisy_loggers()
+
+
+#: the P2P shuffle reports every shuffle's start and end as a WARNING; distributed's comm sizes each
+#: message with sizeof, which hits its recursion limit on deeply nested task graphs, logs a WARNING
+#: and then handles the message correctly anyway
+NOISY = ("distributed.shuffle", "distributed.sizeof")
+
+
+def quiet_noisy_loggers() -> None:
+    """Raise the noisy loggers to ERROR (in this process; app.cluster does it on every worker too)."""
+    for name in [*NOISY, *(n for n in logging.root.manager.loggerDict if n.startswith(NOISY))]:
+        logging.getLogger(name).setLevel(logging.ERROR)
