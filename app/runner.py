@@ -19,7 +19,7 @@ import yaml
 
 from modules import dataset, registry
 from modules.errors import SettingsError
-from modules.stage import IOSettings, StageContext, coerce, fingerprint, settings_from_mapping
+from modules.stage import IOSettings, StageContext, coerce, fingerprint, settings_files, settings_from_mapping
 
 log = logging.getLogger("curate.runner")
 
@@ -126,7 +126,8 @@ def run_stage(name: str, settings, inputs, output: str, io: IOSettings, compute=
     cls = registry.get(name)
     inputs = tuple(inputs)
     check_inputs(name, inputs, io)
-    fp = fingerprint(name, settings, dataset.input_identity(inputs, io.allow_incomplete), io)
+    identity = dataset.input_identity(inputs, io.allow_incomplete) + dataset.input_identity(settings_files(settings))
+    fp = fingerprint(name, settings, identity, io)
     previous = dataset.read_manifest(output)
     if not force and dataset.is_complete(output) and previous and previous.get("fingerprint") == fp:
         log.info("stage %s: %s is up to date (fingerprint %s); skipped", name, output, fp)

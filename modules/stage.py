@@ -276,6 +276,19 @@ def settings_dict(settings) -> dict:
     return json.loads(json.dumps(dataclasses.asdict(settings), default=str))
 
 
+def settings_files(settings) -> list[str]:
+    """Local files named by settings fields marked ``metadata={"input_file": True}`` (a URL list, say).
+
+    Their contents are input too: the runner counts them in the fingerprint, so editing one reruns
+    the stage even though the setting's value (the path) did not change.
+    """
+    import os
+
+    return [getattr(settings, f.name) for f in dataclasses.fields(settings)
+            if f.metadata.get("input_file") and isinstance(getattr(settings, f.name), str)
+            and os.path.isfile(getattr(settings, f.name))]
+
+
 def fingerprint(stage: str, settings, input_identity, io: IOSettings) -> str:
     """Stable hash of what determines a stage's output: its name, settings, input and output format.
 

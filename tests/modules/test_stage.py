@@ -56,3 +56,21 @@ def test_fingerprint_changes_with_settings_and_input_only():
     assert a != fingerprint("s", Example(n=4), [{"file": "x", "size": 1}], io)
     assert a != fingerprint("s", Example(), [{"file": "x", "size": 2}], io)
     assert a != fingerprint("s", Example(), [{"file": "x", "size": 1}], IOSettings(format="jsonl"))
+
+
+@dataclass(frozen=True)
+class WithList:
+    urls: str = field(default="", metadata={"input_file": True})
+
+
+def test_files_named_by_settings_count_as_input(tmp_path):
+    from modules.dataset import input_identity
+    from modules.stage import settings_files
+
+    listing = tmp_path / "urls.txt"
+    listing.write_text("http://a/1\n")
+    s = WithList(urls=str(listing))
+    assert settings_files(s) == [str(listing)] and settings_files(WithList(urls="s3://x/y")) == []
+    before = fingerprint("s", s, input_identity(settings_files(s)), IOSettings())
+    listing.write_text("http://a/1\nhttp://a/2\n")
+    assert fingerprint("s", s, input_identity(settings_files(s)), IOSettings()) != before
