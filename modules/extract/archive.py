@@ -91,6 +91,9 @@ class GuardedStream:
         self._produced = 0
         #: decompressed offset where each compressed member (gzip member, bz2 stream) begins
         self.member_starts: list[int] = []
+        #: start of the member the stream broke in (truncated, or garbage where a member should
+        #: begin); None when the break fell between members or there was none
+        self.broken_member: int | None = None
         self._done = False
         self.error: Exception | None = None
 
@@ -113,6 +116,8 @@ class GuardedStream:
                 block = self._inflate_block()
         except (EOFError, OSError, ValueError, zlib.error) as e:
             self.error, self._done = e, True
+            if self._member is not None and self._fed and not self._member.eof:
+                self.broken_member = self.member_starts[-1]
             return b""
         self._produced += len(block)
         return block
@@ -142,6 +147,11 @@ class GuardedStream:
                 raise EOFError("the file ends inside a compressed block (truncated)")
             return b""
         return self._feed_member(block)
+
+    def intact_member_starts(self) -> list[int]:
+        """``member_starts`` without the member the stream broke in: that one never ended, so its
+        start says nothing about where the record before it ends."""
+        return self.member_starts[:-1] if self.broken_member is not None else list(self.member_starts)
 
     def tell(self) -> int:
         """Decompressed bytes delivered so far."""

@@ -89,7 +89,7 @@ def extract_warc_file(raw: RawFile, settings: ExtractWarcSettings, on_error: str
     finally:
         stream.close()
     seen = len(starts)
-    _check_members(stream.member_starts, starts, row_at, rows, raw)
+    _check_members(stream.intact_member_starts(), starts, row_at, rows, raw)
     if stream.error is not None:
         if not stream.tell():
             return file_failure(raw, on_error, "unreadable_file", stream.error, meta)

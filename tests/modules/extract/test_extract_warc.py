@@ -189,3 +189,30 @@ def test_cli_extract_warc_on_the_rust_book(tmp_path):
     assert (tmp_path / "out" / "_SUCCESS").exists()
     with gzip.open(RUST_BOOK) as f:
         assert f.read(8) == b"WARC/1.0"
+
+
+def _numbered(i):
+    return GOOD.replace(b"tomatoes", f"tomatoes number {i}".encode())
+
+
+@pytest.mark.parametrize("cut", [5, 40, -4])
+def test_a_break_inside_the_last_member_keeps_the_intact_record_before_it(tmp_path, cut):
+    # the break's member never ended, so its start must not make the record before it look too long
+    records = [warc_record(f"http://x/{i}", _numbered(i)) for i in range(3)]
+    data = write_warc(tmp_path / "full.warc.gz", records).read_bytes()
+    third = len(gzip.compress(records[0], mtime=0)) + len(gzip.compress(records[1], mtime=0))
+    (tmp_path / "cut.warc.gz").write_bytes(data[: third + cut] if cut > 0 else data[:cut])
+    df = _frame(tmp_path / "cut.warc.gz")
+    expected_ok = ["http://x/0", "http://x/1"] + (["http://x/2"] if cut < 0 else [])
+    assert df.loc[df["_reason"].isna(), "url"].tolist() == expected_ok
+    assert df["_reason"].dropna().tolist() == ["truncated_file"]
+    assert len(df) == len(expected_ok) + 1
+
+
+def test_trailing_garbage_after_the_last_member_keeps_the_record(tmp_path):
+    data = write_warc(tmp_path / "one.warc.gz", [warc_record("http://x/0", GOOD)]).read_bytes()
+    (tmp_path / "padded.warc.gz").write_bytes(data + b"\0" * 512)
+    df = _frame(tmp_path / "padded.warc.gz")
+    assert df["_reason"].tolist()[0] is pd.NA and df["url"].tolist()[0] == "http://x/0"
+    assert df["_reason"].dropna().tolist() == ["truncated_file"]
+    assert len(df) == 2
