@@ -4,12 +4,13 @@ A download stage plans a list of :class:`FetchJob` (URL, file name, which extrac
 the client, then:
 
 1. downloads them as Dask tasks, one per file (:func:`modules.download.http.download`: resumable,
-   skipped when already complete, at most ``concurrency`` at once per worker) into ``raw_dir``
-   (default ``<output>/_raw``, which a re-run after a crash reuses);
+   skipped when already complete from the same URL, at most ``concurrency`` at once per worker) into
+   ``raw_dir`` (default ``<output>/_raw``, which a re-run after a crash reuses; each file has a
+   ``<name>.url`` sidecar naming its URL);
 2. extracts every file into one partition (``dd.from_map``) with the extractor of its kind, and
    writes the dataset (``write_dataset``); a file that could not be downloaded becomes one
    ``download_failed`` reject under ``--on-error skip``, and fails the run naming its URL otherwise;
-3. deletes the raw files unless ``keep_raw``.
+3. deletes the raw files (and their sidecars) unless ``keep_raw``.
 
 The manifest gets a ``download`` section: files, bytes, how many were downloaded, resumed, skipped
 (already there) or failed.
@@ -17,7 +18,9 @@ The manifest gets a ``download`` section: files, bytes, how many were downloaded
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import hashlib
 import logging
 import os
 import posixpath
@@ -26,7 +29,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from modules.download.http import DownloadError, DownloadOptions, download
+from modules.download.http import DownloadError, DownloadOptions, download, remove_download
 from modules.errors import SettingsError
 from modules.extract import RawFile, file_failure, frame, from_files
 from modules.stage import check_range
@@ -111,11 +114,22 @@ def url_file_name(url: str) -> str:
 
 
 def unique_names(jobs: list[FetchJob]) -> list[FetchJob]:
-    """Jobs whose file names collide (the same name at two URLs) get their list position as prefix."""
-    names = [j.name for j in jobs]
-    if len(set(names)) == len(names):
-        return jobs
-    return [dataclasses.replace(j, name=f"{i:05d}-{j.name}") for i, j in enumerate(jobs)]
+    """Jobs whose file names collide (the same name at two URLs) get a short hash of their URL as prefix.
+
+    The name of a URL does not depend on its place in the list, so a re-run with the list
+    reordered or extended finds its files again. A URL listed twice is fetched once.
+    """
+    seen: set[str] = set()
+    unique = []
+    for j in jobs:
+        if j.url in seen:
+            log.warning("%s is listed more than once; fetched once", j.url)
+            continue
+        seen.add(j.url)
+        unique.append(j)
+    counts = collections.Counter(j.name for j in unique)
+    return [dataclasses.replace(j, name=f"{hashlib.sha1(j.url.encode()).hexdigest()[:10]}-{j.name}")
+            if counts[j.name] > 1 else j for j in unique]
 
 
 def raw_dir(settings, ctx) -> str:
@@ -222,8 +236,8 @@ def run_download(stage, settings, ctx, jobs: list[FetchJob], extract_settings: d
     manifest = write_dataset(ddf, ctx, stage=stage.name, settings=settings, extra={"download": summary})
     if not settings.keep_raw:
         for path in [item.path for item in fetched] + list(listings):
-            if path and os.path.exists(path):
-                os.remove(path)
+            if path:
+                remove_download(path)
         _remove_if_empty(folder)
     return manifest
 

@@ -3,7 +3,11 @@
 ``download(url, dest, options)``:
 
 - A file already at ``dest`` is complete (only a finished download is ever renamed there): it is
-  skipped without a request (unless its size contradicts the size the listing gave).
+  skipped without a request when its sidecar ``dest + ".url"`` names the same URL (and its size
+  agrees with the listing's, when given). The sidecar is written (atomically) before the first byte
+  of a URL reaches ``dest + ".part"``, so it names the URL of whatever bytes are at ``dest`` or in
+  ``.part``; a file with the same name from another URL (or with no sidecar) is downloaded again,
+  and a ``.part`` file is only resumed when its sidecar names the same URL.
 - Bytes go to ``dest + ".part"``. After a dropped connection, a timeout or a 5xx/429 answer the
   download waits (exponential backoff, or the server's Retry-After) and goes on from the end of the
   ``.part`` file with an HTTP ``Range`` request, so a run that was killed also resumes there. A
@@ -40,6 +44,8 @@ log = logging.getLogger("curate.download")
 RETRY_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504, 509, 520, 521, 522, 523, 524})
 _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
 _UNSATISFIED_RANGE = re.compile(r"bytes\s+\*/(\d+)")
+#: sidecar beside a download naming its URL: ``<dest>.url``
+SOURCE_SUFFIX = ".url"
 
 
 @dataclass(frozen=True)
@@ -99,14 +105,23 @@ def download(url: str, dest: str, options: DownloadOptions | None = None, *, exp
     """Fetch ``url`` to ``dest`` (resumable, verified); see the module docstring."""
     options = options or DownloadOptions()
     started = time.monotonic()
+    part = dest + ".part"
+    same_source = source_url(dest) == url
     if os.path.exists(dest):
         size = os.path.getsize(dest)
-        if expected_size is None or size == expected_size:
+        if not same_source:
+            log.info("%s: not known to come from %s; downloading again", dest, url)
+        elif expected_size is None or size == expected_size:
             return DownloadResult(url, dest, "skipped", size, 0, 0.0)
-        log.warning("%s: %d bytes on disk but %d expected; downloading again", dest, size, expected_size)
+        else:
+            log.warning("%s: %d bytes on disk but %d expected; downloading again", dest, size, expected_size)
         os.remove(dest)
     os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
-    part = dest + ".part"
+    if not same_source:
+        if os.path.exists(part):  # bytes of another URL (or of unknown origin): never continue them
+            log.info("%s: partial download of another URL; starting over", part)
+            os.remove(part)
+        _write_source(dest, url)
     with _slot(max(1, options.concurrency)):
         if url.startswith("s3://"):
             status, attempts = _fetch_s3(url, part, options)
@@ -123,6 +138,29 @@ def download(url: str, dest: str, options: DownloadOptions | None = None, *, exp
         raise DownloadError(f"{url}: SHA-1 differs from the listing's {sha1} (corrupt download, removed)")
     os.replace(part, dest)
     return DownloadResult(url, dest, status, size, attempts, round(time.monotonic() - started, 3))
+
+
+def source_url(dest: str) -> str | None:
+    """The URL whose bytes are at ``dest`` (or ``dest.part``), from its sidecar; None if unknown."""
+    try:
+        with open(dest + SOURCE_SUFFIX, encoding="utf-8") as f:
+            return f.read().strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _write_source(dest: str, url: str) -> None:
+    tmp = f"{dest}{SOURCE_SUFFIX}.tmp-{os.getpid()}-{threading.get_ident()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(url + "\n")
+    os.replace(tmp, dest + SOURCE_SUFFIX)
+
+
+def remove_download(dest: str) -> None:
+    """Delete a downloaded file and its sidecar (either may be missing)."""
+    for path in (dest, dest + SOURCE_SUFFIX):
+        if os.path.exists(path):
+            os.remove(path)
 
 
 def _sha1(path: str) -> str:

@@ -57,8 +57,9 @@ def test_keep_raw_and_rerun_skips_complete_files(mirror, tmp_path):
     settings = {"snapshots": SNAP, "base_url": mirror.url(), "raw_dir": str(tmp_path / "raw"), "keep_raw": True,
                 **FAST}
     first = run_stage("download_commoncrawl", settings, (), tmp_path / "out")
-    assert sorted(p.name for p in (tmp_path / "raw").iterdir()) == sorted(
-        [f"{SNAP}.warc.paths.gz"] + [r.rsplit("/", 1)[1] for r in mirror.rels])
+    files = [f"{SNAP}.warc.paths.gz"] + [r.rsplit("/", 1)[1] for r in mirror.rels]
+    # each file with its sidecar naming the URL it came from
+    assert sorted(p.name for p in (tmp_path / "raw").iterdir()) == sorted(files + [f + ".url" for f in files])
     n = len(mirror.requests)
     # an interrupted run left the output unfinished: the rerun downloads nothing again
     (tmp_path / "out" / "_SUCCESS").unlink()

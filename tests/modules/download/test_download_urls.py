@@ -5,7 +5,7 @@ import gzip
 import pandas as pd
 import pytest
 
-from modules.download.base import url_file_name
+from modules.download.base import FetchJob, unique_names, url_file_name
 from modules.download.urls import kind_of
 from modules.errors import DataError, SettingsError
 from tests.conftest import read_output, run_stage
@@ -90,3 +90,25 @@ def test_a_job_can_start_with_a_download_stage(server, tmp_path):
     outcomes = run_job(load_job(str(job_file)), str(tmp_path / "out"))  # no job input: the first stage makes it
     assert [o.manifest["counts"]["out"] for o in outcomes] == [2, 2]
     assert read_output(outcomes[-1].output)["url"].str.startswith("https://doc.rust-lang.org/").all()
+
+
+def test_clashing_names_do_not_depend_on_list_order():
+    a, b, c = (FetchJob(f"http://h/{d}/x.warc.gz", "x.warc.gz", "warc") for d in "abc")
+    other = FetchJob("http://h/a/y.warc.gz", "y.warc.gz", "warc")
+    names = {j.url: j.name for j in unique_names([a, other, b])}
+    assert names[other.url] == "y.warc.gz"  # only clashing names get a prefix
+    assert names[a.url] != names[b.url] and names[a.url].endswith("-x.warc.gz")
+    assert {j.url: j.name for j in unique_names([b, a, c, other])} == {**names, c.url: unique_names([a, c])[1].name}
+    assert [j.url for j in unique_names([a, other, a])] == [a.url, other.url]  # a URL listed twice: fetched once
+
+
+def test_a_shared_raw_dir_never_mixes_up_files_of_the_same_name(server, tmp_path):
+    page_warc(tmp_path / "www" / "x" / "pages.warc.gz", rust_pages(4)[2:])
+    raw = str(tmp_path / "raw")
+    for d, expected in (("a", 2), ("x", 2), ("a", 2)):
+        settings = {"list": _list(tmp_path, [server.url(f"{d}/pages.warc.gz")]), "raw_dir": raw,
+                    "keep_raw": True, **FAST}
+        manifest = run_stage("download_urls", settings, (), tmp_path / f"out-{d}")
+        assert manifest["download"]["skipped"] == 0 and manifest["counts"]["out"] == expected
+    urls = [read_output(tmp_path / f"out-{d}")["url"].tolist() for d in "ax"]
+    assert urls == [[u for u, _ in rust_pages(2)], [u for u, _ in rust_pages(4)[2:]]]

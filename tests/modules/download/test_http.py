@@ -21,6 +21,12 @@ def server(tmp_path):
         yield srv
 
 
+def _killed_run(dest, data, url):
+    """What a killed run leaves: a .part file and the sidecar naming its URL."""
+    (dest.parent / (dest.name + ".part")).write_bytes(data)
+    (dest.parent / (dest.name + ".url")).write_text(url + "\n")
+
+
 def test_download_then_skip_when_complete(server, tmp_path):
     dest = tmp_path / "out" / "file.bin"
     r = download(server.url("d/file.bin"), str(dest), FAST)
@@ -28,6 +34,31 @@ def test_download_then_skip_when_complete(server, tmp_path):
     assert not os.path.exists(str(dest) + ".part")
     again = download(server.url("d/file.bin"), str(dest), FAST)
     assert again.status == "skipped" and len(server.requests) == 1  # no request for a complete file
+
+
+def test_a_file_of_the_same_name_from_another_url_is_not_skipped(server, tmp_path):
+    (tmp_path / "www" / "e").mkdir()
+    (tmp_path / "www" / "e" / "file.bin").write_bytes(DATA[::-1])
+    dest = tmp_path / "out" / "file.bin"
+    download(server.url("d/file.bin"), str(dest), FAST)
+    r = download(server.url("e/file.bin"), str(dest), FAST)
+    assert r.status == "downloaded" and dest.read_bytes() == DATA[::-1]
+    assert (tmp_path / "out" / "file.bin.url").read_text().strip() == server.url("e/file.bin")
+    # a file of unknown origin (no sidecar, e.g. copied in by hand) is not trusted either
+    (tmp_path / "out" / "file.bin.url").unlink()
+    assert download(server.url("e/file.bin"), str(dest), FAST).status == "downloaded"
+    assert download(server.url("e/file.bin"), str(dest), FAST).status == "skipped"
+    assert len(server.requests) == 3
+
+
+def test_a_part_file_of_another_url_is_not_resumed(server, tmp_path):
+    _killed_run(tmp_path / "f", b"x" * 1000, server.url("other/file.bin"))
+    r = download(server.url("d/file.bin"), str(tmp_path / "f"), FAST)
+    assert r.status == "downloaded" and (tmp_path / "f").read_bytes() == DATA
+    assert server.requests == [("d/file.bin", None, 200)]  # no Range: started over
+    (tmp_path / "g.part").write_bytes(b"x" * 1000)  # no sidecar: unknown origin, not resumed
+    r = download(server.url("d/file.bin"), str(tmp_path / "g"), FAST)
+    assert r.status == "downloaded" and (tmp_path / "g").read_bytes() == DATA
 
 
 def test_500_twice_then_200(server, tmp_path):
@@ -49,20 +80,20 @@ def test_connection_cut_mid_file_resumes_with_range(server, tmp_path):
 
 
 def test_a_killed_run_resumes_from_its_part_file(server, tmp_path):
-    (tmp_path / "f.part").write_bytes(DATA[:1000])
+    _killed_run(tmp_path / "f", DATA[:1000], server.url("d/file.bin"))
     r = download(server.url("d/file.bin"), str(tmp_path / "f"), FAST)
     assert r.status == "resumed" and (tmp_path / "f").read_bytes() == DATA
     assert server.requests == [("d/file.bin", "bytes=1000-", 206)]
 
 
 def test_a_complete_part_file_is_finished_by_a_416(server, tmp_path):
-    (tmp_path / "f.part").write_bytes(DATA)
+    _killed_run(tmp_path / "f", DATA, server.url("d/file.bin"))
     download(server.url("d/file.bin"), str(tmp_path / "f"), FAST)
     assert (tmp_path / "f").read_bytes() == DATA and [s for _, _, s in server.requests] == [416]
 
 
 def test_server_ignoring_range_starts_over(server, tmp_path):
-    (tmp_path / "f.part").write_bytes(b"stale bytes from an older copy")
+    _killed_run(tmp_path / "f", b"stale bytes from an older copy", server.url("d/file.bin"))
     server.fail("d/file.bin", "ignore-range")
     download(server.url("d/file.bin"), str(tmp_path / "f"), FAST)
     assert (tmp_path / "f").read_bytes() == DATA
@@ -134,7 +165,7 @@ def test_s3_requester_pays_anonymous_and_resume(tmp_path, s3_endpoint):
     with pytest.raises(DownloadError, match="s3://paid/src/a.tar"):
         download("s3://paid/src/a.tar", str(tmp_path / "anon.tar"), anon)
     # a killed run left a .part: only the rest is fetched
-    (tmp_path / "b.tar.part").write_bytes(DATA[:123_456])
+    _killed_run(tmp_path / "b.tar", DATA[:123_456], "s3://paid/src/a.tar")
     r = download("s3://paid/src/a.tar", str(tmp_path / "b.tar"), paid)
     assert r.status == "resumed" and (tmp_path / "b.tar").read_bytes() == DATA
     open_opts = DownloadOptions(s3_endpoint_url=endpoint, backoff=0.01)
