@@ -33,7 +33,7 @@ def hash_ids(ids: pd.Series, seed: int = 0) -> np.ndarray:
     """xxh64 of each id's UTF-8 bytes with ``seed``, as uint64.
 
     A published hash rather than pandas' internal one, so an id's key (and the tokenizer's
-    train/validation split, which uses it) can be recomputed anywhere, in any language.
+    train/validation split, which uses it with its own seed) can be recomputed anywhere, in any language.
     """
     import xxhash
 

@@ -24,7 +24,10 @@ manifest and ``_SUCCESS`` are uploaded last.
 
 Splits (``--split validation=0.01,test=0.01``): a document goes to validation when
 ``u < 0.01``, to test when ``0.01 <= u < 0.02``, else to train, where ``u`` is
-``xxh64(id as UTF-8, seed 0) / 2**64``: stable across runs, partitionings and machines.
+``(xxh64(id as UTF-8, seed SPLIT_SEED) >> 11) / 2**53``: stable across runs, partitionings and
+machines. ``SPLIT_SEED`` is ``xxh64(b"curate-split", seed 0)``, a fixed constant that differs from
+the ``shuffle`` stage's seeds (0 by default): with the same seed the held-out documents would be
+exactly those with the smallest shuffle keys, i.e. the first shuffle partition(s).
 """
 
 from __future__ import annotations
@@ -51,6 +54,9 @@ from modules.tokenize import megatron
 log = logging.getLogger(__name__)
 
 SPLIT_NAMES = ("validation", "test")  # train is what is left
+#: seed of the split hash: xxh64(b"curate-split", seed 0). Fixed forever (changing it moves documents
+#: between train and the held-out sets); not 0, so the split is independent of ``shuffle --seed 0``
+SPLIT_SEED = 7849727821106584039
 STATS = "_stats"
 REJECTS = "_rejects"
 PAIR_RE = re.compile(r"^(?P<prefix>.+)_(?P<index>\d{5})\.(?P<ext>bin|idx)$")
@@ -163,7 +169,7 @@ def assign_sets(ids: pd.Series, split: dict[str, float] | None) -> np.ndarray:
         return np.full(len(ids), "train", dtype=object)
     from modules.shuffle import hash_ids
 
-    u = (hash_ids(ids, 0) >> np.uint64(11)).astype(np.float64) * 2.0**-53
+    u = (hash_ids(ids, SPLIT_SEED) >> np.uint64(11)).astype(np.float64) * 2.0**-53
     sets = np.full(len(ids), "train", dtype=object)
     lo = 0.0
     for name in SPLIT_NAMES:

@@ -12,6 +12,7 @@ import pytest
 from modules.errors import SettingsError
 from modules.tokenize.load import load_tokenizer
 from modules.tokenize.writer import (
+    SPLIT_SEED,
     TokenizeSettings,
     TokenRangeError,
     assign_sets,
@@ -26,6 +27,8 @@ TEXTS = [
     ["fn main() { println!(\"hi\"); }", "The quick brown fox.", "<|endoftext|> inside the text"],
     ["Lorem ipsum dolor sit amet. " * 40, "кириллица и ελληνικά"],
 ]
+PINNED_SETS = ["train", "validation", "train", "test", "train", "train", "train", "test", "train", "train", "train",
+               "validation"]
 
 
 def make_input(tmp_path, texts=TEXTS, field="text"):
@@ -88,11 +91,29 @@ def test_assign_sets_by_id_hash():
 
     ids = pd.Series([f"doc-{i}" for i in range(2000)], dtype="string[pyarrow]")
     sets = assign_sets(ids, {"validation": 0.1, "test": 0.05})
-    u = np.array([xxhash.xxh64_intdigest(i.encode()) >> 11 for i in ids]) / 2.0**53
+    assert SPLIT_SEED == xxhash.xxh64_intdigest(b"curate-split") != 0
+    u = np.array([xxhash.xxh64_intdigest(i.encode(), SPLIT_SEED) >> 11 for i in ids]) / 2.0**53
     assert (sets == np.where(u < 0.1, "validation", np.where(u < 0.15, "test", "train"))).all()
     assert 150 <= (sets == "validation").sum() <= 250
     assert (assign_sets(ids[::-1], {"validation": 0.1, "test": 0.05}) == sets[::-1]).all()
     assert (assign_sets(ids, None) == "train").all()
+    # pinned: these ids must never move between sets (a changed seed or formula would leak
+    # validation documents into the training data of a re-tokenized corpus)
+    assert sets[:12].tolist() == PINNED_SETS
+
+
+def test_split_is_independent_of_the_shuffle_order():
+    """After ``shuffle`` (default seed 0) the held-out documents are spread over all partitions,
+    not the first one(s): the split and the shuffle hash the ids with different seeds."""
+    from modules.shuffle import ShuffleSettings, divisions, shuffle_keys
+
+    ids = pd.Series([f"doc-{i}" for i in range(4000)], dtype="string[pyarrow]")
+    sets = assign_sets(ids, {"validation": 0.05, "test": 0.05})
+    parts = np.searchsorted(divisions(8)[1:-1], shuffle_keys(ids, ShuffleSettings().seed), side="right")
+    for name in ("validation", "test"):
+        per_part = np.bincount(parts[sets == name], minlength=8)
+        assert (per_part > 0).all(), (name, per_part)
+        assert per_part.max() < 3 * per_part.mean(), (name, per_part)
 
 
 def test_settings():
