@@ -49,6 +49,13 @@ class ClusterSettings:
             raise SettingsError(f"--workers must be at least 1; got {self.workers}")
         if self.threads_per_worker < 1:
             raise SettingsError(f"--threads-per-worker must be at least 1; got {self.threads_per_worker}")
+        if self.memory_limit not in (None, "auto"):
+            from dask.utils import parse_bytes
+
+            try:
+                parse_bytes(self.memory_limit)
+            except (ValueError, TypeError):
+                raise SettingsError(f"--memory-limit must be a size such as 4GiB; got {self.memory_limit!r}") from None
         if self.mode not in ("local", "mpi") and not self.mode.startswith(("tcp://", "tls://", "ucx://")):
             if not os.path.isfile(self.mode):
                 raise SettingsError(

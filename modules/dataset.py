@@ -18,7 +18,8 @@ Writing (``write_dataset``) produces one directory per stage::
     _SUCCESS                   empty, written last; readers refuse a directory without it
 
 A generated id (when the input has none) is ``<file>:<byte offset of the line>``, the file named
-relative to the input's common folder: stable across re-runs and independent of the block size.
+relative to the input spec that found it: stable across re-runs, independent of the block size and
+of the other inputs.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import io
 import json
 import logging
 import os
+import re
 import socket
 import time
 from dataclasses import dataclass
@@ -60,33 +62,52 @@ SCHEMA_SAMPLE = 1000
 
 def expand_inputs(specs, allow_incomplete: bool = False) -> list[str]:
     """Files named by a file, a directory (a stage output) or a glob, sorted, without duplicates."""
+    return [path for path, _ in expand_named(specs, allow_incomplete)]
+
+
+def expand_named(specs, allow_incomplete: bool = False) -> list[tuple[str, str]]:
+    """(path, name) of each input file. The name, used in generated ids and messages, is relative to
+    the spec that found the file (a file: its base name; a directory: the path inside it; a glob: the
+    path below its fixed part), so it does not change when other inputs are added."""
     if isinstance(specs, (str, os.PathLike)):
         specs = [specs]
-    files: list[str] = []
+    named: list[tuple[str, str]] = []
     for spec in map(str, specs):
         if os.path.isdir(spec):
-            files.extend(_dataset_dir_files(spec, allow_incomplete))
+            named.extend((f, os.path.relpath(f, spec)) for f in _dataset_dir_files(spec, allow_incomplete))
         elif os.path.isfile(spec):
-            files.append(spec)
+            named.append((spec, os.path.basename(spec)))
         elif globlib.has_magic(spec):
             hits = sorted(p for p in globlib.glob(spec, recursive=True) if os.path.isfile(p) and _kind(p))
             if not hits:
                 raise SettingsError(f"input {spec}: no JSONL or Parquet file matches")
-            files.extend(hits)
+            root = _glob_root(spec)
+            named.extend((f, os.path.relpath(f, root)) for f in hits)
         else:
             raise SettingsError(f"input {spec}: no such file or directory")
     seen, unique = set(), []
-    for f in files:
+    for f, name in named:
         key = os.path.abspath(f)
         if key not in seen:
             seen.add(key)
-            unique.append(f)
-    for f in unique:
+            unique.append((f, name))
+    for f, _ in unique:
         if _kind(f) is None:
             raise SettingsError(
                 f"input {f}: unknown format (expected {', '.join(JSONL_SUFFIXES + PARQUET_SUFFIXES)})"
             )
     return unique
+
+
+def _glob_root(pattern: str) -> str:
+    """The directory part of a glob before its first wildcard: 'data/*/x.jsonl' -> 'data'."""
+    parts = pattern.split(os.sep)
+    fixed = []
+    for part in parts[:-1]:
+        if globlib.has_magic(part):
+            break
+        fixed.append(part)
+    return os.sep.join(fixed) or ("/" if pattern.startswith("/") else ".")
 
 
 def _dataset_dir_files(path: str, allow_incomplete: bool) -> list[str]:
@@ -178,11 +199,10 @@ class Piece:
     row_groups: tuple[int, ...] | None = None
 
 
-def plan_pieces(files: list[str], blocksize: int) -> list[Piece]:
-    root = _common_root(files)
+def plan_pieces(files: list[tuple[str, str]], blocksize: int) -> list[Piece]:
+    """Pieces of the (path, name) input files (``expand_named``), in order."""
     pieces = []
-    for f in files:
-        name = os.path.relpath(f, root) if root else os.path.basename(f)
+    for f, name in files:
         kind = _kind(f)
         if kind == "jsonl" and f.lower().endswith((".jsonl", ".ndjson")):
             size = os.path.getsize(f)
@@ -193,11 +213,6 @@ def plan_pieces(files: list[str], blocksize: int) -> list[Piece]:
         else:
             pieces.append(Piece(f, name, kind))
     return pieces
-
-
-def _common_root(files: list[str]) -> str:
-    dirs = [os.path.dirname(os.path.abspath(f)) for f in files]
-    return os.path.commonpath(dirs) if dirs else ""
 
 
 def _parquet_pieces(path: str, name: str, blocksize: int) -> list[Piece]:
@@ -223,33 +238,40 @@ def read_dataset(specs, io_settings: IOSettings | None = None, rejects_dir: str 
     import dask.dataframe as dd
 
     io_settings = io_settings or IOSettings()
-    files = expand_inputs(specs, allow_incomplete=io_settings.allow_incomplete)
+    files = expand_named(specs, allow_incomplete=io_settings.allow_incomplete)
     pieces = plan_pieces(files, parse_bytes(io_settings.blocksize, "blocksize"))
-    meta = infer_meta(pieces[0], io_settings)
+    schema = infer_meta(pieces, io_settings)
+    # every partition is conformed to the schema (``schema=``); ``meta=`` only tells Dask what to expect
     return dd.from_map(
-        read_piece, pieces, io_settings=io_settings, meta=meta, enforce_metadata=False,
+        read_piece, pieces, io_settings=io_settings, schema=schema, meta=schema, enforce_metadata=False,
         label="read", divisions=[None] * (len(pieces) + 1),
     )
 
 
-def infer_meta(piece: Piece, io_settings: IOSettings) -> pd.DataFrame:
-    if piece.kind == "parquet":
+def infer_meta(pieces: list[Piece], io_settings: IOSettings, max_pieces: int = 16) -> pd.DataFrame:
+    """The dataset's schema: from the first Parquet file, or from up to ``SCHEMA_SAMPLE`` records of
+    the first JSONL pieces that have any (an empty first file does not decide the schema)."""
+    first = pieces[0]
+    if first.kind == "parquet":
         import pyarrow.parquet as pq
 
-        sample = pq.ParquetFile(piece.path).schema_arrow.empty_table().to_pandas()
-    else:
-        records = []
-        for _, _, rec in _iter_jsonl(piece):
-            if isinstance(rec, dict):
+        sample = pq.ParquetFile(first.path).schema_arrow.empty_table().to_pandas()
+        return _standardise(sample, first, io_settings, meta=None).iloc[:0]
+    records = []
+    for piece in pieces[:max_pieces]:
+        for _, _, _, rec in _iter_jsonl(piece):
+            if isinstance(rec, dict) and isinstance(rec.get(io_settings.text_field), str):
                 records.append(rec)
                 if len(records) >= SCHEMA_SAMPLE:
                     break
-        sample = _records_frame(records)
-    return _standardise(sample, piece, io_settings, meta=None).iloc[:0]
+        if records:
+            break
+    return _standardise(_records_frame(records), first, io_settings, meta=None).iloc[:0]
 
 
-def read_piece(piece: Piece, io_settings: IOSettings, meta: pd.DataFrame | None = None) -> pd.DataFrame:
+def read_piece(piece: Piece, io_settings: IOSettings, schema: pd.DataFrame | None = None) -> pd.DataFrame:
     """Read one piece into a pandas frame with the dataset's schema (pure apart from reading the file)."""
+    meta = schema
     if piece.kind == "parquet":
         import pyarrow.parquet as pq
 
@@ -273,8 +295,15 @@ def _open_bytes(path: str):
     return open(path, "rb")
 
 
+_LONE_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
 def _iter_jsonl(piece: Piece):
-    """(byte offset, raw line, parsed record or an Exception) for each non-blank line of the piece."""
+    """(byte offset, line index in the piece, raw line, parsed record or an Exception) per non-blank line.
+
+    JSON may escape lone UTF-16 surrogates (``"\\ud83d"`` without its partner), common in crawled
+    data; Python decodes them into strings that cannot be written as UTF-8, so they become U+FFFD.
+    """
     try:
         f = _open_bytes(piece.path)
     except OSError as e:
@@ -284,14 +313,16 @@ def _iter_jsonl(piece: Piece):
         if pos > 0:
             f.seek(pos - 1)
             pos += len(f.readline()) - 1  # the line that straddles the boundary belongs to the previous piece
+        index = -1
         while piece.end < 0 or pos < piece.end:
             try:
                 line = f.readline()
             except (OSError, EOFError) as e:  # truncated gzip / zstd stream
-                yield pos, b"", DataError(f"{piece.path}: truncated or corrupt compressed stream: {e}")
+                yield pos, index + 1, b"", DataError(f"{piece.path}: truncated or corrupt compressed stream: {e}")
                 return
             if not line:
                 return
+            index += 1
             offset, pos = pos, pos + len(line)
             if not line.strip():
                 continue
@@ -301,15 +332,39 @@ def _iter_jsonl(piece: Piece):
                 rec = e
             except ValueError as e:
                 rec = e
-            yield offset, line, rec
+            if isinstance(rec, dict) and _LONE_SURROGATE_ESCAPE.search(line):
+                rec = {k: _repair_surrogates(v) if isinstance(v, str) else v for k, v in rec.items()}
+            yield offset, index, line, rec
 
 
-def _line_number(piece: Piece, offset: int) -> int:
-    """1-based line number of the line that starts at ``offset`` (only computed on the error path)."""
-    with _open_bytes(piece.path) as f:
-        n, done = 1, 0
-        while done < offset:
-            chunk = f.read(min(1 << 20, offset - done))
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _repair_surrogates(text: str) -> str:
+    return _SURROGATE.sub("\ufffd", text)
+
+
+class _LineNumbers:
+    """1-based file line numbers for a piece, counting the lines before it only once, on first need."""
+
+    def __init__(self, piece: Piece):
+        self.piece = piece
+        self.before: int | None = None
+
+    def __call__(self, index: int) -> int:
+        if self.before is None:
+            self.before = _count_newlines(self.piece.path, self.piece.start) if self.piece.start else 0
+            if self.piece.start:
+                # the piece starts at the first line that begins at or after its start offset
+                self.before += 0 if _byte_before(self.piece.path, self.piece.start) == b"\n" else 1
+        return self.before + index + 1
+
+
+def _count_newlines(path: str, upto: int) -> int:
+    with _open_bytes(path) as f:
+        n, done = 0, 0
+        while done < upto:
+            chunk = f.read(min(1 << 20, upto - done))
             if not chunk:
                 break
             n += chunk.count(b"\n")
@@ -317,10 +372,17 @@ def _line_number(piece: Piece, offset: int) -> int:
     return n
 
 
+def _byte_before(path: str, offset: int) -> bytes:
+    with _open_bytes(path) as f:
+        f.seek(offset - 1)
+        return f.read(1)
+
+
 def _read_jsonl_piece(piece: Piece, io_settings: IOSettings, meta) -> pd.DataFrame:
     good, bad = [], []
     skip = io_settings.on_error == "skip"
-    for offset, line, rec in _iter_jsonl(piece):
+    line_number = _LineNumbers(piece)
+    for offset, index, line, rec in _iter_jsonl(piece):
         if isinstance(rec, dict) and isinstance(rec.get(io_settings.text_field), str):
             good.append({**rec, "__offset": offset})
             continue
@@ -336,7 +398,7 @@ def _read_jsonl_piece(piece: Piece, io_settings: IOSettings, meta) -> pd.DataFra
             reason, msg = "missing_text", f"no {io_settings.text_field!r} field"
         else:
             reason, msg = "missing_text", f"{io_settings.text_field!r} is not a string"
-        where = f"{piece.path} line {_line_number(piece, offset)}"
+        where = f"{piece.path} line {line_number(index)}"
         if not skip:
             raise DataError(f"{where}: {reason}: {msg} (use --on-error skip to write such lines to _rejects/)")
         bad.append({
@@ -463,7 +525,9 @@ def write_frame(df: pd.DataFrame, path: str, fmt: str) -> None:
     if fmt == "parquet":
         atomic_write(path, lambda p: df.to_parquet(p, index=False))
     else:
-        atomic_write(path, lambda p: df.to_json(p, orient="records", lines=True, force_ascii=False))
+        # double_precision=15: pandas' default (10) would round metadata floats
+        atomic_write(path, lambda p: df.to_json(p, orient="records", lines=True, force_ascii=False,
+                                                double_precision=15))
 
 
 def write_json(path: str, obj) -> None:

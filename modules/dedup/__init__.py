@@ -203,7 +203,7 @@ class Inputs:
         from modules import dataset
         from modules.stage import parse_bytes
 
-        files = dataset.expand_inputs(ctx.input, allow_incomplete=ctx.io.allow_incomplete)
+        files = dataset.expand_named(ctx.input, allow_incomplete=ctx.io.allow_incomplete)
         self.pieces = dataset.plan_pieces(files, parse_bytes(ctx.io.blocksize, "blocksize"))
         if len(self.pieces) != ddf.npartitions:
             raise RuntimeError(f"{len(self.pieces)} input pieces for {ddf.npartitions} partitions")

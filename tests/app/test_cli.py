@@ -29,6 +29,7 @@ def test_help_lists_run_and_stages(capsys):
     (["frobnicate"], "invalid choice: 'frobnicate'"),
     (["normalize", "--input", "a", "--output", "x", "--drop-empty", "--format", "csv"], "invalid choice: 'csv'"),
     (["normalize", "--input", "a", "--output", "x", "--cluster", "nowhere"], "--cluster 'nowhere'"),
+    (["normalize", "--input", "a", "--output", "x", "--memory-limit", "lots"], "--memory-limit must be a size"),
 ])
 def test_bad_usage_exits_2_with_one_line(capsys, argv, message):
     code, out, err = run_main(capsys, *argv)

@@ -147,3 +147,62 @@ def test_input_identity_sees_raw_files_change(tmp_path):
     raw.write_bytes(b"longer")
     assert dataset.input_identity([str(raw)]) != before
     assert dataset.input_identity([str(tmp_path / "*.warc.gz")])[0]["size"] == 6
+
+
+def test_files_with_different_keys_share_one_schema(tmp_path):
+    write_jsonl(tmp_path / "in" / "a.jsonl", [])  # an empty first file does not decide the schema
+    write_jsonl(tmp_path / "in" / "b.jsonl", [{"id": "b", "text": "x", "stars": 3, "url": "u"}])
+    write_jsonl(tmp_path / "in" / "c.jsonl", [{"id": "c", "text": "y", "extra": 1}])
+    out = tmp_path / "out"
+    manifest = run_stage("normalize", {}, str(tmp_path / "in" / "*.jsonl"), out)
+    assert manifest["counts"]["out"] == 2
+    back = read_output(out)
+    assert list(back.columns) == ["id", "text", "stars", "url"]
+    assert back["stars"].tolist()[0] == 3 and pd.isna(back["stars"][1])
+
+
+def test_a_column_whose_type_changes_names_the_file(tmp_path):
+    write_jsonl(tmp_path / "in" / "a.jsonl", [{"text": "x", "stars": 3}])
+    write_jsonl(tmp_path / "in" / "b.jsonl", [{"text": "y", "stars": 1.5}])
+    with pytest.raises(DataError, match=r"b\.jsonl"):
+        read_all([str(tmp_path / "in" / "*.jsonl")])
+
+
+def test_lone_surrogate_escapes_become_replacement_characters(tmp_path):
+    src = write_jsonl(tmp_path / "in.jsonl", [], raw_lines=['{"id": "s", "text": "broken \\ud83d end", "t": "\\udc00"}',
+                                                            '{"id": "ok", "text": "pair \\ud83d\\ude00"}'])
+    out = tmp_path / "out"
+    run_stage("normalize", {}, src, out)
+    back = read_output(out)
+    assert back["text"].tolist() == ["broken \ufffd end", "pair \U0001F600"]
+
+
+def test_line_numbers_are_exact_in_later_blocks(tmp_path):
+    lines = [json.dumps({"text": f"line {i} " + "x" * (i % 50)}) for i in range(400)]
+    lines[300] = "{broken"
+    path = tmp_path / "in.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match=r"in\.jsonl line 301: invalid_json"):
+        read_all([str(path)], blocksize="1KiB")
+    lines[350] = "[]"
+    path.write_text("\n".join(lines) + "\n")
+    _, df = read_all([str(path)], blocksize="1KiB", on_error="skip")
+    details = sorted(df["_detail"].dropna())
+    assert details[0].startswith(f"{path} line 301:") and details[1].startswith(f"{path} line 351:")
+
+
+def test_jsonl_writer_keeps_float_precision(tmp_path):
+    src = write_jsonl(tmp_path / "in.jsonl", [{"text": "a", "score": 1.5e-12}, {"text": "b", "score": 0.1234567890123}])
+    out = tmp_path / "out"
+    run_stage("normalize", {}, src, out, format="jsonl")
+    assert read_output(out)["score"].tolist() == [1.5e-12, 0.1234567890123]
+
+
+def test_generated_ids_do_not_depend_on_other_inputs(tmp_path):
+    a = write_jsonl(tmp_path / "a" / "x.jsonl", [{"text": "one"}])
+    b = write_jsonl(tmp_path / "b" / "y.jsonl", [{"text": "two"}])
+    _, alone = read_all([str(a)])
+    _, both = read_all([str(a), str(b)])
+    assert alone["id"][0] == both["id"][0] == "x.jsonl:0"
+    _, globbed = read_all([str(tmp_path / "*" / "*.jsonl")])
+    assert globbed["id"].tolist() == ["a/x.jsonl:0", "b/y.jsonl:0"]
