@@ -32,7 +32,7 @@ import pandas as pd
 from modules.dataset import STRING
 from modules.extract import RawFile, file_failure, frame, from_files, raw_inputs
 from modules.extract.archive import ArchiveBomb, Limits, gunzip_bounded, iter_tar
-from modules.extract.latex import decode_tex, is_tex_name, looks_like_tex, paper_text
+from modules.extract.latex import InputBomb, decode_tex, is_tex_name, looks_like_tex, paper_text
 from modules.stage import Stage, parse_bytes
 
 ARXIV_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".gz")
@@ -98,7 +98,11 @@ class _Paper:
         if not sources:
             self.reject(pid, "no_tex", f"{where}: no .tex file")
             return
-        text = paper_text(sources)
+        try:
+            text = paper_text(sources, self.limits.max_inflated_bytes)
+        except InputBomb as e:
+            self.reject(pid, "decompression_bomb", f"{where}: {e}")
+            return
         if text is None:
             self.reject(pid, "no_tex", f"{where}: no LaTeX document among {', '.join(sorted(sources))}")
         elif not text:

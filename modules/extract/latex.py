@@ -16,6 +16,8 @@ import re
 TEX_SUFFIXES = (".tex", ".ltx", ".latex")
 #: how deep \input may nest (a file including itself is stopped earlier, by the cycle check)
 MAX_DEPTH = 20
+#: most files one paper may inline (real papers input tens, at most hundreds)
+MAX_INCLUDES = 10_000
 MAIN_NAMES = ("main", "ms", "paper", "article", "manuscript")
 
 _COMMENT_LINE = re.compile(r"(?m)^[ \t]*%.*\n")
@@ -88,17 +90,46 @@ def _resolve(ref: str, current: str, files: dict[str, str]) -> str | None:
     return None
 
 
-def inline_inputs(name: str, files: dict[str, str], _stack: tuple[str, ...] = ()) -> str:
-    """``files[name]`` with every \\input/\\include of a file of the paper replaced by its content."""
-    stack = (*_stack, name)
+class InputBomb(ValueError):
+    """Inlining \\input/\\include would blow up (a file inputting the next twice, 20 levels deep)."""
 
-    def sub(m):
-        target = _resolve(m.group(1) or m.group(2), name, files)
-        if target is None or target in stack or len(stack) > MAX_DEPTH:
-            return ""  # a missing file (a figure, a .sty, a generated .bbl) or a cycle
-        return inline_inputs(target, files, stack)
 
-    return _INPUT.sub(sub, files[name])
+def inline_inputs(name: str, files: dict[str, str], max_chars: int | None = None,
+                  max_includes: int = MAX_INCLUDES) -> str:
+    """``files[name]`` with every \\input/\\include of a file of the paper replaced by its content.
+
+    The text is built piece by piece so that a paper whose inlined text would pass ``max_chars``
+    (or that inlines more than ``max_includes`` files, which bounds the work even when the files
+    are empty) raises :class:`InputBomb` as soon as it does, instead of growing exponentially.
+    """
+    pieces: list[str] = []
+    size = includes = 0
+
+    def emit(piece: str) -> None:
+        nonlocal size
+        size += len(piece)
+        if max_chars is not None and size > max_chars:
+            raise InputBomb(f"inlined \\input files exceed {max_chars} characters")
+        pieces.append(piece)
+
+    def walk(current: str, stack: tuple[str, ...]) -> None:
+        nonlocal includes
+        text = files[current]
+        pos = 0
+        for m in _INPUT.finditer(text):
+            emit(text[pos:m.start()])
+            pos = m.end()
+            target = _resolve(m.group(1) or m.group(2), current, files)
+            if target is None or target in stack or len(stack) > MAX_DEPTH:
+                continue  # a missing file (a figure, a .sty, a generated .bbl) or a cycle
+            includes += 1
+            if includes > max_includes:
+                raise InputBomb(f"more than {max_includes} \\input/\\include files inlined")
+            walk(target, (*stack, target))
+        emit(text[pos:])
+
+    walk(name, (name,))
+    return "".join(pieces)
 
 
 def body(tex: str) -> str:
@@ -117,10 +148,12 @@ def tidy(tex: str) -> str:
     return _BLANK_RUNS.sub("\n\n", tex).strip()
 
 
-def paper_text(sources: dict[str, bytes]) -> str | None:
-    """The text of a paper from its TeX files (name -> bytes); None when no file is a document."""
+def paper_text(sources: dict[str, bytes], max_chars: int | None = None) -> str | None:
+    """The text of a paper from its TeX files (name -> bytes); None when no file is a document.
+
+    :class:`InputBomb` when inlining its inputs passes ``max_chars`` (or too many files)."""
     files = {name: strip_comments(decode_tex(data)) for name, data in sources.items()}
     main = find_main(files)
     if main is None:
         return None
-    return tidy(body(inline_inputs(main, files)))
+    return tidy(body(inline_inputs(main, files, max_chars)))

@@ -9,7 +9,7 @@ from modules.errors import DataError
 from modules.extract import RawFile
 from modules.extract.archive import safe_member_name
 from modules.extract.arxiv import COLUMNS, ExtractArxivSettings, extract_arxiv_file, paper_id
-from modules.extract.latex import find_main, inline_inputs, strip_comments
+from modules.extract.latex import InputBomb, find_main, inline_inputs, strip_comments
 from tests.conftest import read_output, run_stage
 from tests.rawdata import SINGLE_TEX, arxiv_bulk_tar, paper_tarball, tar_bytes
 
@@ -114,3 +114,37 @@ def test_latex_helpers():
     assert paper_id("2301/2301.00001.gz") == "2301.00001" and paper_id("math.AG0501001.gz") == "math.AG/0501001"
     assert safe_member_name("a/../b.tex") == "b.tex"
     assert safe_member_name("a/../../b.tex") is None and safe_member_name("C:/x") is None
+
+
+def _input_bomb(levels: int) -> list[tuple[str, bytes]]:
+    """Each file inputs the next twice: 2**levels copies of the last one once inlined."""
+    files = [(f"f{i}.tex", f"\\input{{f{i + 1}}}\\input{{f{i + 1}}}".encode()) for i in range(levels)]
+    files.append((f"f{levels}.tex", b"x" * 100))
+    return [("main.tex", b"\\documentclass{article}\\begin{document}\\input{f0}\\end{document}"), *files]
+
+
+def test_an_input_bomb_is_rejected_and_the_other_papers_kept(tmp_path):
+    path = arxiv_bulk_tar(tmp_path / "arXiv_src_2301_003.tar", extra=[
+        ("2301/2301.00007.gz", gzip.compress(tar_bytes(_input_bomb(21)))),  # 200 MiB once inlined
+        ("2301/2301.00008.gz", gzip.compress(tar_bytes(_input_bomb(6)))),  # 6.4 kB: under 1MiB
+    ])
+    df = _frame(path, max_inflated_bytes="1MiB")
+    reasons = _reasons(df)
+    assert reasons["2301.00007"] == "decompression_bomb" and reasons["2301.00008"] == "kept"
+    assert [k for k, v in reasons.items() if v == "kept"] == ["2301.00001", "2301.00002", "2301.00008"]
+    assert df.loc[df["id"] == "2301.00007", "_detail"].str.contains("member 2301/2301.00007.gz: more than").all()
+    assert len(df.loc[df["id"] == "2301.00008", "text"].iloc[0]) == 64 * 100
+    # the same paper under a lower bound: the bound is max_inflated_bytes
+    low = _frame(path, max_inflated_bytes="4KiB")
+    assert low.loc[low["id"] == "2301.00008", "_detail"].str.endswith("exceed 4096 characters").all()
+
+
+def test_inlining_stops_at_its_bounds():
+    files = {n: d.decode() for n, d in _input_bomb(3)}
+    assert inline_inputs("main.tex", files).count("x") == 800
+    assert inline_inputs("main.tex", files, max_chars=10_000).count("x") == 800
+    with pytest.raises(InputBomb, match="exceed 500 characters"):
+        inline_inputs("main.tex", files, max_chars=500)
+    with pytest.raises(InputBomb, match="more than 10 "):
+        inline_inputs("main.tex", files, max_includes=10)  # 15 files inlined, even were they empty
+
