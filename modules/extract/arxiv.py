@@ -14,8 +14,10 @@ file's name).
 Rejected (``_reason``): ``unsafe_path`` (a member path escaping its folder, such as
 ``../../etc/x``), ``link_member``, ``special_member``, ``too_large``, ``decompression_bomb``,
 ``truncated_archive`` (the papers before the break are kept), ``corrupt_member``,
-``no_source`` (a PDF-only submission), ``no_tex`` (no LaTeX document among the files),
-``no_text``.
+``no_source`` (a PDF-only submission), ``no_tex`` (no LaTeX document among the files, or a
+single-paper archive without any .tex), ``no_text``, ``not_a_paper`` (a bulk tarball's .gz/.pdf member
+not named by an arXiv id). ``decompression_bomb`` also covers a paper whose ``\\input`` files
+inline to more than ``max_inflated_bytes`` characters.
 """
 
 from __future__ import annotations
@@ -197,27 +199,51 @@ def _is_paper(name: str) -> bool:
 def _from_archive(paper: _Paper, f) -> None:
     """A tar: either arXiv's bulk layout (one .gz or .pdf per paper) or the files of a single paper."""
     loose: dict[str, bytes] = {}
+    #: .gz and .pdf members not named by an arXiv id, passed over unread: a single paper's figures,
+    #: or (in a bulk tarball) papers we cannot name, which must not vanish without a reject
+    unnamed: list[str] = []
+    bulk = stopped = False
 
     def want(name: str) -> bool:
         lower = name.lower()
-        return is_tex_name(lower) or (lower.endswith((".gz", ".pdf")) and _is_paper(posixpath.splitext(name)[0]))
+        if is_tex_name(lower):
+            return True
+        if lower.endswith((".gz", ".pdf")):
+            if _is_paper(posixpath.splitext(name)[0]):
+                return True
+            unnamed.append(name)
+        return False
 
     for m in iter_tar(f, paper.limits, mode="r|*", want=want):
         if m.reason:
             paper.reject(f"{paper.raw.name}:{m.name}" if m.name else paper.raw.name, m.reason,
                          f"member {m.name or '?'}: {m.detail}")
             if m.reason in ("truncated_archive", "too_many_members"):
+                stopped = True
                 break
             continue
         lower = m.name.lower()
         if lower.endswith(".gz"):
+            bulk = True
             paper.from_gz(m.name, m.data)
         elif lower.endswith(".pdf"):
+            bulk = True
             paper.reject(paper_id(m.name[:-4]), "no_source", f"member {m.name}: PDF only, no TeX source")
         else:
             loose[m.name] = m.data
+    if bulk:
+        for name in unnamed:
+            paper.reject(f"{paper.raw.name}:{name}", "not_a_paper",
+                         f"member {name}: not named by an arXiv id in a bulk tarball; not read")
     if loose:
         paper.emit(paper_id(paper.raw.name), loose, "archive")
+    elif not bulk and not stopped:
+        # a single paper without TeX: say so rather than yield nothing
+        pdfs = [n for n in unnamed if n.lower().endswith(".pdf")]
+        if pdfs:
+            paper.reject(paper_id(paper.raw.name), "no_source", f"archive: PDF only ({', '.join(pdfs)}), no TeX source")
+        else:
+            paper.reject(paper_id(paper.raw.name), "no_tex", "archive: no .tex file")
 
 
 class ExtractArxivStage(Stage):

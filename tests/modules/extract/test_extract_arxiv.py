@@ -148,3 +148,18 @@ def test_inlining_stops_at_its_bounds():
     with pytest.raises(InputBomb, match="more than 10 "):
         inline_inputs("main.tex", files, max_includes=10)  # 15 files inlined, even were they empty
 
+
+def test_a_single_paper_archive_without_tex_is_rejected_not_lost(tmp_path):
+    (tmp_path / "2301.00001.tar.gz").write_bytes(tar_bytes([("paper.pdf", b"%PDF-1.4 x"), ("fig.png", b"\x89PNG")],
+                                                           compress=True))
+    (tmp_path / "2301.00002.tar").write_bytes(tar_bytes([("fig.png", b"\x89PNG"), ("plot.eps.gz", b"x")]))
+    assert _reasons(_frame(tmp_path / "2301.00001.tar.gz")) == {"2301.00001": "no_source"}
+    assert _reasons(_frame(tmp_path / "2301.00002.tar")) == {"2301.00002": "no_tex"}
+
+
+def test_a_bulk_member_not_named_by_an_arxiv_id_is_rejected(tmp_path):
+    path = arxiv_bulk_tar(tmp_path / "arXiv_src_2301_004.tar", extra=[
+        ("2301/weird_name.gz", gzip.compress(SINGLE_TEX.encode()))])
+    reasons = _reasons(_frame(path))
+    assert reasons["arXiv_src_2301_004.tar:2301/weird_name.gz"] == "not_a_paper"
+    assert [k for k, v in reasons.items() if v == "kept"] == ["2301.00001", "2301.00002"]
