@@ -273,8 +273,34 @@ def _duplicates_task(df, folder, audit, i):
     return stats
 
 
+def input_texts(inputs, i: int) -> pd.DataFrame:
+    """The ``text`` column of input partition ``i``, rows at the positions ``read_dataset`` gives them.
+
+    A Parquet piece is read for its text column alone (its row order does not depend on the other
+    columns); JSONL has to be parsed whole anyway."""
+    from modules.errors import DataError
+
+    piece = inputs.pieces[i]
+    if piece.kind != "parquet":
+        return inputs.read(i)[["text"]]
+    import pyarrow.parquet as pq
+
+    field = inputs.io.text_field
+    try:
+        pf = pq.ParquetFile(piece.path)
+        table = (pf.read_row_groups(list(piece.row_groups), columns=[field]) if piece.row_groups is not None
+                 else pf.read(columns=[field]))
+    except Exception as e:
+        raise DataError(f"{piece.path}: cannot read column {field!r} from Parquet: {e}") from e
+    return pd.DataFrame({"text": table.column(field).to_pandas()})
+
+
 def _attach_text_task(edges, inputs, i, key, name):
-    return attach_text(edges, inputs.read(i), key, name)
+    from modules.dataset import STRING
+
+    if edges.empty:  # no edge ends in this partition: nothing to read
+        return edges.assign(**{name: pd.Series([], dtype=STRING, index=edges.index)})
+    return attach_text(edges, input_texts(inputs, i), key, name)
 
 
 def with_texts(frame, inputs, keys):

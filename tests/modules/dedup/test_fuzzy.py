@@ -277,3 +277,54 @@ def test_nothing_to_compare(tmp_path, settings):
     manifest = run_stage("fuzzy_dedup", settings, files, tmp_path / "out", on_error="skip")
     assert manifest["counts"] == {"in": 5, "out": 3, "dropped": {"invalid_json": 1, "invalid_utf8": 1}}
     assert manifest["dedup"]["signatures"] == 0 and manifest["dedup"]["removed"] == 0
+
+
+class _CountingInputs:
+    """dedup.Inputs over given pieces, counting whole-partition reads."""
+
+    def __init__(self, pieces, io):
+        self.pieces, self.io, self.reads = pieces, io, []
+
+    def read(self, i):
+        from modules.dataset import read_piece
+
+        self.reads.append(i)
+        return read_piece(self.pieces[i], self.io)
+
+
+def test_texts_are_attached_reading_no_more_than_needed(tmp_path, monkeypatch):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from modules.dataset import plan_pieces, read_piece
+    from modules.stage import IOSettings
+
+    texts = ["alpha beta", None, "", "gamma delta", "  ", "epsilon"]  # null, empty, whitespace only
+    table = pa.table({"key": [f"k{i}" for i in range(6)], "content": texts, "wide": ["x" * 1000] * 6})
+    pq.write_table(table, tmp_path / "in.parquet", row_group_size=3)
+    write_jsonl(tmp_path / "in.jsonl", [{"id": "j0", "content": "zeta eta"}])
+    io = IOSettings(text_field="content", id_field="key")
+    pieces = (plan_pieces([(str(tmp_path / "in.parquet"), "in.parquet")], 1)  # one piece per row group
+              + plan_pieces([(str(tmp_path / "in.jsonl"), "in.jsonl")], 1 << 20))
+    assert [p.kind for p in pieces] == ["parquet", "parquet", "jsonl"]
+    inputs = _CountingInputs(pieces, io)
+    rows = [(2, 0, 1), (2, 0, 1), (0,)]
+    edges = [pd.DataFrame({"u": np.array([(i << 32) + r for r in rows[i]], dtype=np.int64),
+                           "v": np.zeros(len(rows[i]), dtype=np.int64)}) for i in range(3)]
+    expected = [fuzzy.attach_text(e, read_piece(p, io), "u", "text_u") for e, p in zip(edges, pieces)]
+    read_columns = []
+    original = pq.ParquetFile.read_row_groups
+    monkeypatch.setattr(pq.ParquetFile, "read_row_groups",
+                        lambda self, groups, columns=None, **kw: read_columns.append(columns) or
+                        original(self, groups, columns=columns, **kw))
+    for i in range(3):
+        got = fuzzy._attach_text_task(edges[i], inputs, i, "u", "text_u")
+        pd.testing.assert_frame_equal(got, expected[i])
+        # edge case: no edge in this partition, so it is not read at all
+        empty = fuzzy._attach_text_task(edges[i].iloc[:0], inputs, i, "u", "text_u")
+        assert empty.empty and list(empty.columns) == ["u", "v", "text_u"]
+    assert inputs.reads == [2]  # only the JSONL piece is read whole
+    assert read_columns == [["content"], ["content"]]
+    assert expected[0]["text_u"].tolist()[:2] == ["", "alpha beta"] and pd.isna(expected[0]["text_u"].iloc[2])
+    assert expected[1]["text_u"].tolist() == ["epsilon", "gamma delta", "  "]
+    assert expected[2]["text_u"].tolist() == ["zeta eta"]
