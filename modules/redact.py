@@ -10,9 +10,10 @@ kind                replaced by                     what
 ``email``           ``<redacted-email>``            addresses with a letters-only top-level
                                                     domain (``rand@0.8.5`` is a crate version)
 ``network_address`` ``<redacted-network-address>``  IPv4 and IPv6 addresses, see below
-``home_path``       ``<redacted-path>/``            ``/home/USER/``, ``/Users/USER/``, and
-                                                    ``C:\\Users\\USER\\`` as ``<redacted-path>\\``
-                                                    (Windows paths keep their separator)
+``home_path``       ``<redacted-path>``             ``/home/USER``, ``/Users/USER`` where a path
+                                                    starts (not inside a URL: ``https://x.org/home/
+                                                    about`` stays), and ``C:\\Users\\USER``; the
+                                                    separator after the user name is kept
 ==================  ==============================  ============================================
 
 A high-entropy token is a run of 20+ characters of ``[A-Za-z0-9_+-]`` with upper case, lower case
@@ -78,7 +79,11 @@ KEY_FORMATS = "|".join([
 #: a quoted value assigned to a key-like name: the value only is replaced
 ASSIGNED = (r"((?i:api[_\-]?key|secret[_\-]?key|client[_\-]?secret|access[_\-]?token|auth[_\-]?token|"
             r"password|passwd|secret|token)[\"']?\s*[:=]\s*[\"'])[^\"'\s]{8,}([\"'])")
-HOME_POSIX = r"(?:/home|/Users)/[A-Za-z0-9_][A-Za-z0-9._\-]*(?:/|\b)"
+#: a home directory where a path starts (start of text, after a space, quote, bracket, ``=``, ``:``,
+#: ``,``, ``;``, ``|`` or ``file://``), not ``/home/`` inside a URL or a longer path
+#: (``https://example.com/home/about``). RE2 has no lookbehind: the boundary is captured and put
+#: back, and so is the terminator (``/`` or nothing), so ``/home/alice`` becomes ``<redacted-path>``.
+HOME_POSIX = (r"(^|[\s\"'`=(\[{<>:,;|]|file://)(?:/home|/Users)/[A-Za-z0-9_][A-Za-z0-9._\-]*(/|\b)")
 #: the separator after the user name is captured and kept as it was (``\\`` or an escaped ``\\\\``)
 HOME_WINDOWS = r"\b[A-Za-z]:(?:\\\\|\\)(?:Users|Documents and Settings)(?:\\\\|\\)[A-Za-z0-9_][A-Za-z0-9._\-]*(\\\\|\\|\b)"
 SCREEN_IPV4 = r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}"
@@ -218,7 +223,7 @@ def redact(df: pd.DataFrame, settings: RedactSettings) -> pd.DataFrame:
         mask[todo] = True
         arr = pc.replace_with_mask(arr, pa.array(mask), pa.array(fixed, type=arr.type))
     if settings.home_paths:
-        arr = sub(arr, "home_path", HOME_POSIX, PATH_TOKEN + "/")
+        arr = sub(arr, "home_path", HOME_POSIX, r"\1" + PATH_TOKEN + r"\2")
         arr = sub(arr, "home_path", HOME_WINDOWS, PATH_TOKEN + r"\1")
     text = pd.Series(pd.arrays.ArrowStringArray(arr), index=df.index, dtype=STRING)
     return df.assign(text=text, **{COUNT_PREFIX + k: pd.Series(v, index=df.index) for k, v in counts.items()})

@@ -95,7 +95,14 @@ def test_high_entropy_rule():
 
 @pytest.mark.parametrize("text,expected", [
     ("cd /home/alice/projects", "cd <redacted-path>/projects"),
-    ("in /Users/bob", "in <redacted-path>/"),
+    ("in /Users/bob", "in <redacted-path>"),  # no separator invented
+    ("/home/alice", "<redacted-path>"),
+    ("/home/alice/", "<redacted-path>/"),
+    ("see https://example.com/home/about", "see https://example.com/home/about"),  # a URL path, not a home
+    ("http://host/Users/bob/x and /srv/home/alice/x", "http://host/Users/bob/x and /srv/home/alice/x"),
+    ("PATH=/home/alice/bin:/home/alice/.local/bin", "PATH=<redacted-path>/bin:<redacted-path>/.local/bin"),
+    ("'/home/a' \"/home/b\" (/home/c) `/Users/d`", "'<redacted-path>' \"<redacted-path>\" (<redacted-path>) `<redacted-path>`"),
+    ("x\n/home/alice\ty /home/bob.", "x\n<redacted-path>\ty <redacted-path>."),
     ("file:///home/alice/x.txt", "file://<redacted-path>/x.txt"),
     ("at file:///home/.rustup/toolchains", "at file:///home/.rustup/toolchains"),  # no user name there
     ("C:\\Users\\carol\\Documents", "C:\\Users\\carol\\Documents".replace("C:\\Users\\carol\\", "<redacted-path>\\")),
