@@ -13,10 +13,14 @@ atomically (temp file, then rename). Use it in a chain::
 
 from __future__ import annotations
 
+import logging
+import math
 import os
 import tempfile
 
 from modules.errors import DataError, SettingsError
+
+log = logging.getLogger(__name__)
 
 HELP = "train a fastText quality classifier from positive and negative documents"
 
@@ -130,12 +134,17 @@ def train(positive: list[str], negative: list[str], output: str, *, valid_fracti
             **result}
 
 
-def main(args) -> int:
+def check_arguments(args) -> None:
+    """Every usage error before any data is read (SettingsError: one line, exit 2)."""
     for name in ("epoch", "dim", "bucket", "threads", "word_ngrams", "min_count"):
         if getattr(args, name) <= 0:
             raise SettingsError(f"--{name.replace('_', '-')} must be positive; got {getattr(args, name)}")
-    if not 0 <= args.valid_fraction < 1:
+    if not (math.isfinite(args.lr) and args.lr > 0):
+        raise SettingsError(f"--lr must be a positive number; got {args.lr}")
+    if not 0 <= args.valid_fraction < 1:  # NaN fails this too
         raise SettingsError(f"--valid-fraction must be in [0, 1); got {args.valid_fraction}")
+    if not 0 <= args.seed < 2**31:  # fastText keeps its seed in a C int
+        raise SettingsError(f"--seed must be in [0, 2**31); got {args.seed}")
     if args.max_docs is not None and args.max_docs <= 0:
         raise SettingsError(f"--max-docs must be positive; got {args.max_docs}")
     if args.positive_label == args.negative_label:
@@ -143,6 +152,13 @@ def main(args) -> int:
     folder = os.path.dirname(os.path.abspath(args.output))
     if not os.path.isdir(folder):
         raise SettingsError(f"--output {args.output}: folder {folder} does not exist")
+
+
+def main(args) -> int:
+    check_arguments(args)
+    if args.max_docs is None:
+        log.warning("train-classifier: no --max-docs: every document of --positive and --negative is read into "
+                    "memory on this machine (--max-docs N reads only the first N of each)")
     positive = read_texts(args.positive, args.text_field, args.max_docs, "--positive")
     negative = read_texts(args.negative, args.text_field, args.max_docs, "--negative")
     r = train(positive, negative, args.output, valid_fraction=args.valid_fraction, epoch=args.epoch, lr=args.lr,

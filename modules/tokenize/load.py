@@ -179,6 +179,34 @@ def _load_tiktoken(name: str, spec: str):
         ) from e
 
 
+def tiktoken_names() -> list[str]:
+    """Encodings tiktoken can load by name (``NAME_offline`` copies included); lists, loads nothing."""
+    import tiktoken
+
+    return tiktoken.list_encoding_names()
+
+
+def check_spec(spec: str) -> None:
+    """The cheap checks of a tokenizer spec, for settings validation before any cluster starts:
+    a directory that does not exist, a tiktoken encoding nobody registered. Nothing is loaded and
+    the hub is not asked (a hub name is checked when the stage resolves it)."""
+    if spec.startswith(TIKTOKEN_PREFIX):
+        name = spec[len(TIKTOKEN_PREFIX):]
+        known = tiktoken_names()
+        if name not in known and f"{name}_offline" not in known:
+            shown = ", ".join(n for n in known if not n.endswith("_offline"))
+            raise SettingsError(f"tokenizer {spec}: unknown tiktoken encoding {name!r} (known: {shown})")
+        return
+    path = os.path.expanduser(spec)
+    if os.path.isdir(path):
+        return
+    if os.path.exists(path):
+        raise SettingsError(f"tokenizer {spec}: not a directory (a tokenizer directory holds tokenizer.json, "
+                            f"tokenizer_config.json, ...)")
+    if _looks_like_path(spec):
+        raise SettingsError(f"tokenizer {spec}: no such directory")
+
+
 def _looks_like_path(spec: str) -> bool:
     # hub names are NAME or ORG/NAME; anything else is meant as a directory
     return spec.startswith(("/", "./", "../", "~")) or spec.count("/") > 1

@@ -98,6 +98,9 @@ class TokenizeSettings:
     def __post_init__(self):
         if not isinstance(self.tokenizer, str) or not self.tokenizer.strip():
             raise SettingsError(f"tokenizer must be a name, a directory or tiktoken:ENCODING; got {self.tokenizer!r}")
+        from modules.tokenize.load import check_spec
+
+        check_spec(self.tokenizer)  # a missing directory or unknown encoding fails before a cluster starts
         check_range(self, "batch_size", lo=1)
         if not _PREFIX_RE.match(self.prefix) or re.search(r"_\d{5}$", self.prefix):
             raise SettingsError(f"prefix must be letters, digits, '.', '-' or '_' (not ending in _NNNNN); got {self.prefix!r}")

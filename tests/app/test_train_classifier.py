@@ -1,7 +1,12 @@
 """``curate train-classifier`` on local JSONL, then the model in a filter chain."""
 
+import logging
 import random
+import re
 
+import pytest
+
+from modules.errors import DataError, SettingsError
 from tests.conftest import curate, read_output, write_jsonl
 
 GOOD = "river valley history research careful analysis results evidence method study report".split()
@@ -39,3 +44,46 @@ def test_usage_errors_exit_2(tmp_path):
     proc = curate("train-classifier", "--positive", tmp_path / "pos.jsonl", "--negative", tmp_path / "pos.jsonl",
                   "--output", tmp_path / "m.bin", "--valid-fraction", "1.5", check=False)
     assert proc.returncode == 2 and "--valid-fraction" in proc.stderr
+
+
+def _args(tmp_path, *extra):
+    import argparse
+
+    from app.commands import train_classifier
+
+    p = argparse.ArgumentParser()
+    train_classifier.add_arguments(p)
+    return p.parse_args(["--positive", str(tmp_path / "pos.jsonl"), "--negative", str(tmp_path / "pos.jsonl"),
+                         "--output", str(tmp_path / "m.bin"), *map(str, extra)])
+
+
+@pytest.mark.parametrize("extra,message", [
+    (("--lr", "0"), "--lr must be a positive number; got 0.0"),
+    (("--lr", "-0.5"), "--lr must be a positive number"),
+    (("--lr", "nan"), "--lr must be a positive number"),
+    (("--lr", "inf"), "--lr must be a positive number"),
+    (("--epoch", "0"), "--epoch must be positive"),
+    (("--dim", "-1"), "--dim must be positive"),
+    (("--valid-fraction", "nan"), "--valid-fraction"),
+    (("--seed", "-1"), "--seed must be in"),
+    (("--max-docs", "0"), "--max-docs must be positive"),
+])
+def test_numeric_options_are_checked_before_reading(tmp_path, monkeypatch, extra, message):
+    from app.commands import train_classifier
+
+    monkeypatch.setattr(train_classifier, "read_texts", lambda *a: pytest.fail("read data before checking options"))
+    with pytest.raises(SettingsError, match=re.escape(message)):
+        train_classifier.main(_args(tmp_path, *extra))
+
+
+def test_warns_that_without_max_docs_everything_is_read(tmp_path, monkeypatch, caplog):
+    from app.commands import train_classifier
+
+    monkeypatch.setattr(train_classifier, "read_texts", lambda *a: (_ for _ in ()).throw(DataError("stop here")))
+    with caplog.at_level(logging.WARNING), pytest.raises(DataError):
+        train_classifier.main(_args(tmp_path))
+    assert "no --max-docs: every document" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING), pytest.raises(DataError):
+        train_classifier.main(_args(tmp_path, "--max-docs", "10"))
+    assert "--max-docs" not in caplog.text

@@ -135,6 +135,23 @@ def test_settings():
         parse_split("validation")
 
 
+def test_settings_check_the_tokenizer_cheaply(tmp_path, bpe_dir, monkeypatch):
+    (tmp_path / "file.json").write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    for bad, match in [
+        ("./missing", "tokenizer ./missing: no such directory"),
+        (str(tmp_path / "missing"), "no such directory"),
+        ("~/surely-not-a-tokenizer-dir-9f3a", "no such directory"),
+        ("a/b/c", "no such directory"),
+        ("file.json", "not a directory"),
+        ("tiktoken:nope", "unknown tiktoken encoding 'nope' \\(known: .*cl100k_base"),
+    ]:
+        with pytest.raises(SettingsError, match=match):
+            TokenizeSettings(tokenizer=bad)
+    for good in (bpe_dir, "tiktoken:cl100k_base", "tiktoken:gpt2", "gpt2", "org/name"):  # hub names: checked later
+        assert TokenizeSettings(tokenizer=good).tokenizer == good
+
+
 # --------------------------------------------------------------------------- the stage
 
 
@@ -344,6 +361,12 @@ def test_cli_flags():
     bad = curate("tokenize", "--input", "x.jsonl", "--output", "o", "--tokenizer", "t", "--split", "dev=0.1",
                  check=False)
     assert bad.returncode == 2 and "unknown set 'dev'" in bad.stderr
+    # usage errors about the tokenizer come before the cluster: an unreachable scheduler is never asked
+    for tok, message in (("./no-such-tokenizer", "no such directory"), ("tiktoken:nope", "unknown tiktoken")):
+        bad = curate("tokenize", "--input", "x.jsonl", "--output", "o", "--tokenizer", tok,
+                     "--cluster", "tcp://127.0.0.1:9", check=False)
+        assert bad.returncode == 2 and message in bad.stderr, bad.stderr
+        assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
 
 
 def test_megatron_paths_are_readable_by_name(tmp_path):
