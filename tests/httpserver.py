@@ -9,7 +9,9 @@
 Faults, consumed one per request for that path: an HTTP status ("500", "503", "429", "404"),
 ``"cut"`` (headers promise the full length, half the body is sent, the connection closes),
 ``"stall"`` (no answer for ``stall_seconds``), ``"ignore-range"`` (200 and the whole file even
-when a Range was asked). ``delay`` slows every answer down (to observe concurrency).
+when a Range was asked), ``"endless"`` (no Content-Length, the file sent again and again until the
+client hangs up or ``ENDLESS_CAP`` bytes went out; ``server.sent[path]`` counts them). ``delay``
+slows every answer down (to observe concurrency).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 _RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
+#: most bytes an "endless" answer sends
+ENDLESS_CAP = 256 << 20
 
 
 class FileServer:
@@ -32,6 +36,7 @@ class FileServer:
         self.stall_seconds = stall_seconds
         self.requests: list[tuple[str, str | None, int]] = []
         self.faults: dict[str, deque] = defaultdict(deque)
+        self.sent: dict[str, int] = defaultdict(int)
         self.active = 0
         self.max_active = 0
         self._lock = threading.Lock()
@@ -138,6 +143,13 @@ class _Handler(BaseHTTPRequestHandler):
             return
         data = path.read_bytes()
         size = len(data)
+        if fault == "endless":
+            self._head(200, {"Content-Type": "application/octet-stream", "Connection": "close"})
+            self.close_connection = True
+            while srv.sent[rel] < ENDLESS_CAP:  # a BrokenPipeError (the client hung up) ends it
+                self.wfile.write(data)
+                srv.sent[rel] += len(data)
+            return
         start, end, code = 0, size - 1, 200
         m = _RANGE.match(self.headers.get("Range", "") or "")
         if m and fault != "ignore-range":

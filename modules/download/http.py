@@ -18,7 +18,10 @@
   arrived starts the count again. Other 4xx answers fail at once. Failures raise
   :class:`DownloadError` naming the URL.
 - ``s3://`` goes through s3fs: anonymous, or with the caller's credentials and the requester-pays
-  flag (arXiv's bucket). Resuming is ranged reads from the ``.part`` size, chunk by chunk.
+  flag (arXiv's bucket). Resuming is ranged reads from the ``.part`` size, chunk by chunk. Only
+  transport errors, timeouts and 5xx/throttling answers are retried; a missing key or a refusal is
+  a :class:`DownloadError`; anything else (no credentials, our own disk full or read-only) stops
+  the run with a :class:`DataError` naming the URL, since every file would fail alike.
 - At most ``concurrency`` downloads run at once in one process (one Dask worker), whatever its
   thread count: the slots are a per-process semaphore, the only state this module keeps.
 
@@ -28,6 +31,7 @@ Bytes are saved as served (``Accept-Encoding: identity``, no transparent decompr
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
 import os
@@ -278,23 +282,34 @@ def _http_attempt(session, url: str, part: str, options: DownloadOptions) -> boo
 
 
 def get_bytes(url: str, options: DownloadOptions | None = None, max_bytes: int = 64 << 20) -> bytes:
-    """A small document (a listing, dumpstatus.json), with the same retries; never cached."""
+    """A small document (a listing, dumpstatus.json), with the same retries; never cached.
+
+    The body is read in chunks and the answer abandoned as soon as it passes ``max_bytes`` (or
+    announces a larger Content-Length), so a huge or endless answer never fills the memory."""
     import requests
     import urllib3
 
     options = options or DownloadOptions()
     failures = 0
+    too_large = DownloadError(f"{url}: larger than {max_bytes} bytes")
     while True:
         try:
-            r = requests.get(url, timeout=(options.timeout, options.timeout))
-            if r.status_code in RETRY_STATUS:
-                raise _Transient(f"HTTP {r.status_code} {r.reason}", _retry_after(r.headers.get("Retry-After")))
-            if r.status_code >= 400:
-                raise DownloadError(f"{url}: HTTP {r.status_code} {r.reason}")
-            if len(r.content) > max_bytes:
-                raise DownloadError(f"{url}: larger than {max_bytes} bytes")
-            return r.content
-        except (requests.ConnectionError, requests.Timeout, urllib3.exceptions.HTTPError, _Transient) as e:
+            with requests.get(url, timeout=(options.timeout, options.timeout), stream=True) as r:
+                if r.status_code in RETRY_STATUS:
+                    raise _Transient(f"HTTP {r.status_code} {r.reason}", _retry_after(r.headers.get("Retry-After")))
+                if r.status_code >= 400:
+                    raise DownloadError(f"{url}: HTTP {r.status_code} {r.reason}")
+                length = r.headers.get("Content-Length", "")
+                if length.isdigit() and int(length) > max_bytes:
+                    raise too_large
+                body = bytearray()
+                for chunk in r.iter_content(min(options.chunk_bytes, max_bytes + 1)):
+                    body += chunk
+                    if len(body) > max_bytes:
+                        raise too_large
+                return bytes(body)
+        except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,
+                urllib3.exceptions.HTTPError, _Transient) as e:
             failures += 1
             _wait(url, failures, e, options)
 
@@ -312,6 +327,21 @@ def s3_filesystem(options: DownloadOptions):
     return s3fs.S3FileSystem(**kwargs)
 
 
+class _Remote(Exception):
+    """An error S3 (or the way to it) raised, told apart from errors of our own .part file."""
+
+    def __init__(self, error: Exception):
+        super().__init__(str(error))
+        self.error = error
+
+
+def _remote(fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except Exception as e:
+        raise _Remote(e) from e
+
+
 def _fetch_s3(url: str, part: str, options: DownloadOptions) -> tuple[str, int]:
     fs = s3_filesystem(options)
     key = url[len("s3://"):]
@@ -322,7 +352,7 @@ def _fetch_s3(url: str, part: str, options: DownloadOptions) -> tuple[str, int]:
         attempts += 1
         try:
             if total is None:
-                total = int(fs.info(key)["size"])
+                total = int(_remote(fs.info, key)["size"])
             offset = _size(part)
             if offset > total:
                 os.remove(part)
@@ -331,7 +361,7 @@ def _fetch_s3(url: str, part: str, options: DownloadOptions) -> tuple[str, int]:
             with open(part, "ab") as f:
                 while offset < total:
                     end = min(offset + options.chunk_bytes, total)
-                    data = fs.cat_file(key, start=offset, end=end)
+                    data = _remote(fs.cat_file, key, start=offset, end=end)
                     if len(data) != end - offset:
                         raise _Transient(f"short read at byte {offset}: {len(data)} of {end - offset}")
                     f.write(data)
@@ -339,8 +369,57 @@ def _fetch_s3(url: str, part: str, options: DownloadOptions) -> tuple[str, int]:
                     offset = end
                     failures = 0
             return ("resumed" if resumed else "downloaded"), attempts
-        except (FileNotFoundError, PermissionError) as e:
-            raise DownloadError(f"{url}: {type(e).__name__}: {e}") from e
-        except Exception as e:  # botocore and aiohttp errors have no common base: retry, then report
-            failures += 1
-            _wait(url, failures, e, options)
+        except _Transient as e:
+            error = e
+        except _Remote as r:
+            error = r.error
+            if not _s3_transient(error):
+                if isinstance(error, (FileNotFoundError, PermissionError)):  # no such key, access denied
+                    raise DownloadError(f"{url}: {type(error).__name__}: {error}") from error
+                # missing credentials, a bad endpoint...: every file would fail alike, so the run
+                # stops here (even under --on-error skip) rather than rejecting them one by one
+                raise DataError(f"{url}: {type(error).__name__}: {error}") from error
+        except OSError as e:  # our own disk (full, read-only): not worth a retry, nor a per-file reject
+            raise DataError(f"{url}: cannot write {part}: {e}") from e
+        failures += 1
+        _wait(url, failures, error, options)
+
+
+#: S3 error codes worth retrying (throttling, the service busy or failing for now)
+_S3_RETRY_CODES = frozenset({"InternalError", "ServiceUnavailable", "SlowDown", "RequestTimeout",
+                             "RequestTimeoutException", "Throttling", "ThrottlingException",
+                             "RequestThrottled", "RequestLimitExceeded", "BandwidthLimitExceeded"})
+
+
+#: errno values s3fs gives the 500 and 503 answers it translates into OSError
+_S3_BUSY_ERRNOS = frozenset({getattr(errno, "EREMOTEIO", errno.EIO), errno.EBUSY})
+
+
+def _causes(error: BaseException):
+    """The error and the errors it was raised from (s3fs turns botocore's errors into OSError)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield error
+        error = error.__cause__
+
+
+def _s3_transient(error: Exception) -> bool:
+    """A transport failure, a timeout or a 5xx/throttling answer: worth another attempt."""
+    import aiohttp
+    import botocore.exceptions as boto
+
+    for e in _causes(error):
+        if isinstance(e, (_Transient, TimeoutError, ConnectionError, boto.ConnectionError, boto.HTTPClientError,
+                          boto.IncompleteReadError, boto.ResponseStreamingError)):
+            return True
+        if isinstance(e, boto.ClientError):
+            status = e.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+            return status >= 500 or status == 429 or e.response.get("Error", {}).get("Code") in _S3_RETRY_CODES
+        if isinstance(e, aiohttp.ClientResponseError):
+            return e.status >= 500 or e.status == 429
+        if isinstance(e, aiohttp.ClientError):  # connection refused or reset, payload cut short
+            return True
+        if isinstance(e, OSError) and e.errno in _S3_BUSY_ERRNOS:  # s3fs's words for 5xx and SlowDown
+            return True
+    return False

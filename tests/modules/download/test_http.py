@@ -1,12 +1,16 @@
 """The resumable downloader against a local HTTP server with injected faults, and moto's S3."""
 
+import builtins
+import errno
 import hashlib
 import os
 
 import dask
 import pytest
 
-from modules.download.http import DownloadError, DownloadOptions, download
+from modules.download import http
+from modules.download.http import DownloadError, DownloadOptions, download, get_bytes
+from modules.errors import DataError
 from tests.httpserver import FileServer
 
 FAST = DownloadOptions(retries=3, backoff=0.01, timeout=1.0, chunk_bytes=4096)
@@ -173,3 +177,89 @@ def test_s3_requester_pays_anonymous_and_resume(tmp_path, s3_endpoint):
     assert (tmp_path / "b.bin").read_bytes() == DATA[:5000]
     with pytest.raises(DownloadError, match="s3://open/nope"):
         download("s3://open/nope", str(tmp_path / "nope"), open_opts)
+
+
+def test_get_bytes_stops_past_max_bytes(server):
+    assert get_bytes(server.url("d/file.bin"), FAST, max_bytes=len(DATA)) == DATA
+    with pytest.raises(DownloadError, match=r"d/file\.bin: larger than 1000 bytes"):
+        get_bytes(server.url("d/file.bin"), FAST, max_bytes=1000)  # told by Content-Length
+    server.fail("d/file.bin", "endless")  # no Content-Length, and no end
+    with pytest.raises(DownloadError, match="larger than 1048576 bytes"):
+        get_bytes(server.url("d/file.bin"), FAST, max_bytes=1 << 20)
+    assert server.sent["d/file.bin"] < 64 << 20  # it hung up early (the server would send 256 MiB)
+
+
+class _FakeS3:
+    """s3fs's info/cat_file, raising the given errors first (one per call to info)."""
+
+    def __init__(self, errors):
+        self.errors, self.calls = list(errors), 0
+
+    def info(self, key):
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return {"size": 5000}
+
+    def cat_file(self, key, start, end):
+        return DATA[start:end]
+
+
+def _client_error(status, code):
+    from botocore.exceptions import ClientError
+
+    return ClientError({"Error": {"Code": code, "Message": code}, "ResponseMetadata": {"HTTPStatusCode": status}},
+                       "HeadObject")
+
+
+def _s3fs_error(status, code):
+    from s3fs.errors import translate_boto_error
+
+    return translate_boto_error(_client_error(status, code))  # what s3fs raises for an S3 answer
+
+
+def _fake_s3(monkeypatch, *errors):
+    fs = _FakeS3(errors)
+    monkeypatch.setattr(http, "s3_filesystem", lambda options: fs)
+    return fs
+
+
+def test_s3_retries_only_transport_timeouts_and_5xx(tmp_path, monkeypatch):
+    import aiohttp
+    from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
+
+    opts = DownloadOptions(retries=6, backoff=0.001)
+    fs = _fake_s3(monkeypatch, ReadTimeoutError(endpoint_url="http://s3"), EndpointConnectionError(endpoint_url="x"),
+                  aiohttp.ServerDisconnectedError(), _s3fs_error(503, "SlowDown"), _client_error(500, "InternalError"),
+                  TimeoutError("read timed out"))
+    r = download("s3://b/k", str(tmp_path / "k"), opts)
+    assert r.attempts == 7 and fs.calls == 7 and (tmp_path / "k").read_bytes() == DATA[:5000]
+
+
+@pytest.mark.parametrize("error, kind, match", [
+    (lambda: _s3fs_error(403, "AccessDenied"), DownloadError, "PermissionError"),
+    (lambda: _s3fs_error(404, "NoSuchKey"), DownloadError, "FileNotFoundError"),
+    (lambda: __import__("botocore.exceptions").exceptions.NoCredentialsError(), DataError, "NoCredentialsError"),
+    (lambda: _client_error(400, "InvalidArgument"), DataError, "ClientError"),
+], ids=["access_denied", "no_such_key", "no_credentials", "bad_request"])
+def test_s3_permanent_errors_fail_at_once_naming_the_url(tmp_path, monkeypatch, error, kind, match):
+    fs = _fake_s3(monkeypatch, error())
+    with pytest.raises(kind, match=rf"^s3://b/k: {match}") as info:
+        download("s3://b/k", str(tmp_path / "k"), DownloadOptions(retries=6, backoff=0.001))
+    assert fs.calls == 1 and "\n" not in str(info.value)
+    # a refused or missing file is one file's failure (skipped under --on-error skip); no credentials stop the run
+    assert (kind is DataError) == (not isinstance(info.value, DownloadError))
+
+
+def test_s3_a_full_disk_is_not_retried(tmp_path, monkeypatch):
+    fs = _fake_s3(monkeypatch)
+
+    def full(path, *args, **kwargs):
+        if str(path).endswith(".part"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return builtins.open(path, *args, **kwargs)
+
+    monkeypatch.setattr(http, "open", full, raising=False)
+    with pytest.raises(DataError, match=r"^s3://b/k: cannot write .*k\.part: .*No space left") as info:
+        download("s3://b/k", str(tmp_path / "k"), DownloadOptions(retries=6, backoff=0.001))
+    assert fs.calls == 1 and not isinstance(info.value, DownloadError)
