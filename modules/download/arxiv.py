@@ -35,7 +35,7 @@ class DownloadArxivSettings(DownloadSettings):
     limit: int | None = field(default=None, metadata={"help": "only the first N tarballs", "metavar": "N"})
     source: str = field(default=DEFAULT_SOURCE, metadata={
         "help": "S3 prefix of arXiv_src_*.tar files, or a file/URL listing tarball URLs",
-        "metavar": "s3://arxiv/src|URL-list"})
+        "metavar": "s3://arxiv/src|URL-list", "input_file": True})  # a local list counts in the fingerprint
     requester_pays: bool = field(default=True, metadata={
         "help": "S3: bill the transfer to your AWS credentials (arXiv's bucket needs it); "
                 "--no-requester-pays reads anonymously"})

@@ -47,7 +47,8 @@ def kind_of(name: str) -> str | None:
 
 @dataclass(frozen=True)
 class DownloadUrlsSettings(DownloadSettings):
-    list: str = field(default="", metadata={"help": "file with one URL per line (required)", "metavar": "FILE"})
+    list: str = field(default="", metadata={"help": "file with one URL per line (required)", "metavar": "FILE",
+                                            "input_file": True})  # its contents count in the fingerprint
     algorithm: str = field(default="resiliparse", metadata={"help": "HTML extraction algorithm for WARC files",
                                                             "choices": ALGORITHMS})
     requester_pays: bool = field(default=False, metadata={"help": "s3:// URLs: bill the transfer to your AWS "

@@ -112,3 +112,13 @@ def test_a_shared_raw_dir_never_mixes_up_files_of_the_same_name(server, tmp_path
         assert manifest["download"]["skipped"] == 0 and manifest["counts"]["out"] == expected
     urls = [read_output(tmp_path / f"out-{d}")["url"].tolist() for d in "ax"]
     assert urls == [[u for u, _ in rust_pages(2)], [u for u, _ in rust_pages(4)[2:]]]
+
+
+def test_a_longer_url_list_reruns_the_stage(server, tmp_path):
+    """The list is input: adding a URL must not find the output 'up to date'."""
+    listing = _list(tmp_path, [server.url("a/pages.warc.gz")])
+    first = run_stage("download_urls", {"list": listing, **FAST}, (), tmp_path / "out")
+    _list(tmp_path, [server.url("a/pages.warc.gz"), server.url("c/2301.00002.gz")])
+    second = run_stage("download_urls", {"list": listing, **FAST}, (), tmp_path / "out")
+    assert first["partitions"] == 1 and second["partitions"] == 2
+    assert second["fingerprint"] != first["fingerprint"]
