@@ -7,17 +7,20 @@ hash of the files that define the tokenizer (recorded in the manifest).
 
 :func:`load_tokenizer` caches per process: a Dask worker loads the tokenizer the first time one of
 its tasks needs it and reuses it for every later task. A hub name is looked up in the local Hugging
-Face cache first and downloaded only when missing, so each node fetches it once (the first process
-that needs it) instead of every task asking the hub.
+Face cache first and downloaded only when missing. The tokenize stage resolves a hub name once, on
+the client, to one snapshot (a commit) with :func:`resolve_hub`, and its workers load that snapshot's
+directory (:func:`hub_directory`): never two revisions in one output.
 """
 
 from __future__ import annotations
 
 import base64
+import fnmatch
 import functools
 import hashlib
 import logging
 import os
+from dataclasses import dataclass
 
 from modules.errors import SettingsError
 
@@ -237,6 +240,78 @@ def _load_hf(spec: str) -> HFTokenizer:
     return HFTokenizer(spec, tok, None)
 
 
+#: the files of a hub repository that define a tokenizer (AutoTokenizer may read config.json for the
+#: tokenizer class); weights are never fetched
+HUB_TOKENIZER_FILES = ("tokenizer*", "special_tokens_map.json", "added_tokens.json", "vocab*", "merges.txt",
+                       "*.model", "*.tiktoken", "config.json", "chat_template*")
+#: at least one of these: a snapshot with only config.json holds no tokenizer
+_DEFINING_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "vocab.txt", "*.model", "*.tiktoken")
+
+
+@dataclass(frozen=True)
+class HubSnapshot:
+    """A hub tokenizer pinned to one commit, resolved once on the client."""
+
+    repo_id: str
+    revision: str  # the commit hash (name of the snapshot folder)
+    directory: str  # the snapshot folder on the client
+
+    def files_sha256(self) -> str:
+        """Hash of the tokenizer files only: whatever else the cache holds for the repository
+        (README, weights fetched by another program) does not change it."""
+        return _hash_directory(self.directory, only=HUB_TOKENIZER_FILES)
+
+
+def is_hub_name(spec: str) -> bool:
+    """NAME or ORG/NAME that is not a local directory (or meant as one), nor tiktoken:ENC."""
+    return not (spec.startswith(TIKTOKEN_PREFIX) or _looks_like_path(spec) or os.path.exists(os.path.expanduser(spec)))
+
+
+def _has_tokenizer_files(directory: str) -> bool:
+    names = os.listdir(directory) if os.path.isdir(directory) else []
+    return any(fnmatch.fnmatchcase(n, p) for n in names for p in _DEFINING_FILES)
+
+
+def resolve_hub(name: str) -> HubSnapshot:
+    """The snapshot of hub tokenizer ``name`` that every worker will load: the cached one when the
+    cache has its tokenizer files (no network), else the hub's current revision, downloaded
+    (tokenizer files only). Run on the client, once per job, so no two workers can load different
+    revisions of a repository that changed while the job ran."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        directory = snapshot_download(name, allow_patterns=list(HUB_TOKENIZER_FILES), local_files_only=True)
+    except Exception:  # not (completely) cached
+        directory = None
+    if directory is None or not _has_tokenizer_files(directory):
+        log.info("tokenizer %s: not in the local Hugging Face cache; downloading its tokenizer files", name)
+        try:
+            directory = snapshot_download(name, allow_patterns=list(HUB_TOKENIZER_FILES))
+        except Exception as e:
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise SettingsError(f"tokenizer {name}: cannot find it in the Hugging Face cache or on the hub: "
+                                f"{first}") from e
+        if not _has_tokenizer_files(directory):
+            raise SettingsError(f"tokenizer {name}: no tokenizer files ({', '.join(_DEFINING_FILES)}) "
+                                f"in its snapshot {directory}")
+    directory = os.path.abspath(directory)
+    return HubSnapshot(name, os.path.basename(directory), directory)
+
+
+def hub_directory(snap: HubSnapshot) -> str:
+    """On a worker: the directory of the client's snapshot. A worker that does not see the client's
+    cache (another node, another HF_HOME) takes the same commit from its own cache or the hub."""
+    if _has_tokenizer_files(snap.directory):
+        return snap.directory
+    from huggingface_hub import snapshot_download
+
+    patterns = list(HUB_TOKENIZER_FILES)
+    try:
+        return snapshot_download(snap.repo_id, revision=snap.revision, allow_patterns=patterns, local_files_only=True)
+    except Exception:
+        return snapshot_download(snap.repo_id, revision=snap.revision, allow_patterns=patterns)
+
+
 def _hub_snapshot(name: str) -> str | None:
     try:
         from huggingface_hub import snapshot_download
@@ -246,15 +321,18 @@ def _hub_snapshot(name: str) -> str | None:
         return None
 
 
-def _hash_directory(directory: str) -> str:
-    """sha256 over (relative path, content) of the directory's tokenizer files, in path order."""
+def _hash_directory(directory: str, only: tuple[str, ...] | None = None) -> str:
+    """sha256 over (relative path, content) of the directory's tokenizer files, in path order
+    (``only``: just the files whose relative path matches one of these patterns)."""
     h = hashlib.sha256()
     files = []
     for root, dirs, names in os.walk(directory):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for n in names:
             if not n.startswith(".") and not n.endswith(_WEIGHT_SUFFIXES):
-                files.append(os.path.relpath(os.path.join(root, n), directory))
+                rel = os.path.relpath(os.path.join(root, n), directory)
+                if only is None or any(fnmatch.fnmatchcase(rel.replace(os.sep, "/"), p) for p in only):
+                    files.append(rel)
     for rel in sorted(files):
         h.update(rel.replace(os.sep, "/").encode() + b"\0")
         with open(os.path.join(directory, rel), "rb") as f:

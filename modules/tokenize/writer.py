@@ -7,8 +7,8 @@ Output directory (``--output``, a local path or an fsspec URL such as ``s3://buc
     _rejects/part-00000.parquet     documents not tokenized: rejected upstream (their _reason) or
                                     without any token ("empty")
     _stats/00000.json               what partition 0 wrote; makes a re-run skip it
-    manifest.json                   tokenizer (name, hash of its files, vocabulary size, eod/bos ids),
-                                    dtype, per file documents/tokens/bytes, counts
+    manifest.json                   tokenizer (name, hash of its files, vocabulary size, eod/bos ids;
+                                    for a hub name the revision), dtype, per file documents/tokens/bytes
     _SUCCESS                        written last
 
 Each document becomes one sequence: ``[bos] tokens [eod]`` (bos with --add-bos, eod unless
@@ -50,6 +50,7 @@ import pandas as pd
 from modules.errors import DataError, SettingsError
 from modules.stage import REASON, Stage, check_range
 from modules.tokenize import megatron
+from modules.tokenize.load import HubSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -281,6 +282,7 @@ class Plan:
     output: Output
     key: str  # identifies settings + tokenizer files + partitioning: stats with another key are stale
     fmt: str  # rejects format
+    hub: HubSnapshot | None = None  # a hub tokenizer: the snapshot the client resolved (tokenizer is its folder)
 
 
 def pair_name(prefix: str, i: int) -> str:
@@ -293,9 +295,9 @@ def stats_name(i: int) -> str:
 
 def tokenize_partition(df: pd.DataFrame, i: int, plan: Plan) -> dict:
     """Tokenize partition ``i`` into its pair(s); return (and record) what was written."""
-    from modules.tokenize.load import load_tokenizer
+    from modules.tokenize.load import hub_directory, load_tokenizer
 
-    tok = load_tokenizer(plan.tokenizer)
+    tok = load_tokenizer(plan.tokenizer if plan.hub is None else hub_directory(plan.hub))
     started = time.perf_counter()
     out = plan.output
     folder = tempfile.mkdtemp(prefix=f"curate-tokenize-{i:05d}-") if out.remote else out.url
@@ -414,11 +416,17 @@ class TokenizeStage(Stage):
 
     def run(self, settings: TokenizeSettings, ctx) -> dict:
         from modules import dataset
-        from modules.tokenize.load import load_tokenizer
+        from modules.tokenize.load import is_hub_name, load_tokenizer, resolve_hub
 
         started = time.time()
-        tok = load_tokenizer(settings.tokenizer)
+        # a hub name is pinned here, once: the workers load this snapshot, not whatever the hub has
+        # when each of them starts
+        hub = resolve_hub(settings.tokenizer) if is_hub_name(settings.tokenizer) else None
+        spec = hub.directory if hub else settings.tokenizer
+        tok = load_tokenizer(spec)
         desc = tok.describe()
+        if hub:
+            desc.update(name=settings.tokenizer, revision=hub.revision, files_sha256=hub.files_sha256())
         warnings = []
         eod_id = tok.eod_id if settings.append_eod else None
         if settings.append_eod and tok.eod_id is None:
@@ -445,8 +453,8 @@ class TokenizeStage(Stage):
         key = hashlib.sha256(json.dumps(
             [ctx.fingerprint, ctx.io.blocksize, n, desc["files_sha256"], str(dtype), eod_id, bos_id],
             default=str).encode()).hexdigest()[:16]
-        plan = Plan(settings.tokenizer, str(dtype), tok.vocab_size, eod_id, bos_id, settings.batch_size,
-                    sets, dict(settings.split) if settings.split else None, out, key, ctx.io.format)
+        plan = Plan(spec, str(dtype), tok.vocab_size, eod_id, bos_id, settings.batch_size,
+                    sets, dict(settings.split) if settings.split else None, out, key, ctx.io.format, hub)
 
         out.prepare()
         done = {} if ctx.force else {i: s for i in range(n) if (s := completed(plan, i)) is not None}

@@ -1,5 +1,7 @@
 """Loading tokenizers by name: tiktoken offline, Hugging Face directories, errors."""
 
+import os
+
 import pytest
 
 from modules.errors import SettingsError
@@ -74,3 +76,100 @@ def test_cl100k_as_hugging_face_directory_matches_tiktoken(cl100k_hf_dir):
     assert hf.encode_batch(texts) == tt.encode_batch(texts)
     assert hf.vocab_size > 65500  # int32 path
     assert hf.eod_id is not None
+
+
+# --------------------------------------------------------------------------- hub names: one snapshot per job
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def add_snapshot(cache, repo, commit, source, extra=()):
+    """A repository in the layout of the Hugging Face hub cache: blobs, snapshots/<commit> of symlinks,
+    refs/main naming the commit."""
+    import hashlib
+    from pathlib import Path
+
+    folder = Path(cache) / f"models--{repo.replace('/', '--')}"
+    snap = folder / "snapshots" / commit
+    snap.mkdir(parents=True)
+    (folder / "blobs").mkdir(exist_ok=True)
+    files = [(p.name, p.read_bytes()) for p in Path(source).iterdir()] if source else []
+    for name, data in [*files, *extra]:
+        blob = folder / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.write_bytes(data)
+        (snap / name).symlink_to(os.path.relpath(blob, snap))
+    (folder / "refs").mkdir(exist_ok=True)
+    (folder / "refs" / "main").write_text(commit)
+    return str(snap)
+
+
+@pytest.fixture
+def offline_hub(tmp_path, monkeypatch):
+    """An empty hub cache in tmp_path and no network: what resolve_hub sees is only what a test puts there."""
+    from huggingface_hub import constants
+
+    cache = tmp_path / "hub-cache"
+    cache.mkdir()
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))  # read at import time
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    return cache
+
+
+def test_hub_name_resolves_to_the_cached_snapshot(offline_hub, bpe_dir):
+    from modules.tokenize.load import HubSnapshot, _hash_directory, resolve_hub
+
+    snap = add_snapshot(offline_hub, "org/tok", COMMIT, bpe_dir,
+                        extra=[("README.md", b"# a model"), ("model.safetensors", b"\0" * 64)])
+    resolved = resolve_hub("org/tok")
+    assert resolved == HubSnapshot("org/tok", COMMIT, snap)
+    # only tokenizer files count: a README or weights cached by another program change nothing
+    assert resolved.files_sha256() == _hash_directory(bpe_dir)
+    tok = load_tokenizer(resolved.directory)
+    assert tok.encode_batch(["hello"]) == load_tokenizer(bpe_dir).encode_batch(["hello"])
+
+
+def test_hub_directory_on_a_worker(offline_hub, bpe_dir, tmp_path):
+    from modules.tokenize.load import HubSnapshot, hub_directory, resolve_hub
+
+    snap = add_snapshot(offline_hub, "org/tok", COMMIT, bpe_dir)
+    pinned = resolve_hub("org/tok")
+    # the hub moved on while the job ran: a worker still loads the pinned commit
+    add_snapshot(offline_hub, "org/tok", "f" * 40, bpe_dir)  # refs/main now names the newer commit
+    assert resolve_hub("org/tok").revision == "f" * 40
+    assert hub_directory(pinned) == snap
+    # a worker that cannot see the client's folder (another node) finds the same commit in its cache
+    elsewhere = HubSnapshot("org/tok", COMMIT, str(tmp_path / "client-only" / COMMIT))
+    assert hub_directory(elsewhere) == snap
+    with pytest.raises(Exception, match="(?i)offline|cannot find|outgoing traffic"):
+        hub_directory(HubSnapshot("org/tok", "e" * 40, str(tmp_path / "nowhere")))
+
+
+def test_hub_name_not_cached_offline_or_without_tokenizer_files(offline_hub):
+    from modules.tokenize.load import resolve_hub
+
+    with pytest.raises(SettingsError, match="tokenizer org/missing: cannot find it in the Hugging Face cache"):
+        resolve_hub("org/missing")
+    add_snapshot(offline_hub, "org/config-only", COMMIT, None, extra=[("config.json", b"{}")])
+    with pytest.raises(SettingsError, match="tokenizer org/config-only: no tokenizer files"):
+        resolve_hub("org/config-only")
+
+
+def test_tokenize_pins_a_hub_tokenizer_for_every_partition(offline_hub, bpe_dir, tmp_path, monkeypatch):
+    from modules.tokenize import load
+    from tests.conftest import run_stage, write_jsonl
+    from tests.modules.tokenize.helpers import read_dir
+
+    snap = add_snapshot(offline_hub, "org/tok", COMMIT, bpe_dir)
+    loaded = []
+    real = load.hub_directory
+    monkeypatch.setattr(load, "hub_directory", lambda s: loaded.append(real(s)) or loaded[-1])
+    for k in range(2):
+        write_jsonl(tmp_path / "in" / f"f{k}.jsonl", [{"id": f"{k}-{j}", "text": f"text {k} {j}"} for j in range(3)])
+    m = run_stage("tokenize", {"tokenizer": "org/tok"}, str(tmp_path / "in" / "*.jsonl"), tmp_path / "out")
+    assert loaded == [snap, snap]  # each partition task loaded the client's snapshot
+    assert (m["tokenizer"]["name"], m["tokenizer"]["revision"], m["tokenizer"]["resolved"]) == ("org/tok", COMMIT, snap)
+    tok = load_tokenizer(bpe_dir)
+    _, docs = read_dir(tmp_path / "out")
+    assert docs == [ids + [tok.eod_id] for k in range(2) for ids in tok.encode_batch([f"text {k} {j}" for j in range(3)])]
