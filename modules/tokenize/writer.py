@@ -236,19 +236,23 @@ class Output:
 
     def listdir(self, sub: str = "") -> list[str]:
         """Names (relative to the output) of the files directly in ``sub``."""
+        return sorted(self.sizes(sub))
+
+    def sizes(self, sub: str = "") -> dict[str, int]:
+        """Name (relative to the output) -> size of the files directly in ``sub``: one listing."""
         if not self.remote:
             folder = os.path.join(self.url, sub)
             if not os.path.isdir(folder):
-                return []
-            return sorted(os.path.join(sub, n) if sub else n for n in os.listdir(folder)
-                          if os.path.isfile(os.path.join(folder, n)))
+                return {}
+            with os.scandir(folder) as entries:
+                return {(f"{sub}/{e.name}" if sub else e.name): e.stat().st_size for e in entries if e.is_file()}
         fs, root = self.fs()
         folder = root + ("/" + sub if sub else "")
         try:
             entries = fs.ls(folder, detail=True, refresh=True)
         except FileNotFoundError:
-            return []
-        return sorted(e["name"][len(root) + 1:] for e in entries if e["type"] == "file")
+            return {}
+        return {e["name"][len(root) + 1:]: int(e["size"]) for e in entries if e["type"] == "file"}
 
     def prepare(self) -> None:
         """Remove the sentinel and manifest of an earlier run, and temporary files of a killed one."""
@@ -383,24 +387,46 @@ def _write_partition(df: pd.DataFrame, i: int, plan: Plan, tok, folder: str) -> 
     }
 
 
-def completed(plan: Plan, i: int) -> dict | None:
-    """The stats of partition ``i`` when an earlier run of the same plan finished it, else None."""
+def completed(plan: Plan, n: int) -> dict[int, dict]:
+    """Stats of the partitions (of ``n``) an earlier run of the same plan finished.
+
+    One listing of ``_stats/`` says which partitions can have been finished; only those are read
+    (their stats file and the index of each pair), and one listing each of the output and
+    ``_rejects/`` gives the sizes the checks need: no per-partition existence probes, which on an
+    object store are one request each."""
     out = plan.output
-    name = stats_name(i)
+    listed = set(out.listdir(STATS))
+    candidates = [i for i in range(n) if stats_name(i) in listed]
+    if not candidates:
+        return {}
+    sizes = {**out.sizes(), **out.sizes(REJECTS)}
+    done = {}
+    for i in candidates:
+        stats = _completed_partition(plan, i, sizes)
+        if stats is not None:
+            done[i] = stats
+    return done
+
+
+def _completed_partition(plan: Plan, i: int, sizes: dict[str, int]) -> dict | None:
+    out = plan.output
     try:
-        stats = json.loads(out.read(name))
+        stats = json.loads(out.read(stats_name(i)))
     except (FileNotFoundError, ValueError):
         return None
-    if stats.get("key") != plan.key:
+    if not isinstance(stats, dict) or stats.get("key") != plan.key:
         return None
-    if stats.get("rejects") and not out.exists(stats["rejects"]):
+    if stats.get("rejects") and stats["rejects"] not in sizes:
         return None
     for f in stats.get("files", []):
+        idx, bin_ = f["name"] + ".idx", f["name"] + ".bin"
+        if idx not in sizes or bin_ not in sizes:
+            return None
         try:
-            index = megatron.parse_index(out.read(f["name"] + ".idx"), f["name"] + ".idx")
-            problems = megatron.check_pair(index, out.size(f["name"] + ".bin"), f["name"] + ".bin")
+            index = megatron.parse_index(out.read(idx), idx)
         except (FileNotFoundError, megatron.IndexFormatError):
             return None
+        problems = megatron.check_pair(index, sizes[bin_], bin_)
         if problems or index.documents != f["documents"] or index.dtype != np.dtype(plan.dtype):
             return None
     return stats
@@ -457,7 +483,7 @@ class TokenizeStage(Stage):
                     sets, dict(settings.split) if settings.split else None, out, key, ctx.io.format, hub)
 
         out.prepare()
-        done = {} if ctx.force else {i: s for i in range(n) if (s := completed(plan, i)) is not None}
+        done = {} if ctx.force else completed(plan, n)
         if done:
             log.info("tokenize: %d of %d partitions already written; skipped", len(done), n)
         import dask

@@ -304,6 +304,29 @@ def test_resume_after_a_partial_run(tmp_path, bpe_dir):
     assert {p.name: p.read_bytes() for p in out.glob("part_*")} == before
 
 
+def test_resume_lists_stats_once_and_reads_only_finished_partitions(tmp_path, bpe_dir, monkeypatch):
+    from modules.tokenize.writer import Output
+
+    inputs = make_input(tmp_path)
+    out = tmp_path / "o"
+    run_stage("tokenize", {"tokenizer": bpe_dir}, inputs, out)
+    (out / "_SUCCESS").unlink()
+    (out / "_stats" / "00001.json").unlink()  # partition 1 was not finished
+    calls = []
+    for method in ("read", "exists", "size", "sizes"):
+        real = getattr(Output, method)
+        monkeypatch.setattr(Output, method, lambda self, *a, _m=method, _real=real: calls.append((_m, *a))
+                            or _real(self, *a))
+    m = run_stage("tokenize", {"tokenizer": bpe_dir}, inputs, out)
+    assert m["resumed_partitions"] == 2
+    assert sorted(c[1] for c in calls if c[0] == "read") == [
+        "_stats/00000.json", "_stats/00002.json", "part_00000.idx", "part_00002.idx"]
+    assert not [c for c in calls if c[0] == "size"]
+    assert not [c for c in calls if c[0] == "exists" and c[1] not in ("_SUCCESS", "manifest.json")]
+    # _stats listed once for resuming and once when stale files are removed at the end
+    assert [c[1:] for c in calls if c[0] == "sizes"].count(("_stats",)) == 2
+
+
 def test_force_rewrites_finished_partitions(tmp_path, bpe_dir):
     from app.runner import run_stage as runner_stage
     from modules.stage import IOSettings, settings_from_mapping
