@@ -68,35 +68,130 @@ def counts_table(stages: list[tuple[str, dict]]) -> str:
     return table(rows, ("folder", "stage", "docs in", "docs out", "dropped", "detail", "count"))
 
 
-def read_scores(folder: str, columns: list[str]):
-    """Score columns of the kept rows and of _rejects/, as one frame."""
-    import pandas as pd
+#: rows per batch while streaming score columns: memory is bounded by this, not by the data
+BATCH_ROWS = 65536
+
+
+def score_files(folder: str) -> list[str]:
+    return sorted(glob.glob(os.path.join(folder, "part-*")) + glob.glob(os.path.join(folder, "_rejects", "part-*")))
+
+
+def score_batches(folder: str, columns: list[str]):
+    """Batches (column -> float array, NaN where unscored) of the score columns of the kept rows and
+    of ``_rejects/``, at most :data:`BATCH_ROWS` rows each; no other column is kept in memory."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    frames = []
-    for path in sorted(glob.glob(os.path.join(folder, "part-*")) + glob.glob(os.path.join(folder, "_rejects", "part-*"))):
+    for path in score_files(folder):
         if path.endswith(".parquet"):
-            have = [c for c in columns if c in pq.ParquetFile(path).schema_arrow.names]
-            if have:
-                frames.append(pq.read_table(path, columns=have).to_pandas())
+            pf = pq.ParquetFile(path)
+            have = [c for c in columns if c in pf.schema_arrow.names]
+            if not have:
+                continue
+            for b in pf.iter_batches(batch_size=BATCH_ROWS, columns=have):
+                yield {c: pc.cast(b.column(c), pa.float64()).to_numpy(zero_copy_only=False) for c in have}
         elif path.endswith(".jsonl"):
-            df = pd.read_json(path, lines=True, dtype=False)
-            have = [c for c in columns if c in df.columns]
-            if have:
-                frames.append(df[have])
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+            # line by line with json.loads rather than Arrow's JSON reader, which needs every line to
+            # fit in one block: a huge document must not break the report. Only the scores are kept.
+            rows: list[tuple] = []
+            with open(path, "rb") as f:
+                for n, line in enumerate(f, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        record = json.loads(line)
+                        rows.append(tuple(float("nan") if record.get(c) is None else float(record[c]) for c in columns))
+                    except (ValueError, TypeError, AttributeError) as e:
+                        raise DataError(f"{path}: line {n}: not a JSON object with numeric scores: {e}") from None
+                    if len(rows) == BATCH_ROWS:
+                        yield dict(zip(columns, np.array(rows, dtype=np.float64).T))
+                        rows = []
+            if rows:
+                yield dict(zip(columns, np.array(rows, dtype=np.float64).T))
 
 
 def rejects(values, f: dict):
+    """Which scores the filter rejects on its own (NaN: rejected)."""
     import numpy as np
 
-    v = values.to_numpy(dtype=float)
+    v = np.asarray(values, dtype=float)
     bad = np.isnan(v)
     if f.get("min") is not None:
         bad |= (v <= f["min"]) if f.get("strict_min") else (v < f["min"])
     if f.get("max") is not None:
         bad |= (v >= f["max"]) if f.get("strict_max") else (v > f["max"])
     return bad
+
+
+class ScoreSummary:
+    """One filter's scores, streamed twice: counts and range (:meth:`add`), then, with bins fixed from
+    that range and the thresholds (:meth:`fix_bins`), the histogram of kept and rejected scores
+    (:meth:`add_to_histogram`). Memory: a few numbers and two arrays of ``bins`` counts."""
+
+    def __init__(self, f: dict):
+        self.f = f
+        self.scored = 0
+        self.rejected = 0
+        self.lo = float("inf")  # finite scores only
+        self.hi = float("-inf")
+        self.edges = self.kept = self.bad = None
+        self.log = False
+
+    def add(self, values) -> None:
+        import numpy as np
+
+        v = values[~np.isnan(values)]
+        self.scored += len(v)
+        self.rejected += int(rejects(v, self.f).sum())
+        finite = v[np.isfinite(v)]
+        if len(finite):
+            self.lo, self.hi = min(self.lo, float(finite.min())), max(self.hi, float(finite.max()))
+
+    def fix_bins(self, bins: int) -> None:
+        import numpy as np
+
+        lines = [x for x in (self.f.get("min"), self.f.get("max")) if x is not None]
+        lo = min([self.lo, *lines]) if self.hi >= self.lo or lines else 0.0
+        hi = max([self.hi, *lines]) if self.hi >= self.lo or lines else 1.0
+        self.log = lo >= 0 and hi > 1000
+        if self.log:
+            edges = np.logspace(0, np.log10(hi + 1), bins + 1) - 1
+        else:
+            edges = np.linspace(lo, hi if hi > lo else lo + 1, bins + 1)
+        edges[0], edges[-1] = min(edges[0], lo), max(edges[-1], hi)  # rounding must not drop the extremes
+        self.edges = edges
+        self.kept = np.zeros(bins, dtype=np.int64)
+        self.bad = np.zeros(bins, dtype=np.int64)
+
+    def add_to_histogram(self, values) -> None:
+        import numpy as np
+
+        v = values[~np.isnan(values)]
+        bad = rejects(v, self.f)
+        v = np.clip(v, self.edges[0], self.edges[-1])  # +-inf into the outer bins
+        self.kept += np.histogram(v[~bad], bins=self.edges)[0]
+        self.bad += np.histogram(v[bad], bins=self.edges)[0]
+
+
+def summarize(folder: str, filters: list[dict], bins: int | None) -> dict[str, ScoreSummary]:
+    """Column -> summary of each filter's scores in ``folder``; histograms too when ``bins``."""
+    summaries = {f["column"]: ScoreSummary(f) for f in filters}
+    columns = list(summaries)
+    for batch in score_batches(folder, columns):
+        for c, v in batch.items():
+            summaries[c].add(v)
+    scored = [s for s in summaries.values() if s.scored]
+    if bins and scored:
+        for s in scored:
+            s.fix_bins(bins)
+        wanted = [s.f["column"] for s in scored]
+        for batch in score_batches(folder, wanted):
+            for c in wanted:
+                if c in batch:
+                    summaries[c].add_to_histogram(batch[c])
+    return summaries
 
 
 def threshold_text(f: dict) -> str:
@@ -108,12 +203,13 @@ def threshold_text(f: dict) -> str:
     return " and ".join(parts) or "-"
 
 
-def plot(panels: list[tuple[str, dict, object]], path: str, bins: int) -> None:
+def plot(panels: list[tuple[str, ScoreSummary]], path: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
+
+    from modules.dataset import atomic_write
 
     n = len(panels)
     cols = min(4, n)
@@ -121,30 +217,24 @@ def plot(panels: list[tuple[str, dict, object]], path: str, bins: int) -> None:
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.0 * rows), squeeze=False)
     for ax in axes.flat[n:]:
         ax.axis("off")
-    for ax, (title, f, values) in zip(axes.flat, panels):
-        v = values.dropna().to_numpy(dtype=float)
-        lines = [x for x in (f.get("min"), f.get("max")) if x is not None]
-        lo = min([*v, *lines]) if len(v) or lines else 0.0
-        hi = max([*v, *lines]) if len(v) or lines else 1.0
-        log = lo >= 0 and hi > 1000
-        if log:
-            edges = np.logspace(0, np.log10(hi + 1), bins + 1) - 1
+    for ax, (title, s) in zip(axes.flat, panels):
+        if s.log:
             ax.set_xscale("symlog", linthresh=1)
-        else:
-            edges = np.linspace(lo, hi if hi > lo else lo + 1, bins + 1)
-        bad = rejects(values.dropna(), f)
-        ax.hist([v[~bad], v[bad]], bins=edges, stacked=True, color=["#4c72b0", "#dd8452"], label=["kept", "rejected"])
-        for x in lines:
-            ax.axvline(x, color="#c44e52", linestyle="--", linewidth=1.2)
-        ax.set_title(f"{title}\n{threshold_text(f)}: {int(bad.sum())} of {len(v)} rejected", fontsize=9)
+        left = s.edges[:-1]
+        ax.hist([left, left], bins=s.edges, weights=[s.kept, s.bad], stacked=True, color=["#4c72b0", "#dd8452"],
+                label=["kept", "rejected"])
+        for x in (s.f.get("min"), s.f.get("max")):
+            if x is not None:
+                ax.axvline(x, color="#c44e52", linestyle="--", linewidth=1.2)
+        ax.set_title(f"{title}\n{threshold_text(s.f)}: {s.rejected} of {s.scored} rejected", fontsize=9)
         ax.tick_params(labelsize=7)
     axes.flat[0].legend(fontsize=7)
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.tmp-{os.getpid()}.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    os.replace(tmp, path)
+    try:
+        atomic_write(os.path.abspath(path), lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
+    finally:
+        plt.close(fig)
 
 
 def main(args) -> int:
@@ -158,22 +248,21 @@ def main(args) -> int:
         filters = m.get("filters") or []
         if not filters:
             continue
-        scores = read_scores(folder, [f["column"] for f in filters])
+        summaries = summarize(folder, filters, args.bins)
         for f in filters:
             first = m.get("counts", {}).get("dropped", {}).get(f["reason"], 0)
-            if f["column"] not in scores.columns or scores[f["column"]].notna().sum() == 0:
+            s = summaries[f["column"]]
+            if not s.scored:
                 rows.append((name, f["reason"], threshold_text(f), "-", "-", first))
                 continue
-            values = scores[f["column"]]
-            alone = int(rejects(values.dropna(), f).sum())
-            rows.append((name, f["reason"], threshold_text(f), int(values.notna().sum()), alone, first))
-            panels.append((f"{name}: {f['reason']}", f, values))
+            rows.append((name, f["reason"], threshold_text(f), s.scored, s.rejected, first))
+            panels.append((f"{name}: {f['reason']}", s))
     if rows:
         print()
         print(table(rows, ("folder", "filter", "keeps", "scored", "rejects alone", "dropped first")))
     if panels:
         png = args.png or os.path.join(args.dir, "_reports", "scores.png")
-        plot(panels, png, args.bins)
+        plot(panels, png)
         print(f"curate report: score distributions in {os.path.abspath(png)}")
     elif rows:
         print("curate report: no score columns; run the filter stage with --keep-scores for the plot")

@@ -71,3 +71,65 @@ def test_errors(tmp_path):
         report.stage_dirs(str(tmp_path))
     proc = curate("report", tmp_path, check=False)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+
+
+@pytest.fixture(params=["parquet", "jsonl"])
+def scored(request, tmp_path):
+    """A filter output with score columns (kept rows and _rejects/) in either format, two partitions."""
+    import json
+
+    write_jsonl(tmp_path / "in" / "a.jsonl", DOCS[:3])
+    write_jsonl(tmp_path / "in" / "b.jsonl", [*DOCS[3:], {"id": "huge", "text": "word " * 600_000}])
+    chain = tmp_path / "chain.yaml"
+    chain.write_text("filters:\n  - {filter: word_count, min: 10, max: 100000}\n  - {filter: numbers, max: 0.15}\n")
+    out = tmp_path / "f"
+    run_stage("filter", {"config": str(chain), "keep_scores": True}, str(tmp_path / "in" / "*.jsonl"), out,
+              format=request.param)
+    filters = json.loads((out / "manifest.json").read_text())["filters"]
+    return out, filters, request.param
+
+
+def _all_scores(out, fmt, columns):
+    import glob
+
+    import pandas as pd
+
+    paths = sorted(glob.glob(str(out / "part-*")) + glob.glob(str(out / "_rejects" / "part-*")))
+    read = pd.read_parquet if fmt == "parquet" else (lambda p: pd.read_json(p, lines=True, dtype=False))
+    return pd.concat([read(p) for p in paths], ignore_index=True)[columns]
+
+
+def test_scores_stream_in_small_batches_of_score_columns_only(scored, monkeypatch):
+    out, filters, _ = scored
+    monkeypatch.setattr(report, "BATCH_ROWS", 2)
+    columns = [f["column"] for f in filters]
+    batches = list(report.score_batches(str(out), columns))
+    assert len(batches) >= 3
+    for b in batches:
+        assert list(b) == columns and all(len(v) <= 2 and v.dtype.kind == "f" for v in b.values())
+
+
+def test_streamed_histograms_equal_the_whole_data(scored, monkeypatch):
+    import numpy as np
+
+    out, filters, fmt = scored
+    monkeypatch.setattr(report, "BATCH_ROWS", 2)
+    summaries = report.summarize(str(out), filters, bins=7)
+    frame = _all_scores(out, fmt, [f["column"] for f in filters])
+    for f in filters:
+        s, v = summaries[f["column"]], frame[f["column"]].dropna().to_numpy(dtype=float)
+        bad = report.rejects(v, f)
+        assert (s.scored, s.rejected) == (len(v), int(bad.sum())) and s.scored == 6
+        assert (s.lo, s.hi) == (v.min(), v.max())
+        assert s.kept.tolist() == np.histogram(v[~bad], bins=s.edges)[0].tolist()
+        assert s.bad.tolist() == np.histogram(v[bad], bins=s.edges)[0].tolist()
+        assert s.kept.sum() + s.bad.sum() == len(v)  # nothing falls off the edges
+    assert summaries["score_word_count"].log  # the huge document: 600000 words
+
+
+def test_jsonl_scores_that_are_not_numbers(tmp_path):
+    from modules.errors import DataError
+
+    write_jsonl(tmp_path / "part-00000.jsonl", [{"id": "a", "score_x": 1.5}, {"id": "b"}, {"id": "c", "score_x": "hi"}])
+    with pytest.raises(DataError, match="part-00000.jsonl: line 3"):
+        list(report.score_batches(str(tmp_path), ["score_x"]))
