@@ -90,6 +90,11 @@ def index_bytes(lengths, dtype, document_indices=None) -> bytes:
     ))
 
 
+def _write_bytes(path: str, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+
+
 def _tmp_name(path: str) -> str:
     return os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp-{os.getpid()}")
 
@@ -107,8 +112,9 @@ class PairWriter:
         self.dtype = np.dtype(dtype)
         if self.dtype not in CODES:
             raise ValueError(f"{prefix}: unsupported token dtype {self.dtype}")
+        # the .bin grows over many add() calls, so it cannot go through dataset.atomic_write (one
+        # callback); the .idx, written at once, does
         self._bin_tmp = _tmp_name(prefix + ".bin")
-        self._idx_tmp = _tmp_name(prefix + ".idx")
         self._bin = open(self._bin_tmp, "wb")
         self._lengths: list[np.ndarray] = []
         self.documents = 0
@@ -131,11 +137,12 @@ class PairWriter:
     def commit(self) -> dict:
         """Write the index and move both files to their final names; return the pair's stats."""
         self._bin.close()
+        from modules.dataset import atomic_write
+
         lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, dtype=np.int64)
-        with open(self._idx_tmp, "wb") as f:
-            f.write(index_bytes(lengths, self.dtype))
+        index = index_bytes(lengths, self.dtype)
         os.replace(self._bin_tmp, self.prefix + ".bin")
-        os.replace(self._idx_tmp, self.prefix + ".idx")
+        atomic_write(self.prefix + ".idx", lambda p: _write_bytes(p, index))
         return {
             "name": os.path.basename(self.prefix),
             "documents": self.documents,
@@ -146,9 +153,8 @@ class PairWriter:
 
     def abort(self) -> None:
         self._bin.close()
-        for p in (self._bin_tmp, self._idx_tmp):
-            if os.path.exists(p):
-                os.remove(p)
+        if os.path.exists(self._bin_tmp):
+            os.remove(self._bin_tmp)
 
     def __enter__(self):
         return self

@@ -9,7 +9,7 @@ Megatron's builder keeps every length and document index of every file in Python
 end, which needs hundreds of GB for a large corpus. Here the header counts come from the input
 headers, and each array is written in chunks of ``megatron.CHUNK`` elements while reading the inputs
 in the same order, so memory does not grow with the data. Both outputs are written under
-temporary names and renamed (the ``.bin`` first) when complete.
+temporary names (``dataset.atomic_write``) and renamed when complete, the ``.idx`` first.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import shutil
 
 import numpy as np
 
+from modules.dataset import atomic_write
 from modules.errors import DataError, SettingsError
 from modules.tokenize import megatron
 from modules.tokenize.verify import check_dtypes, check_structure, discover
@@ -69,14 +70,11 @@ def merge_sources(sources: list[_Source], out_prefix: str, chunk: int = megatron
     doc_entries = sum(max(s.doc_entries - 1, 0) for s in sources) + 1
     folder = os.path.dirname(os.path.abspath(out_prefix))
     os.makedirs(folder, exist_ok=True)
-    bin_tmp = os.path.join(folder, f".{os.path.basename(out_prefix)}.bin.tmp-{os.getpid()}")
-    idx_tmp = os.path.join(folder, f".{os.path.basename(out_prefix)}.idx.tmp-{os.getpid()}")
-    try:
-        with open(bin_tmp, "wb") as out:
-            for s in sources:
-                with s.fs.open(s.bin_path, "rb") as f:
-                    shutil.copyfileobj(f, out, 8 << 20)
-        with open(idx_tmp, "wb") as out:
+    base = 0
+
+    def write_idx(path: str) -> None:
+        nonlocal base
+        with open(path, "wb") as out:
             out.write(megatron.header_bytes(dtype, sequences, doc_entries))
             for s in sources:
                 tokens = 0
@@ -87,7 +85,6 @@ def merge_sources(sources: list[_Source], out_prefix: str, chunk: int = megatron
                     raise DataError(
                         f"{s.bin_path}: bin size: {s.bin_size} bytes, but its index has {tokens} tokens of {dtype}"
                     )
-            base = 0
             for s in sources:
                 for lengths in s.chunks("lengths", chunk):
                     steps = lengths.astype(np.int64) * dtype.itemsize
@@ -103,12 +100,16 @@ def merge_sources(sources: list[_Source], out_prefix: str, chunk: int = megatron
                         docs, first = docs[1:], False
                     out.write((docs + shift).astype("<i8").tobytes())
                 shift += s.sequences
-        os.replace(bin_tmp, out_prefix + ".bin")
-        os.replace(idx_tmp, out_prefix + ".idx")
-    finally:
-        for p in (bin_tmp, idx_tmp):
-            if os.path.exists(p):
-                os.remove(p)
+
+    def write_bin(path: str) -> None:
+        with open(path, "wb") as out:
+            for s in sources:
+                with s.fs.open(s.bin_path, "rb") as f:
+                    shutil.copyfileobj(f, out, 8 << 20)
+        # the index is complete before the .bin gets its name; an error in either leaves neither
+        atomic_write(out_prefix + ".idx", write_idx)
+
+    atomic_write(out_prefix + ".bin", write_bin)
     return {
         "output": out_prefix,
         "files": len(sources),

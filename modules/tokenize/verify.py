@@ -20,12 +20,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from modules.dataset import MANIFEST, SUCCESS
 from modules.errors import SettingsError
 from modules.tokenize import megatron
 from modules.tokenize.writer import PAIR_RE
-
-SUCCESS = "_SUCCESS"
-MANIFEST = "manifest.json"
 
 
 @dataclass

@@ -299,6 +299,7 @@ def stats_name(i: int) -> str:
 
 def tokenize_partition(df: pd.DataFrame, i: int, plan: Plan) -> dict:
     """Tokenize partition ``i`` into its pair(s); return (and record) what was written."""
+    from modules import dataset
     from modules.tokenize.load import hub_directory, load_tokenizer
 
     tok = load_tokenizer(plan.tokenizer if plan.hub is None else hub_directory(plan.hub))
@@ -308,20 +309,16 @@ def tokenize_partition(df: pd.DataFrame, i: int, plan: Plan) -> dict:
     try:
         stats = _write_partition(df, i, plan, tok, folder)
         stats["seconds"] = round(time.perf_counter() - started, 3)
-        stats_tmp = os.path.join(folder, f".{i:05d}.json.tmp-{os.getpid()}")
-        with open(stats_tmp, "w", encoding="utf-8") as f:
-            json.dump(stats, f, indent=1)
+        # the stats file goes last: it is what marks the partition as done
+        os.makedirs(os.path.join(folder, STATS), exist_ok=True)
+        dataset.write_json(os.path.join(folder, stats_name(i)), stats)
         if out.remote:
-            # the stats file goes last: it is what marks the partition as done
             if stats["rejects"]:
                 out.put(os.path.join(folder, stats["rejects"]), stats["rejects"])
             for f in stats["files"]:
                 out.put(os.path.join(folder, f["name"] + ".bin"), f["name"] + ".bin")
                 out.put(os.path.join(folder, f["name"] + ".idx"), f["name"] + ".idx")
-            out.put(stats_tmp, stats_name(i))
-        else:
-            os.makedirs(os.path.join(folder, STATS), exist_ok=True)
-            os.replace(stats_tmp, os.path.join(folder, stats_name(i)))
+            out.put(os.path.join(folder, stats_name(i)), stats_name(i))
     finally:
         if out.remote:
             shutil.rmtree(folder, ignore_errors=True)

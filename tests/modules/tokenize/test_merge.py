@@ -117,3 +117,19 @@ def test_mixed_dtypes_are_refused(tmp_path):
     (tmp_path / "e" / "part_00000.idx").rename(tmp_path / "d" / "part_00001.idx")
     with pytest.raises(DataError, match="mix"):
         merge(str(tmp_path / "d"), str(tmp_path / "m"))
+
+
+def test_a_failed_merge_leaves_no_file(tmp_path):
+    """Both outputs go through dataset.atomic_write: an error while writing the index (here a .bin
+    shorter than its index says, found while streaming) leaves neither a final name nor a temp file."""
+    docs = DOCS["uint16"]
+    folder = write_pairs(tmp_path / "d", [docs[:2], docs[2:]], np.uint16)
+    sources = [_Source(megatron_fs(), str(folder / f"part_{i:05d}.idx"), str(folder / f"part_{i:05d}.bin"))
+               for i in range(2)]
+    sources[1].bin_size -= 2
+    (tmp_path / "out").mkdir()
+    with pytest.raises(DataError, match="part_00001.bin: bin size"):
+        merge_sources(sources, str(tmp_path / "out" / "m"))
+    assert list((tmp_path / "out").iterdir()) == []
+    merge_sources(sources[:1], str(tmp_path / "out" / "m"))
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["m.bin", "m.idx"]

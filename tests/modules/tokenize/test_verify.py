@@ -47,6 +47,11 @@ def test_missing_success(out):
     (out / "_SUCCESS").unlink()
     line = only(verify(str(out)).problems, "missing _SUCCESS")
     assert line.startswith(str(out / "_SUCCESS"))
+    from modules import dataset
+    from modules.tokenize import verify as module
+
+    # the names verify checks are the writer's own, not a copy that could drift
+    assert (module.SUCCESS, module.MANIFEST) == (dataset.SUCCESS, dataset.MANIFEST)
 
 
 def test_missing_partner(out):
