@@ -13,11 +13,20 @@ from __future__ import annotations
 
 import glob as globlib
 import os
+import re
 from dataclasses import dataclass
 
 import pandas as pd
 
 from modules.errors import DataError, SettingsError
+
+_TRAILING_SPACE = re.compile(r"[ \t]+\n")
+_BLANK_RUNS = re.compile(r"\n{3,}")
+
+
+def tidy_text(text: str) -> str:
+    """Trailing spaces off every line, at most one blank line in a row, no blank ends (every extractor)."""
+    return _BLANK_RUNS.sub("\n\n", _TRAILING_SPACE.sub("\n", text)).strip()
 
 
 @dataclass(frozen=True)

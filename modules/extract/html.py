@@ -23,6 +23,8 @@ from __future__ import annotations
 import functools
 import re
 
+from modules.extract import tidy_text
+
 ALGORITHMS = ("resiliparse", "justext", "trafilatura")
 
 #: NeMo Curator's jusText parameters
@@ -54,8 +56,6 @@ JUSTEXT_STOPLISTS = {
 }
 
 _META_CHARSET = re.compile(rb"""<meta[^>]{0,200}?charset\s*=\s*["']?\s*([a-zA-Z0-9_.:\-]+)""", re.IGNORECASE)
-_BLANK_RUNS = re.compile(r"\n{3,}")
-_TRAILING_SPACE = re.compile(r"[ \t]+\n")
 #: how much of a page the <meta> charset is looked for in (the HTML spec says the first 1024 bytes;
 #: real pages put it later, after long comments or scripts)
 META_WINDOW = 4096
@@ -121,19 +121,13 @@ def decode_html(data: bytes, header_charset: str | None = None) -> tuple[str, st
     raise UndecodableError(f"no charset decodes the page (tried {', '.join(tried)})")
 
 
-def _tidy(text: str) -> str:
-    """Trailing spaces off every line, at most one blank line in a row, no blank ends."""
-    text = _TRAILING_SPACE.sub("\n", text)
-    return _BLANK_RUNS.sub("\n\n", text).strip()
-
-
 def extract_resiliparse(html: str) -> str:
     from resiliparse.extract.html2text import extract_plain_text
     from resiliparse.parse.html import HTMLTree
 
     text = extract_plain_text(HTMLTree.parse(html), main_content=True, alt_texts=False, links=False,
                               form_fields=False, noscript=False, comments=False)
-    return _tidy(text)
+    return tidy_text(text)
 
 
 @functools.cache
@@ -169,7 +163,7 @@ def extract_justext(html: str) -> str:
     heading_distance = params.pop("max_heading_distance")
     jt.classify_paragraphs(paragraphs, stoplist, no_headings=False, **params)
     jt.revise_paragraph_classification(paragraphs, heading_distance)
-    return _tidy("\n\n".join(p.text for p in paragraphs if not p.is_boilerplate))
+    return tidy_text("\n\n".join(p.text for p in paragraphs if not p.is_boilerplate))
 
 
 def extract_trafilatura(html: str) -> str:
@@ -177,7 +171,7 @@ def extract_trafilatura(html: str) -> str:
 
     text = trafilatura.extract(html, include_comments=False, include_tables=True, deduplicate=False,
                                with_metadata=False, output_format="txt")
-    return _tidy(text or "")
+    return tidy_text(text or "")
 
 
 _EXTRACTORS = {

@@ -13,6 +13,8 @@ from __future__ import annotations
 import posixpath
 import re
 
+from modules.extract import tidy_text
+
 TEX_SUFFIXES = (".tex", ".ltx", ".latex")
 #: how deep \input may nest (a file including itself is stopped earlier, by the cycle check)
 MAX_DEPTH = 20
@@ -37,8 +39,6 @@ _BIBLIOGRAPHY = re.compile(
     re.DOTALL,
 )
 _MAKETITLE = re.compile(r"\\maketitle\b")
-_TRAILING_SPACE = re.compile(r"[ \t]+\n")
-_BLANK_RUNS = re.compile(r"\n{3,}")
 _LOOKS_LIKE_TEX = re.compile(r"\\(?:documentclass|documentstyle|begin\s*\{document\}|section|chapter|input)\b")
 
 
@@ -143,9 +143,7 @@ def body(tex: str) -> str:
 
 def tidy(tex: str) -> str:
     tex = _BIBLIOGRAPHY.sub("", tex)
-    tex = _MAKETITLE.sub("", tex)
-    tex = _TRAILING_SPACE.sub("\n", tex)
-    return _BLANK_RUNS.sub("\n\n", tex).strip()
+    return tidy_text(_MAKETITLE.sub("", tex))
 
 
 def paper_text(sources: dict[str, bytes], max_chars: int | None = None) -> str | None:

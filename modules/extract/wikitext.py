@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from modules.extract import tidy_text
+
 #: namespace names that mean "file" or "category" on every wiki, whatever its language
 DEFAULT_DROP_NAMESPACES = frozenset({"file", "image", "media", "category"})
 #: tags whose whole content goes (tables are tags too: wiki ``{| |}`` markup parses as <table>)
@@ -19,7 +21,6 @@ DROP_TAGS = frozenset({"ref", "references", "table", "gallery", "imagemap", "tim
 _MAGIC_WORDS = re.compile(r"__[A-Z]+__")
 _INTERLANGUAGE = re.compile(r"^[a-z]{2,3}(?:-[a-z]+){0,2}$")
 _EDGE_SPACE = re.compile(r"(?m)^[ \t]+|[ \t]+$")
-_BLANK_RUNS = re.compile(r"\n{3,}")
 _SPACE_RUNS = re.compile(r"[ \t]{2,}")
 #: lines left with nothing but punctuation once their content went (e.g. "()" of a removed template)
 _EMPTY_LINE = re.compile(r"(?m)^[ \t]*[\-–—*#:;,.()\[\]|][ \t\-–—*#:;,.()\[\]|]*\n")
@@ -63,4 +64,4 @@ def wikitext_to_text(wikitext: str, drop_namespaces: frozenset[str] = DEFAULT_DR
     text = _SPACE_RUNS.sub(" ", text)
     text = _EDGE_SPACE.sub("", text) + "\n"
     text = _EMPTY_LINE.sub("", text)
-    return _BLANK_RUNS.sub("\n\n", text).strip()
+    return tidy_text(text)
