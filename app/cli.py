@@ -16,6 +16,7 @@ import logging
 import os
 import sys
 import typing
+import warnings
 
 from modules.errors import CurateError, SettingsError
 from modules.stage import IOSettings, field_types, settings_from_mapping
@@ -213,6 +214,13 @@ def main(argv=None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
+    args = None
+    if debug:  # inherited by local workers: they keep their "Compute Failed" tracebacks (app.cluster)
+        os.environ["CURATE_DEBUG"] = "1"
+    else:
+        # a taken --dashboard-address port: Dask moves the dashboard and warns "Perhaps you already have a
+        # cluster running?"; curate prints where the dashboard is anyway
+        warnings.filterwarnings("ignore", message=r"Port \d+ is already in use")
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -239,6 +247,12 @@ def main(argv=None) -> int:
     except Exception as e:  # a bug or an unexpected library failure: one line, the traceback with --debug
         if debug:
             raise
+        from app.errors import describe
+
+        known = describe(e, getattr(args, "output", None))
+        if known:
+            print(f"curate: error: {known}", file=sys.stderr, flush=True)
+            return 1
         logging.getLogger("curate").debug("unexpected error", exc_info=True)
         print(f"curate: error: {type(e).__name__}: {e} (rerun with --debug for the traceback)",
               file=sys.stderr, flush=True)

@@ -183,15 +183,17 @@ def _shutdown_quietly(client, timeout: float = 30.0) -> None:
 
 
 class _HideExpectedFailures(logging.Filter):
-    """Drop a worker's 'Compute Failed' report when the task raised one of curate's own errors.
+    """Drop a worker's 'Compute Failed' report unless --debug.
 
-    Those carry a one-line message that the client prints and exits with; the worker's copy would
-    only add a traceback of an expected failure (bad data, bad usage) to the log.
+    The client prints one line for the failure and exits with it; the worker's copy would only add
+    a traceback (of bad data, a full disk, a failed download) before that line.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
         msg = record.getMessage()
-        return not (msg.startswith("Compute Failed") and ("DataError(" in msg or "SettingsError(" in msg))
+        # every task failure reaches the client, which prints one line for it (app.errors); the
+        # worker's traceback is kept only with --debug (CURATE_DEBUG, set by app.cli)
+        return not msg.startswith("Compute Failed") or bool(os.environ.get("CURATE_DEBUG"))
 
 
 def install_log_filters(client) -> None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from app.errors import WorkerKilled
 from modules import dataset, registry
 from modules import output as output_mod
 from modules.errors import SettingsError
@@ -173,7 +174,10 @@ def run_stage(name: str, settings, inputs, output: str, io: IOSettings, compute=
         started = time.perf_counter()
         ctx = StageContext(input=inputs, output=output, io=io, fingerprint=fp, compute=compute, force=force,
                            owner=stage_owner(name, job))
-        manifest = cls().run(settings, ctx)
+        try:
+            manifest = cls().run(settings, ctx)
+        except WorkerKilled as e:
+            raise e.in_stage(name, inputs, io) from None
         return StageOutcome(name, output, manifest, False, time.perf_counter() - started)
 
 
@@ -265,13 +269,18 @@ def make_compute(client, show_progress: bool | None = None):
 
         if client is None:
             return dask.compute(*collections)
-        futures = client.compute(list(collections))
-        if show_progress:
-            from distributed import progress
+        from distributed import KilledWorker
 
-            progress(futures)
-            print(file=sys.stderr)
-        return tuple(client.gather(futures))
+        futures = client.compute(list(collections))
+        try:
+            if show_progress:
+                from distributed import progress
+
+                progress(futures)
+                print(file=sys.stderr)
+            return tuple(client.gather(futures))
+        except KilledWorker as e:  # names a task key only; run_stage adds the stage and the input
+            raise WorkerKilled.from_killed(e) from e
 
     return compute
 

@@ -6,8 +6,11 @@ and ``text`` (string), plus metadata columns (``url``, ``source``, ``language``,
 Reading (``read_dataset``) takes files, directories or globs of JSONL (``.jsonl``, ``.jsonl.gz``,
 ``.jsonl.zst``) or Parquet. Every frame it returns carries two internal columns, ``_reason`` and
 ``_detail``, that are NA for good rows. With ``on_error="skip"`` a bad input line becomes a row whose
-``_reason`` says why (``invalid_json``, ``invalid_utf8``, ``not_an_object``, ``missing_text``) and whose
-``_detail`` names the file and line; with ``on_error="raise"`` it fails the run with that same line.
+``_reason`` says why (``invalid_json``, ``invalid_utf8``, ``not_an_object``, ``missing_text``, ``bad_type``
+for a text that is not a string, ``bad_id`` for an id that is not one, ``too_large`` for a document
+beyond the per-document memory budget, ``corrupt_file`` for a Parquet file that cannot be read: one
+record naming it) and whose ``_detail`` names the file and line (row); with ``on_error="raise"`` it
+fails the run with that same line. Types are checked per Parquet file, before rows are built.
 Stages mark the rows they drop the same way (:func:`mark_dropped`).
 
 Writing (``write_dataset``) produces one directory per stage::
@@ -254,7 +257,10 @@ def plan_pieces(files: list[tuple[str, str]], blocksize: int) -> list[Piece]:
 def _parquet_pieces(path: str, name: str, blocksize: int) -> list[Piece]:
     import pyarrow.parquet as pq
 
-    md = pq.ParquetFile(path).metadata
+    try:
+        md = pq.ParquetFile(path).metadata
+    except Exception:  # corrupt: one piece, which read_piece refuses or rejects naming the file
+        return [Piece(path, name, "parquet")]
     groups, current, size = [], [], 0
     for rg in range(md.num_row_groups):
         current.append(rg)
@@ -285,19 +291,32 @@ def read_dataset(specs, io_settings: IOSettings | None = None, rejects_dir: str 
 
 
 def infer_meta(pieces: list[Piece], io_settings: IOSettings, max_pieces: int = 16) -> pd.DataFrame:
-    """The dataset's schema: from the first Parquet file, or from up to ``SCHEMA_SAMPLE`` records of
-    the first JSONL pieces that have any (an empty first file does not decide the schema)."""
+    """The dataset's schema: from the first readable Parquet file, or from up to ``SCHEMA_SAMPLE``
+    records of the first JSONL pieces that have any (an empty first file does not decide the schema).
+
+    A Parquet file whose footer cannot be read fails here naming it, or with ``on_error="skip"`` is
+    passed over (``read_piece`` makes it one reject record)."""
     first = pieces[0]
     if first.kind == "parquet":
         import pyarrow.parquet as pq
 
-        sample = pq.ParquetFile(first.path).schema_arrow.empty_table().to_pandas()
-        return _standardise(sample, first, io_settings, meta=None).iloc[:0]
+        paths = list(dict.fromkeys(p.path for p in pieces if p.kind == "parquet"))[:max_pieces]
+        for path in paths:
+            try:
+                schema = pq.ParquetFile(path).schema_arrow
+            except Exception as e:
+                if io_settings.on_error != "skip":
+                    raise DataError(f"{path}: corrupt_file: cannot read Parquet: {_one_line(e)} "
+                                    "(use --on-error skip to make it a reject record)") from None
+                continue
+            return _standardise(_schema_sample(schema, io_settings), first, io_settings, meta=None).iloc[:0]
+        return _standardise(_records_frame([]), first, io_settings, meta=None).iloc[:0]
     records = []
+    limit = _explicit_budget(io_settings) or SCHEMA_LINE_LIMIT
     for piece in pieces[:max_pieces]:
-        for _, _, _, rec in _iter_jsonl(piece):
-            if isinstance(rec, dict) and isinstance(rec.get(io_settings.text_field), str):
-                records.append(rec)
+        for _, _, _, rec in _iter_jsonl(piece, limit):
+            if isinstance(rec, dict) and _record_problem(rec, io_settings) is None:
+                records.append(_converted(rec, io_settings))
                 if len(records) >= SCHEMA_SAMPLE:
                     break
         if records:
@@ -307,17 +326,249 @@ def infer_meta(pieces: list[Piece], io_settings: IOSettings, max_pieces: int = 1
 
 def read_piece(piece: Piece, io_settings: IOSettings, schema: pd.DataFrame | None = None) -> pd.DataFrame:
     """Read one piece into a pandas frame with the dataset's schema (pure apart from reading the file)."""
-    meta = schema
     if piece.kind == "parquet":
-        import pyarrow.parquet as pq
+        return _read_parquet_piece(piece, io_settings, schema)
+    return _read_jsonl_piece(piece, io_settings, schema)
 
-        try:
-            pf = pq.ParquetFile(piece.path)
-            table = pf.read_row_groups(list(piece.row_groups)) if piece.row_groups is not None else pf.read()
-        except Exception as e:
-            raise DataError(f"{piece.path}: cannot read Parquet: {e}") from e
-        return _standardise(table.to_pandas(), piece, io_settings, meta)
-    return _read_jsonl_piece(piece, io_settings, meta)
+
+# what the reader checks before it builds frames: a document's type, its id's type and its size
+
+
+#: the share of a worker's memory limit one document may take: the raw line, the parsed string, the
+#: frame's Arrow copy and a stage's output each hold it once, beside the worker's own baseline
+DOCUMENT_SHARE = 8
+#: longest line the client reads while sampling JSONL for the schema (longer lines are not sampled)
+SCHEMA_LINE_LIMIT = 64 << 20
+
+
+def _explicit_budget(io_settings: IOSettings) -> int | None:
+    if io_settings.max_document_bytes == "auto":
+        return None
+    return parse_bytes(io_settings.max_document_bytes, "max_document_bytes")
+
+
+def document_budget(io_settings: IOSettings) -> tuple[int | None, str]:
+    """(largest document in bytes, or None for no limit; what sets it) for the worker running this.
+
+    ``auto`` is 1/``DOCUMENT_SHARE`` of this worker's memory limit: a document beyond it would kill
+    the worker while its frames are built, so the reader refuses it first, naming file and line.
+    Outside a Dask worker (the synchronous scheduler, the client) there is no limit to derive from.
+    """
+    explicit = _explicit_budget(io_settings)
+    if explicit is not None:
+        return explicit, f"--max-document-bytes {io_settings.max_document_bytes}"
+    limit = worker_memory_limit()
+    if not limit:
+        return None, ""
+    return limit // DOCUMENT_SHARE, (f"1/{DOCUMENT_SHARE} of the worker memory limit {format_size(limit)}; "
+                                     "raise --memory-limit, or set --max-document-bytes")
+
+
+def worker_memory_limit() -> int | None:
+    """The memory limit of the Dask worker running this task, if any."""
+    import sys
+
+    if "distributed" not in sys.modules:  # not on a worker: do not import distributed for nothing
+        return None
+    from distributed import get_worker
+
+    try:
+        worker = get_worker()
+    except ValueError:
+        return None
+    return getattr(getattr(worker, "memory_manager", None), "memory_limit", None) or None
+
+
+def format_size(n: float) -> str:
+    """1536 -> '1.5 KiB'."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{int(n)} B" if unit == "B" else f"{n:.1f} {unit}".replace(".0 ", " ")
+        n /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+_JSON_TYPES = {dict: "object", list: "array", bool: "boolean", int: "number", float: "number", str: "string"}
+
+
+def _json_type(value) -> str:
+    return _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+class TooLarge(Exception):
+    """A line longer than the document budget; its bytes were skipped, never held."""
+
+    def __init__(self, size: int):
+        super().__init__(size)
+        self.size = size
+
+
+def _record_problem(rec, io_settings: IOSettings) -> tuple[str, str] | None:
+    """(reason, message) when a parsed JSONL line is not a usable document, else None."""
+    if isinstance(rec, TooLarge):
+        return "too_large", f"{format_size(rec.size)} line"
+    if isinstance(rec, UnicodeDecodeError):
+        return "invalid_utf8", str(rec)
+    if isinstance(rec, DataError):
+        return "truncated_file", str(rec)
+    if isinstance(rec, Exception):
+        return "invalid_json", str(rec)
+    if not isinstance(rec, dict):
+        return "not_an_object", f"a JSON {type(rec).__name__}, not an object"
+    tf, idf = io_settings.text_field, io_settings.id_field
+    if rec.get(tf) is None:
+        return "missing_text", f"no {tf!r} field" if tf not in rec else f"{tf!r} is null"
+    if not isinstance(rec[tf], str):
+        return "bad_type", f"{tf!r} is a JSON {_json_type(rec[tf])}, not a string"
+    ident = rec.get(idf)
+    if ident is not None and not isinstance(ident, str):
+        if io_settings.convert_ids and type(ident) is int:
+            return None
+        hint = "" if io_settings.convert_ids else " (--convert-ids accepts integer ids)"
+        return "bad_id", f"{idf!r} is a JSON {_json_type(ident)}, not a string{hint}"
+    return None
+
+
+def _converted(rec: dict, io_settings: IOSettings) -> dict:
+    """The record with an integer id as its decimal string (only reached with ``convert_ids``)."""
+    ident = rec.get(io_settings.id_field)
+    if ident is None or isinstance(ident, str):
+        return rec
+    return {**rec, io_settings.id_field: str(ident)}
+
+
+def _is_string_type(t) -> bool:
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or getattr(pa.types, "is_string_view", bool)(t)
+
+
+def _column_problem(schema, io_settings: IOSettings) -> tuple[str, str] | None:
+    """(reason, message) when a Parquet file's text or id column cannot hold documents, else None."""
+    import pyarrow as pa
+
+    tf, idf = io_settings.text_field, io_settings.id_field
+    if tf not in schema.names:
+        return "missing_text", f"no {tf!r} column (columns: {', '.join(schema.names)})"
+    if not _is_string_type(schema.field(tf).type):
+        return "bad_type", f"column {tf!r} is {schema.field(tf).type}, not a string"
+    if idf in schema.names and not _is_string_type(t := schema.field(idf).type):
+        if io_settings.convert_ids and pa.types.is_integer(t):
+            return None
+        hint = "" if io_settings.convert_ids or not pa.types.is_integer(t) else " (--convert-ids accepts integer ids)"
+        return "bad_id", f"column {idf!r} is {t}, not a string{hint}"
+    return None
+
+
+def _schema_sample(schema, io_settings: IOSettings) -> pd.DataFrame:
+    """An empty frame of a Parquet schema, its id and text columns as strings whatever they hold
+    (a file whose columns do not fit is rejected or refused when it is read, not here)."""
+    df = schema.empty_table().to_pandas()
+    for col in (io_settings.text_field, io_settings.id_field):
+        if col in df.columns:
+            df[col] = pd.Series([], dtype=STRING)
+    return df
+
+
+def _read_parquet_piece(piece: Piece, io_settings: IOSettings, meta) -> pd.DataFrame:
+    """A Parquet piece, its columns checked first: a text column that is not a string, or an id
+    column that is not one (and not an integer with ``convert_ids``), fails naming the file and the
+    type, or with ``on_error="skip"`` makes every row a reject. A file that cannot be read fails or
+    becomes one reject record naming it. A single-row row group larger than the document budget is
+    refused (or rejected) before it is read. Null texts are ``missing_text`` rejects."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    skip = io_settings.on_error == "skip"
+    tf, idf = io_settings.text_field, io_settings.id_field
+    try:
+        pf = pq.ParquetFile(piece.path)
+        md, schema = pf.metadata, pf.schema_arrow
+    except Exception as e:
+        return _unreadable(piece, io_settings, meta, f"cannot read Parquet: {_one_line(e)}")
+    groups = list(piece.row_groups) if piece.row_groups is not None else list(range(md.num_row_groups))
+    first_row = sum(md.row_group(g).num_rows for g in range(groups[0])) if groups else 0
+    starts, row = {}, first_row
+    for g in groups:
+        starts[g] = row
+        row += md.row_group(g).num_rows
+    bad = []
+    budget, source = document_budget(io_settings)
+    keep = list(groups)
+    if budget is not None:
+        for g in groups:
+            rg = md.row_group(g)
+            if rg.num_rows == 1 and rg.total_byte_size > budget:
+                msg = (f"a {format_size(rg.total_byte_size)} document is larger than the "
+                       f"{format_size(budget)} per document ({source})")
+                where = f"{piece.path} row {starts[g]} (row group {g})"
+                if not skip:
+                    raise DataError(f"{where}: too_large: {msg}")
+                keep.remove(g)
+                bad.append(_reject_row(f"{piece.name}:{starts[g]}", pd.NA, "too_large", f"{where}: {msg}"))
+    problem = _column_problem(schema, io_settings)
+    if problem is not None and not skip:
+        raise DataError(f"{piece.path}: {problem[0]}: {problem[1]} "
+                        "(use --on-error skip to write its rows to _rejects/)")
+    columns = None
+    if problem is not None:
+        columns = [idf] if idf in schema.names and problem[0] != "bad_id" else []
+    try:
+        table = pf.read_row_groups(keep, columns=columns) if keep else schema.empty_table()
+    except Exception as e:
+        return _unreadable(piece, io_settings, meta, f"cannot read Parquet: {_one_line(e)}")
+    rows = np.concatenate([np.arange(starts[g], starts[g] + md.row_group(g).num_rows) for g in keep]
+                          ) if keep else np.zeros(0, dtype=np.int64)
+    if problem is not None:
+        reason, msg = problem
+        ids = (table[idf].cast(pa.string()).to_pylist() if columns else [None] * table.num_rows)
+        bad.extend(_reject_row(i if i is not None else f"{piece.name}:{r}", pd.NA, reason,
+                               f"{piece.path} row {r}: {msg}") for i, r in zip(ids, rows.tolist()))
+        return _with_rejects(_standardise(_records_frame([]), piece, io_settings, meta), bad)
+    if idf in schema.names and not _is_string_type(schema.field(idf).type):  # integers, convert_ids
+        table = table.set_column(schema.get_field_index(idf), idf, table[idf].cast(pa.string()))
+    df = table.to_pandas()
+    df["__offset"] = rows
+    missing = df[tf].isna().to_numpy()
+    if missing.any():
+        first = int(rows[missing][0])
+        if not skip:
+            raise DataError(f"{piece.path} row {first}: missing_text: {tf!r} is null "
+                            "(use --on-error skip to write such rows to _rejects/)")
+        ids = df[idf] if idf in df.columns else pd.Series(pd.NA, index=df.index)
+        bad.extend(_reject_row(i if isinstance(i, str) else f"{piece.name}:{r}", pd.NA, "missing_text",
+                               f"{piece.path} row {r}: {tf!r} is null")
+                   for i, r in zip(ids[missing].tolist(), rows[missing].tolist()))
+        df = df[~missing]
+    return _with_rejects(_standardise(df, piece, io_settings, meta), bad)
+
+
+def _unreadable(piece: Piece, io_settings: IOSettings, meta, msg: str) -> pd.DataFrame:
+    """A file that cannot be read: the run fails naming it, or with ``on_error="skip"`` it becomes
+    one reject record (id: its name) so that it is counted and listed in _rejects/."""
+    if io_settings.on_error != "skip":
+        raise DataError(f"{piece.path}: corrupt_file: {msg} (use --on-error skip to make it a reject record)")
+    where = piece.path if piece.row_groups is None else f"{piece.path} row groups {piece.row_groups[0]}-{piece.row_groups[-1]}"
+    empty = _standardise(_records_frame([]), piece, io_settings, meta)
+    return _with_rejects(empty, [_reject_row(piece.name, pd.NA, "corrupt_file", f"{where}: {msg}")])
+
+
+def _reject_row(ident, text, reason: str, detail: str) -> dict:
+    return {"id": ident, "text": text, REASON: reason, DETAIL: detail}
+
+
+def _with_rejects(df: pd.DataFrame, bad: list[dict]) -> pd.DataFrame:
+    if not bad:
+        return df
+    rejects = pd.DataFrame(bad).reindex(columns=df.columns)
+    df = pd.concat([df, rejects.astype(df.dtypes.to_dict(), errors="ignore")], ignore_index=True)
+    return df.astype({"id": STRING, "text": STRING, REASON: STRING, DETAIL: STRING})
 
 
 def _open_bytes(path: str):
@@ -334,8 +585,11 @@ def _open_bytes(path: str):
 _LONE_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
-def _iter_jsonl(piece: Piece):
+def _iter_jsonl(piece: Piece, limit: int | None = None):
     """(byte offset, line index in the piece, raw line, parsed record or an Exception) per non-blank line.
+
+    A line longer than ``limit`` bytes is read past in chunks, never held, and comes as a
+    :class:`TooLarge` with an empty raw line.
 
     JSON may escape lone UTF-16 surrogates (``"\\ud83d"`` without its partner), common in crawled
     data; Python decodes them into strings that cannot be written as UTF-8, so they become U+FFFD.
@@ -348,18 +602,21 @@ def _iter_jsonl(piece: Piece):
         pos = piece.start
         if pos > 0:
             f.seek(pos - 1)
-            pos += len(f.readline()) - 1  # the line that straddles the boundary belongs to the previous piece
+            pos += _read_line(f, limit)[1] - 1  # the line that straddles the boundary belongs to the previous piece
         index = -1
         while piece.end < 0 or pos < piece.end:
             try:
-                line = f.readline()
+                line, length = _read_line(f, limit)
             except (OSError, EOFError) as e:  # truncated gzip / zstd stream
                 yield pos, index + 1, b"", DataError(f"{piece.path}: truncated or corrupt compressed stream: {e}")
                 return
-            if not line:
+            if not length:
                 return
             index += 1
-            offset, pos = pos, pos + len(line)
+            offset, pos = pos, pos + length
+            if line is None:
+                yield offset, index, b"", TooLarge(length)
+                continue
             if not line.strip():
                 continue
             try:
@@ -371,6 +628,23 @@ def _iter_jsonl(piece: Piece):
             if isinstance(rec, dict) and _LONE_SURROGATE_ESCAPE.search(line):
                 rec = {k: _repair_surrogates(v) if isinstance(v, str) else v for k, v in rec.items()}
             yield offset, index, line, rec
+
+
+def _read_line(f, limit: int | None) -> tuple[bytes | None, int]:
+    """(the next line, its length in bytes); the line is None when it is longer than ``limit``
+    (newline excluded): then it is consumed in 1 MiB chunks and only its length is kept."""
+    if limit is None:
+        line = f.readline()
+        return line, len(line)
+    line = f.readline(limit + 1)
+    if len(line) <= limit or line.endswith(b"\n"):
+        return line, len(line)
+    n = len(line)
+    while True:
+        chunk = f.readline(1 << 20)
+        n += len(chunk)
+        if not chunk or chunk.endswith(b"\n"):
+            return None, n
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -418,38 +692,21 @@ def _read_jsonl_piece(piece: Piece, io_settings: IOSettings, meta) -> pd.DataFra
     good, bad = [], []
     skip = io_settings.on_error == "skip"
     line_number = _LineNumbers(piece)
-    for offset, index, line, rec in _iter_jsonl(piece):
-        if isinstance(rec, dict) and isinstance(rec.get(io_settings.text_field), str):
-            good.append({**rec, "__offset": offset})
+    budget, source = document_budget(io_settings)
+    for offset, index, line, rec in _iter_jsonl(piece, budget):
+        problem = _record_problem(rec, io_settings)
+        if problem is None:
+            good.append({**_converted(rec, io_settings), "__offset": offset})
             continue
-        if isinstance(rec, UnicodeDecodeError):
-            reason, msg = "invalid_utf8", str(rec)
-        elif isinstance(rec, DataError):
-            reason, msg = "truncated_file", str(rec)
-        elif isinstance(rec, Exception):
-            reason, msg = "invalid_json", str(rec)
-        elif not isinstance(rec, dict):
-            reason, msg = "not_an_object", f"a JSON {type(rec).__name__}, not an object"
-        elif io_settings.text_field not in rec:
-            reason, msg = "missing_text", f"no {io_settings.text_field!r} field"
-        else:
-            reason, msg = "missing_text", f"{io_settings.text_field!r} is not a string"
+        reason, msg = problem
+        if reason == "too_large":
+            msg = f"a {msg} is larger than the {format_size(budget)} per document ({source})"
         where = f"{piece.path} line {line_number(index)}"
         if not skip:
             raise DataError(f"{where}: {reason}: {msg} (use --on-error skip to write such lines to _rejects/)")
-        bad.append({
-            "id": f"{piece.name}:{offset}",
-            "text": line.decode("utf-8", errors="replace").rstrip("\n"),
-            REASON: reason,
-            DETAIL: f"{where}: {msg}",
-        })
-    df = _standardise(_records_frame(good), piece, io_settings, meta)
-    if bad:
-        rejects = pd.DataFrame(bad)
-        rejects = rejects.reindex(columns=df.columns)
-        df = pd.concat([df, rejects.astype(df.dtypes.to_dict(), errors="ignore")], ignore_index=True)
-        df = df.astype({"id": STRING, "text": STRING, REASON: STRING, DETAIL: STRING})
-    return df
+        bad.append(_reject_row(f"{piece.name}:{offset}", line.decode("utf-8", errors="replace").rstrip("\n"),
+                               reason, f"{where}: {msg}"))
+    return _with_rejects(_standardise(_records_frame(good), piece, io_settings, meta), bad)
 
 
 def _records_frame(records: list[dict]) -> pd.DataFrame:
@@ -478,9 +735,9 @@ def _standardise(df: pd.DataFrame, piece: Piece, io_settings: IOSettings, meta: 
     """Rename the text/id fields, generate missing ids, add the internal columns, conform to ``meta``."""
     tf, idf = io_settings.text_field, io_settings.id_field
     if tf not in df.columns:
-        if piece.kind == "parquet":
+        if len(df):  # the readers reject such rows before they get here
             raise DataError(f"{piece.path}: no {tf!r} column (columns: {', '.join(map(str, df.columns))})")
-        df = df.assign(**{tf: pd.Series([], dtype=STRING)}) if df.empty else df
+        df = df.assign(**{tf: pd.Series([], dtype=STRING)})
     rename = {}
     if tf != "text":
         if "text" in df.columns:

@@ -32,11 +32,20 @@ class IOSettings:
     blocksize: str = field(default="128MiB", metadata={"help": "target input bytes per partition"})
     text_field: str = field(default="text", metadata={"help": "input field that holds the document text"})
     id_field: str = field(default="id", metadata={"help": "input field that holds the document id"})
+    #: ids must be strings: 1 and "1" would otherwise become the same id, a dict id its repr
+    convert_ids: bool = field(default=False, metadata={
+        "help": "accept integer ids, written as their decimal string (7 -> \"7\"); other non-string ids "
+                "(floats, booleans, objects, lists) are rejected either way as bad_id"})
+    max_document_bytes: str | int = field(default="auto", metadata={
+        "help": "largest input document (JSONL line, single-row Parquet row group) a worker reads; "
+                "auto: 1/8 of the worker's memory limit (none without a limit)"})
 
     def __post_init__(self):
         check_choice(self, "format")
         check_choice(self, "on_error")
         parse_bytes(self.blocksize, "blocksize")
+        if self.max_document_bytes != "auto":
+            parse_bytes(self.max_document_bytes, "max_document_bytes")
 
 
 def check_choice(settings, name: str) -> None:
@@ -204,5 +213,8 @@ def fingerprint(stage: str, settings, input_identity, io: IOSettings) -> str:
         "input": input_identity,
         "io": {k: getattr(io, k) for k in ("format", "on_error", "blocksize", "text_field", "id_field")},
     }
+    # newer options count only when set, so that existing outputs keep their fingerprints
+    payload["io"].update({k: getattr(io, k) for k, default in (("convert_ids", False), ("max_document_bytes", "auto"))
+                          if getattr(io, k) != default})
     blob = json.dumps(payload, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16]

@@ -24,9 +24,17 @@ def add_arguments(p) -> None:
     p.add_argument("--tokenizer", default=None, metavar="TOK",
                    help="tokenizer for the vocabulary size and to decode the first document")
     p.add_argument("--prefix", default=None, metavar="NAME", help="check only the pairs NAME_00000... (one set)")
+    p.add_argument("--unique-ids", action="store_true",
+                   help="instead: check that the ids of the dataset DIR (a stage output, files or a glob) are "
+                        "unique, on the cluster; lists the first duplicates and exits 1 when there are any")
+    from app.cli import add_cluster_arguments
+
+    add_cluster_arguments(p)
 
 
 def main(args) -> int:
+    if args.unique_ids:
+        return unique_ids_main(args)
     from modules.tokenize.load import load_tokenizer
     from modules.tokenize.verify import verify
 
@@ -59,3 +67,27 @@ def main(args) -> int:
         if tok is not None:
             print(f"decoded: {tok.decode(tokens)!r}")
     return 0
+
+
+def unique_ids_main(args) -> int:
+    from app import runner
+    from app.cli import cluster_settings
+    from app.cluster import connect
+    from modules import dataset, unique_ids
+    from modules.settings import IOSettings
+
+    io = IOSettings(on_error="skip")  # bad lines and non-string ids are counted, not fatal, here
+    dataset.expand_inputs([args.dir])  # a missing or unfinished input: one line before any cluster
+    with connect(cluster_settings(args)) as client:
+        report = unique_ids.check([args.dir], io, runner.make_compute(client))
+    rejected = f"; {report.rejected:,} unreadable or rejected record(s) not checked" if report.rejected else ""
+    if report.ok:
+        print(f"curate verify: {args.dir}: {report.documents:,} ids, all unique{rejected}")
+        return 0
+    for ident, n, files in report.examples:
+        print(f"  {ident!r}: {n} documents ({', '.join(files)})", file=sys.stderr)
+    more = report.duplicate_ids - len(report.examples)
+    print(f"curate verify: {args.dir}: {report.duplicate_ids:,} duplicate id(s) among {report.documents:,} documents "
+          f"({report.extra_documents:,} documents beyond the first of each{'; first ' + str(len(report.examples)) + ' shown' if more > 0 else ''})"
+          f"{rejected}", file=sys.stderr, flush=True)
+    return 1

@@ -104,7 +104,22 @@ def _duplicates_task(df: pd.DataFrame, folder: str, audit: str, i: int) -> dict:
     stats = dedup.save_part(groups, folder, i)
     stats["outputs"] = stats.get("outputs", []) + audit_stats.get("outputs", [])
     stats["removed"] = int(groups["removed"].sum())
+    stats.update(duplicate_ids(df))
     return stats
+
+
+#: how many duplicate ids the manifest lists as examples
+ID_EXAMPLES = 10
+
+
+def duplicate_ids(df: pd.DataFrame) -> dict:
+    """Ids this shuffled partition holds more than once. Every copy of a document (same text) lands
+    in the same partition, so an input read twice is always caught; ids shared by different texts
+    only when their hashes meet (``curate verify --unique-ids`` checks them all)."""
+    counts = df["id"].value_counts()
+    dup = counts[counts > 1].sort_index()
+    return {"duplicate_ids": int(len(dup)),
+            "duplicate_id_examples": [[str(k), int(v)] for k, v in dup.head(ID_EXAMPLES).items()]}
 
 
 class ExactDedupStage(Stage):
@@ -137,8 +152,23 @@ class ExactDedupStage(Stage):
         marked = dedup.removal_frame(dedup.Inputs(ctx, ddf), steps, "duplicates", REASON)
         removed = sum(p.get("removed", 0) for p in info["parts"])
         extra = {"dedup": {"hash": settings.hash, "documents_in_groups": info["rows"],
-                           "groups": info["rows"] - removed, "removed": removed},
+                           "groups": info["rows"] - removed, "removed": removed,
+                           "duplicate_ids": _report_duplicate_ids(info["parts"], ctx.output)},
                  "steps": steps.timings}
         manifest = dataset.write_dataset(marked, ctx, stage=self.name, settings=settings,
                                          reject_columns=("id",), extra=extra, records=steps.records())
         return manifest
+
+
+def _report_duplicate_ids(parts: list[dict], output: str) -> dict:
+    """{"count", "examples": [[id, documents], ...]} of the duplicate ids met, and a warning line."""
+    import logging
+
+    count = sum(p.get("duplicate_ids", 0) for p in parts)
+    examples = sorted(e for p in parts for e in p.get("duplicate_id_examples", []))[:ID_EXAMPLES]
+    if count:
+        shown = ", ".join(f"{i!r} x{n}" for i, n in examples[:3])
+        logging.getLogger(__name__).warning(
+            "%s: %d id(s) occur more than once (%s%s); ids should be unique: curate verify --unique-ids "
+            "lists them all", output, count, shown, ", ..." if count > 3 else "")
+    return {"count": count, "examples": examples}

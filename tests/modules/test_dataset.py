@@ -68,9 +68,13 @@ def test_directory_glob_and_parquet_inputs(tmp_path):
 
 
 def test_text_field_is_mapped_to_text(tmp_path):
-    src = write_jsonl(tmp_path / "in.jsonl", [{"content": "hello", "doc_id": 7}])
+    src = write_jsonl(tmp_path / "in.jsonl", [{"content": "hello", "doc_id": "d7"}])
     _, df = read_all([str(src)], text_field="content", id_field="doc_id")
-    assert df.loc[0, "text"] == "hello" and df.loc[0, "id"] == "7"
+    assert df.loc[0, "text"] == "hello" and df.loc[0, "id"] == "d7"
+    # integer ids only with the opt-in (issue 11: 7 and "7" would otherwise be one id unnoticed)
+    src = write_jsonl(tmp_path / "in2.jsonl", [{"content": "hello", "doc_id": 7}])
+    _, df = read_all([str(src)], text_field="content", id_field="doc_id", convert_ids=True)
+    assert df.loc[0, "id"] == "7"
 
 
 def test_bad_line_fails_with_file_and_line(tmp_path):
