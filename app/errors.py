@@ -79,7 +79,7 @@ class WorkerKilled(CurateError):
         part = f" on partition {self.partition}" if self.partition is not None else ""
         src = f" (input: {self.source})" if self.source else ""
         limit = f"its memory limit of {format_size(self.memory_limit)}" if self.memory_limit else "its memory limit"
-        times = f" {self.attempts} times" if self.attempts else ""
+        times = {None: "", 1: " once"}.get(self.attempts, f" {self.attempts} times")
         bs = f" (now {self.blocksize})" if self.blocksize else ""
         return (f"{where}a worker died{times} running task {self.task}{part}{src}, most likely over {limit}; "
                 f"use a smaller --blocksize{bs} or a larger --memory-limit (or fewer --workers)")
