@@ -15,6 +15,8 @@ import pytest
 
 from tests.conftest import curate, write_jsonl
 
+pytestmark = pytest.mark.slow  # each starts a local cluster
+
 ONE_WORKER = ("--workers", "1")
 
 
