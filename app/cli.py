@@ -225,6 +225,10 @@ def main(argv=None) -> int:
         parser = build_parser()
         args = parser.parse_args(argv)
         logs.setup(args.log_level)
+        if not debug:
+            from app.errors import hide_dask_tracebacks
+
+            hide_dask_tracebacks()
         if not getattr(args, "handler", None):
             parser.print_help()
             return 2
@@ -247,8 +251,12 @@ def main(argv=None) -> int:
     except Exception as e:  # a bug or an unexpected library failure: one line, the traceback with --debug
         if debug:
             raise
-        from app.errors import describe
+        from app.errors import describe, masked_failure
 
+        first = masked_failure(e)
+        if first is not None:
+            print(f"curate: error: {first}", file=sys.stderr, flush=True)
+            return first.exit_code
         known = describe(e, getattr(args, "output", None))
         if known:
             print(f"curate: error: {known}", file=sys.stderr, flush=True)

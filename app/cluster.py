@@ -208,6 +208,9 @@ def install_log_filters(client) -> None:
             from app.logs import quiet_noisy_loggers
 
             logging.getLogger("distributed.worker").addFilter(_HideExpectedFailures())
+            from app.errors import hide_dask_tracebacks
+
+            hide_dask_tracebacks()
             if logging.getLogger("distributed").getEffectiveLevel() > logging.DEBUG:
                 quiet_noisy_loggers()
 

@@ -10,6 +10,7 @@ the runner raises :class:`WorkerKilled` with what it knows, ``app/cli.py`` print
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import re
 
@@ -85,6 +86,21 @@ class WorkerKilled(CurateError):
                 f"use a smaller --blocksize{bs} or a larger --memory-limit (or fewer --workers)")
 
 
+def masked_failure(e: BaseException) -> CurateError | None:
+    """The CurateError that ``e`` was raised while handling, if any.
+
+    Tearing a cluster down after a failure can fail in turn (a nanny still restarting a killed
+    worker times out); the user should read the first failure, not the clean-up's."""
+    seen = set()
+    e = e.__context__
+    while e is not None and id(e) not in seen:
+        if isinstance(e, CurateError):
+            return e
+        seen.add(id(e))
+        e = e.__context__
+    return None
+
+
 def describe(e: BaseException, output: str | None = None) -> str | None:
     """One line for a known failure that is not a CurateError, else None."""
     if _is_disk_full(e):
@@ -93,8 +109,7 @@ def describe(e: BaseException, output: str | None = None) -> str | None:
         return (f"no space left on device{where}; free space there, or write elsewhere "
                 "(--output; --local-directory for the workers' scratch space)")
     if isinstance(e, MemoryError):
-        return ("out of memory in the client process; use a smaller --blocksize, or give curate a machine "
-                "with more memory")
+        return "out of memory (MemoryError); use a smaller --blocksize or a larger --memory-limit"
     return None
 
 
@@ -106,3 +121,24 @@ def _is_disk_full(e: BaseException) -> bool:
             return True
         e = e.__cause__ or e.__context__
     return False
+
+
+class NoDaskTracebacks(logging.Filter):
+    """Keep Dask's log lines but drop their tracebacks (unless --debug: ``CURATE_DEBUG``).
+
+    A worker that dies (killed for memory) leaves its heartbeat, the nanny and the scheduler logging
+    connection errors with full tracebacks; what failed reaches the user as curate's one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.startswith("distributed") and not os.environ.get("CURATE_DEBUG"):
+            record.exc_info = record.exc_text = record.stack_info = None
+        return True
+
+
+def hide_dask_tracebacks() -> None:
+    """Install :class:`NoDaskTracebacks` on the handlers of this process (client, scheduler, nannies,
+    or a worker: app.cluster's worker plugin calls it there)."""
+    for logger in (logging.getLogger(), logging.getLogger("distributed")):
+        for handler in logger.handlers:
+            if not any(isinstance(f, NoDaskTracebacks) for f in handler.filters):
+                handler.addFilter(NoDaskTracebacks())
