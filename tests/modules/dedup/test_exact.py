@@ -85,7 +85,8 @@ def test_stage_across_partitions(two_files, tmp_path):
     assert sorted(rejects.columns) == ["_detail", "_reason", "id"]  # ids only, no text
     dup = rejects[rejects["_reason"] == "exact_duplicate"].set_index("id")["_detail"].to_dict()
     assert dup == {"d3": "duplicate of d2", "d4": "duplicate of d2", "d9": "duplicate of d8"}
-    assert manifest["dedup"] == {"hash": "md5", "documents_in_groups": 5, "groups": 2, "removed": 3}
+    assert manifest["dedup"] == {"hash": "md5", "documents_in_groups": 5, "groups": 2, "removed": 3,
+                                 "duplicate_ids": {"count": 0, "examples": []}}
 
 
 def test_steps_resume_and_output_is_deterministic(two_files, tmp_path):
