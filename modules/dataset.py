@@ -409,6 +409,10 @@ class TooLarge(Exception):
 
 def _record_problem(rec, io_settings: IOSettings) -> tuple[str, str] | None:
     """(reason, message) when a parsed JSONL line is not a usable document, else None."""
+    if type(rec) is dict and type(rec.get(io_settings.text_field)) is str:  # the common case, first
+        ident = rec.get(io_settings.id_field)
+        if ident is None or type(ident) is str:
+            return None
     if isinstance(rec, TooLarge):
         return "too_large", f"{format_size(rec.size)} line"
     if isinstance(rec, UnicodeDecodeError):
@@ -693,10 +697,11 @@ def _read_jsonl_piece(piece: Piece, io_settings: IOSettings, meta) -> pd.DataFra
     skip = io_settings.on_error == "skip"
     line_number = _LineNumbers(piece)
     budget, source = document_budget(io_settings)
+    convert = io_settings.convert_ids
     for offset, index, line, rec in _iter_jsonl(piece, budget):
         problem = _record_problem(rec, io_settings)
         if problem is None:
-            good.append({**_converted(rec, io_settings), "__offset": offset})
+            good.append({**(_converted(rec, io_settings) if convert else rec), "__offset": offset})
             continue
         reason, msg = problem
         if reason == "too_large":
