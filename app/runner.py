@@ -65,7 +65,7 @@ def load_job(path: str, io_overrides: dict | None = None) -> Job:
     if not isinstance(doc, dict):
         raise SettingsError(f"job file {path}: expected a mapping with 'stages'")
     unknown = sorted(set(doc) - {"input", "output", "io", "stages", "name", "description"})
-    name = coerce(doc.get("name") or os.path.splitext(os.path.basename(path))[0], str, f"{path}: name")
+    job_name = coerce(doc.get("name") or os.path.splitext(os.path.basename(path))[0], str, f"{path}: name")
     if unknown:
         raise SettingsError(f"job file {path}: unknown key {unknown[0]!r}")
     io_values = dict(doc.get("io") or {})
@@ -93,7 +93,7 @@ def load_job(path: str, io_overrides: dict | None = None) -> Job:
     output = doc.get("output")
     if output is not None:
         output = coerce(output, str, f"{path}: output")
-    return Job(tuple(stages), job_input, output, io, path, name)
+    return Job(tuple(stages), job_input, output, io, path, job_name)
 
 
 def stage_dir(output: str, k: int, name: str) -> str:
