@@ -685,7 +685,7 @@ def _iter_jsonl(piece: Piece, limit: int | None = None):
     data; Python decodes them into strings that cannot be written as UTF-8, so they become U+FFFD.
     """
     try:
-        f = _open_bytes(piece.path)
+        f = _sized_readline(_open_bytes(piece.path))
     except OSError as e:
         raise DataError(f"{piece.path}: cannot open: {e}") from e
     with f:
@@ -718,6 +718,13 @@ def _iter_jsonl(piece: Piece, limit: int | None = None):
             if isinstance(rec, dict) and _LONE_SURROGATE_ESCAPE.search(line):
                 rec = {k: _repair_surrogates(v) if isinstance(v, str) else v for k, v in rec.items()}
             yield offset, index, line, rec
+
+
+def _sized_readline(f):
+    """``f``, or ``f`` buffered when its ``readline`` takes no size (fsspec's remote files)."""
+    if isinstance(f, (io.BufferedIOBase, io.RawIOBase)):
+        return f
+    return io.BufferedReader(f, buffer_size=1 << 20)
 
 
 def _read_line(f, limit: int | None) -> tuple[bytes | None, int]:
