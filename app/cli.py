@@ -214,6 +214,19 @@ def cmd_run(args) -> int:
     return 0
 
 
+def _output_of(args) -> str | None:
+    """The output a failed command wrote to (--output, else the job file's), to name it in the error."""
+    output = getattr(args, "output", None)
+    if output is None and getattr(args, "job", None):
+        try:
+            from app import runner
+
+            output = runner.load_job(args.job).output
+        except Exception:  # naming the path is a courtesy; the failure itself is reported anyway
+            return None
+    return output
+
+
 def main(argv=None) -> int:
     from app import logs
     from app.cluster import NotClientRank, WorldTooSmall
@@ -263,7 +276,7 @@ def main(argv=None) -> int:
         if first is not None:
             print(f"curate: error: {first}", file=sys.stderr, flush=True)
             return first.exit_code
-        known = describe(e, getattr(args, "output", None))
+        known = describe(e, _output_of(args))
         if known:
             print(f"curate: error: {known}", file=sys.stderr, flush=True)
             return 1
