@@ -562,12 +562,12 @@ def _read_parquet_piece(piece: Piece, io_settings: IOSettings, meta) -> pd.DataF
     column that is not one (and not an integer with ``convert_ids``), fails naming the file and the
     type, or with ``on_error="skip"`` makes every row a reject. A file that cannot be read fails or
     becomes one reject record naming it. A single-row row group larger than the document budget is
-    refused (or rejected) before it is read. Null texts are ``missing_text`` rejects."""
+    refused (or rejected) before it is read."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     skip = io_settings.on_error == "skip"
-    tf, idf = io_settings.text_field, io_settings.id_field
+    idf = io_settings.id_field
     try:
         pf = pq.ParquetFile(parquet_source(piece.path))
         md, schema = pf.metadata, pf.schema_arrow
@@ -616,17 +616,7 @@ def _read_parquet_piece(piece: Piece, io_settings: IOSettings, meta) -> pd.DataF
         table = table.set_column(schema.get_field_index(idf), idf, table[idf].cast(pa.string()))
     df = table.to_pandas()
     df["__offset"] = rows
-    missing = df[tf].isna().to_numpy()
-    if missing.any():
-        first = int(rows[missing][0])
-        if not skip:
-            raise DataError(f"{piece.path} row {first}: missing_text: {tf!r} is null "
-                            "(use --on-error skip to write such rows to _rejects/)")
-        ids = df[idf] if idf in df.columns else pd.Series(pd.NA, index=df.index)
-        bad.extend(_reject_row(i if isinstance(i, str) else f"{piece.name}:{r}", pd.NA, "missing_text",
-                               f"{piece.path} row {r}: {tf!r} is null")
-                   for i, r in zip(ids[missing].tolist(), rows[missing].tolist()))
-        df = df[~missing]
+    # a null text stays NA, as a Parquet writer meant it (stages that need text mark it missing_text)
     return _with_rejects(_standardise(df, piece, io_settings, meta), bad)
 
 
