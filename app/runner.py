@@ -142,10 +142,18 @@ def run_stage(name: str, settings, inputs, output: str, io: IOSettings, compute=
 def run_job(job: Job, output: str, compute=None, force: bool = False, stop_after: int | None = None):
     outcomes = []
     previous_output = None
+    live = getattr(compute, "tracker", None)  # the live dashboard page (app/live.py), when on a cluster
+    if live is not None:
+        live.job(os.path.basename(job.source), output,
+                 [(s.name, os.path.basename(stage_dir(output, k, s.name))) for k, s in enumerate(job.stages, 1)])
     for k, spec in enumerate(job.stages, start=1):
         inputs = spec.input or (job.input if k == 1 else (previous_output,))
         out = stage_dir(output, k, spec.name)
+        if live is not None:
+            live.stage_started(k - 1)
         outcomes.append(run_stage(spec.name, spec.settings, inputs, out, job.io, compute, force))
+        if live is not None:
+            live.stage_finished(k - 1, outcomes[-1].manifest, outcomes[-1].skipped, outcomes[-1].seconds)
         previous_output = out
         if stop_after is not None and k >= stop_after:
             break
@@ -181,6 +189,11 @@ def make_compute(client, show_progress: bool | None = None):
     """A compute function for stages: submit to the client, show a progress bar on a terminal."""
     if show_progress is None:
         show_progress = sys.stderr.isatty()
+    tracker = None
+    if client is not None:
+        from app.live import Tracker
+
+        tracker = Tracker(client).start()
 
     def compute(*collections):
         import dask
@@ -188,6 +201,8 @@ def make_compute(client, show_progress: bool | None = None):
         if client is None:
             return dask.compute(*collections)
         futures = client.compute(list(collections))
+        if tracker is not None:
+            tracker.watch(futures)
         if show_progress:
             from distributed import progress
 
@@ -195,6 +210,7 @@ def make_compute(client, show_progress: bool | None = None):
             print(file=sys.stderr)
         return tuple(client.gather(futures))
 
+    compute.tracker = tracker
     return compute
 
 
@@ -209,7 +225,12 @@ def performance_report(output: str, label: str, client):
     folder = os.path.join(output, "_reports")
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, f"{time.strftime('%Y%m%d-%H%M%S')}-{label}.html")
+    started = time.time()
     with report(filename=path):
         yield path
     log.info("performance report: %s", path)
+    if label == "run":  # the job's own page, after the performance report it links to
+        from app.report_html import write_run_report
+
+        write_run_report(output, client, path, started)
 
