@@ -78,6 +78,10 @@ def add_page(scheduler) -> bool:
     return True
 
 
+def _n(value) -> str:
+    return "" if value is None else f"{value:,}"
+
+
 def _table_html(state: dict) -> str:
     import html
 
@@ -89,13 +93,22 @@ def _table_html(state: dict) -> str:
         style = {"running": "background:#fff3cd", "done": "", "skipped": "color:#777"}.get(status, "color:#999")
         rows.append(
             f"<tr style='{style}'><td>{i + 1}</td><td>{html.escape(s.get('folder', s.get('name', '')))}</td>"
-            f"<td>{html.escape(status)}</td><td>{counts.get('in', '') if counts else ''}</td>"
-            f"<td>{counts.get('out', '') if counts else ''}</td>"
-            f"<td>{html.escape(', '.join(f'{k}={v}' for k, v in dropped.items()))}</td>"
+            f"<td>{html.escape(status)}</td><td>{_n(counts.get('in'))}</td><td>{_n(counts.get('out'))}</td>"
+            f"<td>{html.escape(', '.join(f'{k} {v:,}' for k, v in dropped.items()))}</td>"
             f"<td>{'' if s.get('seconds') is None else format(s['seconds'], '.1f')}</td></tr>")
     head = "".join(f"<th style='text-align:left;padding:2px 10px'>{h}</th>" for h in
                    ("#", "stage", "status", "docs in", "docs out", "dropped", "seconds"))
     return (f"<table style='border-collapse:collapse;font-size:13px'><tr>{head}</tr>{''.join(rows)}</table>")
+
+
+def dropped_so_far(state: dict) -> dict[str, int]:
+    """Documents dropped per reason by the finished stages and the running one."""
+    totals: dict[str, int] = {}
+    counts = [(s.get("counts") or {}).get("dropped") or {} for s in state.get("stages") or []]
+    for d in [*counts, (state.get("progress") or {}).get("dropped") or {}]:
+        for k, v in d.items():
+            totals[k] = totals.get(k, 0) + v
+    return totals
 
 
 def _progress_html(state: dict) -> str:
@@ -108,11 +121,14 @@ def _progress_html(state: dict) -> str:
     done, total = p.get("partitions_done", 0), p.get("partitions_total", 0)
     pct = 100.0 * done / total if total else 0.0
     rate = p.get("docs_per_s")
+    dropped = dropped_so_far(state)
+    drops = ", ".join(f"{html.escape(k)} {v:,}" for k, v in sorted(dropped.items())) or "none"
     return (f"<div style='font-size:14px'><b>current stage:</b> <span class='curate-stage'>{html.escape(name)}</span>"
             f" &nbsp; <b>partitions</b> <span class='curate-partitions'>{done} / {total}</span>"
             f" &nbsp; <b>documents</b> <span class='curate-docs'>{p.get('documents', 0):,}</span>"
             f" &nbsp; <b>docs/s</b> {'-' if not rate else f'{rate:,.0f}'}"
             f" &nbsp; <b>elapsed</b> {p.get('elapsed', 0):.1f} s</div>"
+            f"<div style='font-size:14px'><b>dropped so far:</b> <span class='curate-dropped'>{drops}</span></div>"
             f"<div style='width:600px;height:14px;background:#eee;margin-top:4px'>"
             f"<div style='width:{pct:.1f}%;height:14px;background:#4c72b0'></div></div>")
 
@@ -142,12 +158,7 @@ def page(scheduler, extra, doc) -> None:
         title.text = f"<h2>curate: {state.get('job', '')}</h2><p style='color:#777'>{state.get('output', '')}</p>"
         progress.text = _progress_html(state)
         table.text = _table_html(state)
-        totals: dict[str, int] = {}
-        for s in state.get("stages") or []:
-            for k, v in ((s.get("counts") or {}).get("dropped") or {}).items():
-                totals[k] = totals.get(k, 0) + v
-        for k, v in ((state.get("progress") or {}).get("dropped") or {}).items():
-            totals[k] = totals.get(k, 0) + v
+        totals = dropped_so_far(state)
         reasons = sorted(totals, key=lambda k: totals[k])
         if list(fig.y_range.factors) != reasons:
             fig.y_range.factors = reasons

@@ -92,6 +92,31 @@ class Browser:
     def js(self, script: str, *args):
         return self._s("POST", "/execute/sync", {"script": script, "args": list(args)})
 
+    def text(self) -> str:
+        """The page's visible text, including Bokeh's, which lives in shadow roots (not in innerText)."""
+        return self.js("""
+            const out = [];
+            const walk = (node) => {
+              if (node.nodeType === Node.TEXT_NODE) { if (node.textContent.trim()) out.push(node.textContent.trim()); return; }
+              if (node.nodeName === 'SCRIPT' || node.nodeName === 'STYLE') return;
+              if (node.shadowRoot) walk(node.shadowRoot);
+              for (const child of node.childNodes) walk(child);
+            };
+            walk(document.body);
+            return out.join('\\n');""")
+
+    def count(self, selector: str) -> int:
+        """Elements matching ``selector`` anywhere, shadow roots included (Bokeh draws in them)."""
+        return self.js("""
+            const sel = arguments[0];
+            const walk = (root) => [...root.querySelectorAll('*')].reduce(
+              (n, el) => n + (el.shadowRoot ? walk(el.shadowRoot) : 0), root.querySelectorAll(sel).length);
+            return walk(document);""", selector)
+
+    def errors(self) -> list[str]:
+        """Console errors (level SEVERE) since the last call to console() or errors()."""
+        return [e["message"] for e in self.console() if e.get("level") == "SEVERE"]
+
     def wait_for(self, script: str, timeout: float = 30, *args):
         """Poll ``script`` until it returns something truthy; return it."""
         deadline = time.time() + timeout
