@@ -433,8 +433,11 @@ def render(data: dict) -> str:
         if not sample:
             filt.append("<p class='muted'>no score sample in this manifest (written by an older curate)</p>")
             continue
+        part = sample.get("partitions", 0), sample.get("of_partitions", 0)
+        resumed = (f" (from the {part[0]} of {part[1]} partitions this run wrote; an interrupted run wrote "
+                   "the others)") if part[0] < part[1] else ""
         filt.append(f"<p class='muted'>histograms of a uniform sample of {sample['sampled']:,} of "
-                    f"{sample['documents']:,} scored documents; dashed lines: thresholds</p>")
+                    f"{sample['documents']:,} scored documents{resumed}; dashed lines: thresholds</p>")
         keys = []
         for f in m["filters"]:
             entry = sample["filters"].get(f["reason"]) or {}

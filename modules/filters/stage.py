@@ -14,7 +14,8 @@ its own, and a histogram (kept / rejected by that filter) of the scores of a uni
 :data:`SAMPLE_SIZE` documents, so ``curate report`` can draw the distributions around the thresholds
 without ``--keep-scores``. The sample is bottom-k by a hash of the id: each partition keeps its k
 smallest, the merge keeps the k smallest of those, so memory is bounded by k per task and the sample
-is the same on every rerun.
+is the same on every rerun. A resumed run samples only the partitions it writes (``partitions`` of
+``of_partitions``).
 """
 
 from __future__ import annotations
@@ -69,8 +70,6 @@ class FilterStage(MapStage):
         scored = self.apply(ddf, dataclasses.replace(settings, keep_scores=True))
         parts = scored.to_delayed()
         columns = [f.score_column for f in chain]
-        sample = dask.delayed(merge_samples)([dask.delayed(partition_sample)(p, settings.chain) for p in parts],
-                                             settings.chain)
         out = scored
         if not settings.keep_scores:
             out = dd.from_delayed([dask.delayed(pd.DataFrame.drop)(p, columns=columns) for p in parts],
@@ -78,8 +77,17 @@ class FilterStage(MapStage):
         extra = {"filters": [f.describe() for f in chain]}
 
         def compute(*collections):
+            # sample the partitions this run writes: those a killed run finished (resumed by the
+            # writer, not in ``collections``) are not scored again just for the sample
+            prefix = f"write-{self.name}-"
+            keys = [str(getattr(c, "key", "")) for c in collections]
+            todo = [int(k[len(prefix):]) for k in keys if k.startswith(prefix)] or range(len(parts))
+            if not collections:
+                return ()
+            sample = dask.delayed(merge_samples)([dask.delayed(partition_sample)(parts[i], settings.chain)
+                                                  for i in todo], settings.chain)
             *results, merged = ctx.run_compute(*collections, sample)
-            extra["score_sample"] = merged
+            extra["score_sample"] = {**merged, "partitions": len(todo), "of_partitions": len(parts)}
             return tuple(results)
 
         return dataset.write_dataset(out, dataclasses.replace(ctx, compute=compute), stage=self.name,

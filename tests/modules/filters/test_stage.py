@@ -161,3 +161,18 @@ def test_score_sample_is_the_bottom_k_by_id_hash_over_all_partitions(setup, monk
     got = merged["filters"]["word_count"]["histogram"]
     words = want["score_word_count"].to_numpy()
     assert sum(got["kept"]) == int((words >= 20).sum()) and sum(got["rejected"]) == int((words < 20).sum())
+
+
+def test_a_resumed_run_samples_only_the_partitions_it_writes(setup):
+    """Edge case: a killed run wrote partition 0; the rerun must not score it again for the sample."""
+    tmp, chain = setup
+    full = run_stage("filter", {"config": chain}, str(tmp / "in" / "*.jsonl"), tmp / "out")
+    assert (full["score_sample"]["partitions"], full["score_sample"]["of_partitions"]) == (2, 2)
+    out = tmp / "out"
+    for name in ("manifest.json", "_SUCCESS", "_state/part-00001.json", "part-00001.parquet",
+                 "_rejects/part-00001.parquet"):
+        (out / name).unlink(missing_ok=True)  # as if killed after writing partition 0 only
+    resumed = run_stage("filter", {"config": chain}, str(tmp / "in" / "*.jsonl"), out)
+    assert resumed["counts"] == full["counts"]
+    sample = resumed["score_sample"]
+    assert (sample["partitions"], sample["of_partitions"], sample["documents"]) == (1, 2, 3)  # b.jsonl: 3 docs
