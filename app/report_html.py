@@ -41,6 +41,9 @@ BATCH_ROWS = 65536
 #: estimated from the rows (Parquet metadata) at the bytes per row measured so far
 BYTES_BUDGET = 256 << 20
 RUN_INFO = "run.json"
+#: the page at the end of ``curate run`` runs ``verify`` (which reads every token) up to this many
+#: bytes of ``.bin`` files; beyond, it says how to run it
+AUTO_VERIFY_BYTES = 4 << 30
 PALETTE = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c",
            "#ccb974", "#64b5cd"]
 
@@ -92,11 +95,17 @@ def text_bytes(folder: str, budget: int = BYTES_BUDGET) -> tuple[int | None, boo
     return total, estimated
 
 
-def example_rejects(folder: str, per_reason: int = EXAMPLES_PER_REASON, chars: int = EXAMPLE_CHARS) -> dict:
-    """reason -> up to ``per_reason`` (id, first ``chars`` of the text or '', detail) from ``_rejects/``."""
+def example_rejects(folder: str, per_reason: int = EXAMPLES_PER_REASON, chars: int = EXAMPLE_CHARS,
+                    dropped: dict | None = None) -> dict:
+    """reason -> up to ``per_reason`` (id, first ``chars`` of the text or '', detail) from ``_rejects/``;
+    reading stops once every reason of ``dropped`` (the manifest's counts) has its examples."""
     import pyarrow.parquet as pq
 
     out: dict[str, list] = {}
+    wanted = {k: min(per_reason, v) for k, v in (dropped or {}).items()}
+
+    def enough() -> bool:
+        return bool(wanted) and all(len(out.get(k, ())) >= n for k, n in wanted.items())
     for path in sorted(glob.glob(os.path.join(folder, "_rejects", "part-*"))):
         if path.endswith(".parquet"):
             pf = pq.ParquetFile(path)
@@ -123,9 +132,8 @@ def example_rejects(folder: str, per_reason: int = EXAMPLES_PER_REASON, chars: i
                 got = out.setdefault(reason, [])
                 if len(got) < per_reason:
                     got.append((str(r.get("id", "")), (r.get("text") or "")[:chars], r.get("_detail") or ""))
-        # the first file is usually enough; stop reading once every reason seen has its examples
-            if out and all(len(v) >= per_reason for v in out.values()):
-                break
+            if enough():
+                return out
     return out
 
 
@@ -188,9 +196,14 @@ def lookup_texts(inputs: list[str], ids: set[str]) -> dict[str, str]:
             if not path.endswith(".parquet"):
                 continue
             pf = pq.ParquetFile(path)
-            for b in pf.iter_batches(batch_size=BATCH_ROWS, columns=["id", "text"]):
-                hit = pc.is_in(pc.cast(b.column(0), pa.string()), value_set=wanted)
-                for r in b.filter(hit).to_pylist():
+            # the id column of each row group first; the text only of row groups that hold a wanted id
+            for rg in range(pf.metadata.num_row_groups):
+                hit = pc.is_in(pc.cast(pf.read_row_group(rg, columns=["id"]).column(0), pa.string()),
+                               value_set=wanted)
+                if not pc.any(hit).as_py():
+                    continue
+                rows = pf.read_row_group(rg, columns=["id", "text"]).filter(hit)
+                for r in rows.to_pylist():
                     found[str(r["id"])] = r["text"]
             if len(found) == len(ids):
                 return found
@@ -239,8 +252,9 @@ def verify_result(folder: str) -> dict:
             "sets": r.sets}
 
 
-def collect(out: str, verify: bool = True) -> dict:
-    """Everything the page shows, as plain data (tests check it without a browser)."""
+def collect(out: str, verify: bool | str = True) -> dict:
+    """Everything the page shows, as plain data (tests check it without a browser). ``verify``: True,
+    False, or "auto" (only up to :data:`AUTO_VERIFY_BYTES` of tokens)."""
     folders = stage_dirs(out)
     stages = []
     for folder in folders:
@@ -256,10 +270,14 @@ def collect(out: str, verify: bool = True) -> dict:
             st["tokens"] = (m.get("totals") or {}).get("tokens")
             st["bytes"], st["bytes_estimated"] = (m.get("totals") or {}).get("bytes"), False
             st["token_lengths"] = token_lengths(folder)
-            st["verify"] = verify_result(folder) if verify else None
+            bins = sum(os.path.getsize(p) for p in glob.glob(os.path.join(folder, "*.bin")))
+            run_verify = verify is True or (verify == "auto" and bins <= AUTO_VERIFY_BYTES)
+            st["verify"] = verify_result(folder) if run_verify else None
+            st["verify_skipped"] = None if run_verify else (
+                f"not run for this page ({_bytes(bins)} of tokens): curate verify {folder}")
         else:
             st["bytes"], st["bytes_estimated"] = text_bytes(folder)
-        st["examples"] = example_rejects(folder) if st["dropped"] else {}
+        st["examples"] = example_rejects(folder, dropped=st["dropped"]) if st["dropped"] else {}
         if m.get("stage") in ("exact_dedup", "fuzzy_dedup"):
             st["groups"] = dedup_groups(folder, "hash" if m["stage"] == "exact_dedup" else "component")
             st["pairs"] = dedup_pairs(folder, m)
@@ -511,6 +529,8 @@ def render(data: dict) -> str:
                   f"dtype <b>{_e(m.get('dtype'))}</b>, eod {_e(m.get('eod_id'))}, bos {_e(m.get('bos_id'))}</p>")
         tk.append(_table(["split / prefix", "files", "documents", "tokens", "bytes"], rows))
         v = s.get("verify")
+        if s.get("verify_skipped"):
+            tk.append(f"<p>verify: {_e(s['verify_skipped'])}</p>")
         if v is not None:
             if v["ok"]:
                 tk.append(f"<p>verify: <span class='ok'>OK</span> (vocabulary size {_e(v.get('vocab_size'))} "
@@ -567,7 +587,7 @@ def render(data: dict) -> str:
             f"{body}{script}</body></html>")
 
 
-def write_report(out: str, path: str | None = None, verify: bool = True) -> str:
+def write_report(out: str, path: str | None = None, verify: bool | str = True) -> str:
     """Write the page (atomically) to ``path`` (default ``OUT/_reports/report.html``); return its path."""
     from modules.dataset import atomic_write
 
@@ -607,7 +627,7 @@ def write_run_report(output: str, client, performance_report: str | None, starte
     try:
         os.makedirs(reports, exist_ok=True)
         write_json(os.path.join(reports, RUN_INFO), run)
-        path = write_report(output)
+        path = write_report(output, verify="auto")
     except Exception as e:
         log.error("report: not written: %s: %s (curate report %s --html PATH retries)", type(e).__name__, e, output)
         log.debug("report failure", exc_info=True)

@@ -278,3 +278,14 @@ def test_page_renders_in_chromium(small_job, tmp_path):
     assert lines[first:first + 5] == ["01-clean", "clean", "18", "17", "1"]
     assert "OK" in lines  # verify's result
     assert (tmp_path / "report.png").stat().st_size > 10_000
+
+
+def test_end_of_run_page_skips_verify_beyond_a_size(small_job, monkeypatch):
+    """Edge case: verify reads every token; the automatic page runs it only for small outputs."""
+    from app import report_html
+
+    out, _ = small_job
+    monkeypatch.setattr(report_html, "AUTO_VERIFY_BYTES", 0)
+    tok = report_html.collect(str(out), verify="auto")["stages"][-1]
+    assert tok["verify"] is None and tok["verify_skipped"].startswith("not run for this page")
+    assert "curate verify" in report_html.render({**report_html.collect(str(out), verify="auto")})
