@@ -615,13 +615,18 @@ def cluster_info(client) -> dict:
             "threads": sum(int(w.get("nthreads", 0)) for w in workers.values())}
 
 
-def write_run_report(output: str, client, performance_report: str | None, started: float) -> str | None:
+def write_run_report(output: str, client, performance_report: str | None, started: float,
+                     at_start: dict | None = None) -> str | None:
     """End of ``curate run``: ``_reports/run.json`` (cluster, timing, the performance report) and
-    ``_reports/report.html``. A failure here is logged with its reason; the run's data is unaffected."""
+    ``_reports/report.html``. A failure here is logged with its reason; the run's data is unaffected.
+    ``at_start``: :func:`cluster_info` as the run began (workers may be leaving by now)."""
     from modules.dataset import write_json
 
     reports = os.path.join(output, "_reports")
-    run = {**cluster_info(client), "performance_report": performance_report,
+    cluster = cluster_info(client)
+    if at_start and at_start.get("workers", 0) > cluster.get("workers", 0):
+        cluster = at_start
+    run = {**cluster, "performance_report": performance_report,
            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
            "seconds": round(time.time() - started, 1), "skipped": skipped_stages(output, started)}
     try:

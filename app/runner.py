@@ -304,12 +304,12 @@ def performance_report(output: str, label: str, client):
     folder = os.path.join(output, "_reports")
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, f"{time.strftime('%Y%m%d-%H%M%S')}-{label}.html")
-    started = time.time()
+    from app.report_html import cluster_info, write_run_report
+
+    started, cluster = time.time(), cluster_info(client)  # workers as the run starts
     with report(filename=path):
         yield path
     log.info("performance report: %s", path)
     if label == "run":  # the job's own page, after the performance report it links to
-        from app.report_html import write_run_report
-
-        write_run_report(output, client, path, started)
+        write_run_report(output, client, path, started, cluster)
 
