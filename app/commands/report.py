@@ -36,8 +36,9 @@ def add_arguments(p) -> None:
 
 
 def stage_dirs(folder: str) -> list[str]:
-    if os.path.isfile(os.path.join(folder, "manifest.json")):
-        return [folder]
+    manifest = os.path.join(folder, "manifest.json")
+    if os.path.isfile(manifest) and (load_manifest(folder).get("owner") or {}).get("kind") != "job":
+        return [folder]  # one stage's output (a job's root has a manifest of its own: its stages follow)
     if not os.path.isdir(folder):
         raise SettingsError(f"report: {folder}: no such folder")
     subs = sorted(d for d in glob.glob(os.path.join(folder, "*"))

@@ -289,3 +289,15 @@ def test_end_of_run_page_skips_verify_beyond_a_size(small_job, monkeypatch):
     tok = report_html.collect(str(out), verify="auto")["stages"][-1]
     assert tok["verify"] is None and tok["verify_skipped"].startswith("not run for this page")
     assert "curate verify" in report_html.render({**report_html.collect(str(out), verify="auto")})
+
+
+def test_a_job_root_with_its_own_manifest_lists_its_stages(tmp_path):
+    """Edge case: a job's root holds the job's manifest.json; its stages are still the NN-stage folders."""
+    import json
+
+    for name in ("01-clean", "02-filter"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "manifest.json").write_text(json.dumps({"stage": name[3:]}))
+    (tmp_path / "manifest.json").write_text(json.dumps({"owner": {"kind": "job", "job": "j"}}))
+    assert report.stage_dirs(str(tmp_path)) == [str(tmp_path / "01-clean"), str(tmp_path / "02-filter")]
+    assert report.stage_dirs(str(tmp_path / "02-filter")) == [str(tmp_path / "02-filter")]
