@@ -14,7 +14,7 @@ In order, on each document:
 4. Optional line-level boilerplate removal (``remove_boilerplate_lines``): whole lines matching
    ``boilerplate_patterns`` (by default C4's: "javascript", cookie and policy notices).
 5. Optional modifiers, each an option, in this order (NeMo Curator's document modifiers):
-   ``remove_urls`` (``https?://\S+|www\.\S+``, any case, as NeMo's ``UrlRemover``);
+   ``remove_urls`` (``https?://\\S+|www\\.\\S+``, any case, as NeMo's ``UrlRemover``);
    ``remove_markdown`` (headings' ``#``, ``**bold**``, ``__bold__``, ``*italic*``, ``_italic_``,
    inline code, ``[text](url)`` and images to their text; NeMo's ``MarkdownRemover`` keeps a link's URL
    instead of its text and takes ``_`` inside ``snake_case`` names for emphasis, this does neither);
