@@ -134,8 +134,9 @@ class RedactSettings:
         "help": "directory of a spaCy model with named entities, for PERSON/LOCATION/NRP (default: a blank "
                 "pipeline, pattern recognisers only; nothing is downloaded)", "metavar": "DIR"})
     language: str = field(default="en", metadata={"help": "language of the Presidio recognisers", "metavar": "LANG"})
-    presidio_threshold: float = field(default=0.5, metadata={
-        "help": "lowest Presidio score redacted (checksum-validated findings score 1.0)", "metavar": "SCORE"})
+    presidio_threshold: float = field(default=0.4, metadata={
+        "help": "lowest Presidio score redacted (phone numbers score 0.4, checksum-validated findings 1.0)",
+        "metavar": "SCORE"})
     strategy: str = field(default="redact", metadata={
         "help": "Presidio findings: <redacted-phone>..., a fixed token, or a salted hash of the value",
         "choices": ("redact", "replace", "hash")})

@@ -286,7 +286,9 @@ def _nonblank_paragraphs(t: Texts):
 
 @dataclass(frozen=True)
 class BoilerplateStrings(Filter):
-    """Share of paragraphs with a cookie/privacy-policy phrase; 1.0 when "lorem ipsum" appears."""
+    """Share of paragraphs with one of NeMo's policy phrases (cookie banners included); 1.0 when
+    "lorem ipsum" appears. As in NeMo, every piece between ``\n\n`` counts as a paragraph, blank ones
+    too; a document without any text scores 1.0."""
 
     kind: ClassVar[str] = "boilerplate_strings"
     max: float | None = 0.4
@@ -294,11 +296,12 @@ class BoilerplateStrings(Filter):
     def score_texts(self, t: Texts):
         import pyarrow.compute as pc
 
-        paras = t.memo("nonblank_paragraphs", _nonblank_paragraphs)
+        paras = t.paragraphs
         lower = pc.utf8_lower(paras.values)
         policy = pc.match_substring_regex(lower, alternation(POLICY_SUBSTRINGS)).to_numpy(zero_copy_only=False)
         score = ratio(paras.sum(policy), paras.count, empty=1.0)
-        return np.where(t.contains("lorem ipsum", lower=True), 1.0, score)
+        blank = t.memo("nonblank_paragraphs", _nonblank_paragraphs).count == 0
+        return np.where(t.contains("lorem ipsum", lower=True) | blank, 1.0, score)
 
 
 @dataclass(frozen=True)
