@@ -341,15 +341,15 @@ def partition_stats(df: pd.DataFrame, n_tasks: int) -> dict:
             per_task[int(t)] += 1
     ok = df[REASON].isna() if REASON in df.columns else pd.Series(True, index=df.index)
     return {"documents": per_task.tolist(), "cut": int((tags != "").sum()),
-            "fragments": int(((df[FRAGMENT_COLUMN] >= 0) & ok).sum())}
+            "fragments": int(((df[FRAGMENT_COLUMN] >= 0) & ok).sum()), "in": int((df[FRAGMENT_COLUMN] <= 0).sum())}
 
 
 def merge_stats(parts: list[dict], n_tasks: int) -> dict:
-    out = {"documents": [0] * n_tasks, "cut": 0, "fragments": 0}
+    out = {"documents": [0] * n_tasks, "cut": 0, "fragments": 0, "in": 0}
     for p in parts:
         out["documents"] = [a + b for a, b in zip(out["documents"], p["documents"])]
-        out["cut"] += p["cut"]
-        out["fragments"] += p["fragments"]
+        for k in ("cut", "fragments", "in"):
+            out[k] += p[k]
     return out
 
 
@@ -408,7 +408,8 @@ class DecontaminateStage(Stage):
             *results, s = ctx.run_compute(*collections, total)
             for t, name in enumerate(names):
                 tasks[name]["documents_cut"] = s["documents"][t]
-            info.update(documents_cut=s["cut"], fragments_written=s["fragments"])
+            # counts.in of the manifest counts rows written (fragments), this the documents read
+            info.update(documents_in=s["in"], documents_cut=s["cut"], fragments_written=s["fragments"])
             return tuple(results)
 
         return dataset.write_dataset(body, dataclasses.replace(ctx, compute=compute), stage=self.name,

@@ -100,6 +100,7 @@ def test_stage_end_to_end(tmp_path):
     assert m["decontaminate"]["tasks"]["quiz"] == {"ngrams": 2, "matched_ngrams": 1, "occurrences": 4,
                                                    "too_common": 0, "documents_cut": 3}
     assert m["decontaminate"]["documents_cut"] == 3 and m["decontaminate"]["fragments_written"] == 2
+    assert m["decontaminate"]["documents_in"] == 4
 
 
 def test_too_common_ngrams_stay(tmp_path):
