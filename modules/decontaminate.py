@@ -145,10 +145,16 @@ def words(text: str) -> tuple[list[str], list[int], list[int]]:
     return out, starts, ends
 
 
+def plain_words(text: str) -> list[str]:
+    """The words of :func:`words` without their offsets: three C calls over the whole text. Deleting
+    punctuation never removes whitespace, so the word boundaries are the same."""
+    return text.lower().translate(PUNCT).split()
+
+
 def task_ngrams(texts, max_n: int, min_n: int) -> set[tuple[str, ...]]:
     grams: set[tuple[str, ...]] = set()
     for text in texts:
-        w = words(text)[0]
+        w = plain_words(text)
         if len(w) < min_n:
             continue
         if len(w) < max_n:
@@ -197,7 +203,7 @@ class Index:
     """Task n-grams by their first two words (one dict lookup per corpus word), longest first."""
 
     grams: dict  # n-gram tuple -> task indices (a tuple)
-    anchors: dict  # (w0, w1) or (w0,) -> n-gram lengths to try, longest first
+    anchors: dict  # (w0, w1) -> n-gram lengths to try, longest first; (w0,) for 1-word n-grams
 
     @classmethod
     def build(cls, per_task: list[set]) -> Index:
@@ -205,10 +211,7 @@ class Index:
         for t, gs in enumerate(per_task):
             for g in gs:
                 grams[g] = grams.get(g, ()) + (t,)
-        anchors: dict = {}
-        for g in grams:
-            anchors.setdefault(g[:2], set()).add(len(g))
-        return cls(grams, {k: tuple(sorted(v, reverse=True)) for k, v in anchors.items()})
+        return cls.build_from(grams)
 
     @classmethod
     def build_from(cls, grams: dict) -> Index:
@@ -221,13 +224,20 @@ class Index:
         """The leftmost match at or after word ``start``: (position, length) or None."""
         anchors, grams = self.anchors, self.grams
         n = len(w)
-        for i in range(start, n):
-            lengths = anchors.get(tuple(w[i:i + 2]))
-            if lengths is None:
-                continue
-            for L in lengths:
-                if i + L <= n and tuple(w[i:i + L]) in grams:
-                    return i, L
+        if any(len(k) == 1 for k in anchors):  # 1-word n-grams (min_ngram_size 1): check both keys
+            for i in range(start, n):
+                lengths = anchors.get(tuple(w[i:i + 2]), ()) + anchors.get((w[i],), ())
+                for L in lengths:
+                    if i + L <= n and tuple(w[i:i + L]) in grams:
+                        return i, L
+            return None
+        # word pairs made by zip (C speed): one dict lookup per word
+        for i, pair in enumerate(zip(w[start:], w[start + 1:]), start):
+            lengths = anchors.get(pair)
+            if lengths is not None:
+                for L in lengths:
+                    if i + L <= n and tuple(w[i:i + L]) in grams:
+                        return i, L
         return None
 
 
@@ -235,7 +245,7 @@ def count_matches(texts, index: Index) -> Counter:
     """Occurrences of each task n-gram in ``texts`` (non-overlapping, leftmost first)."""
     counts: Counter = Counter()
     for text in texts:
-        w = words(text)[0]
+        w = plain_words(text)
         i = 0
         while (hit := index.find(w, i)) is not None:
             pos, length = hit
@@ -266,6 +276,8 @@ def decontaminate_text(text: str, index: Index, settings: DecontaminateSettings)
     fragments: list[str] = []
     tasks: set = set()
     todo = text
+    if index.find(plain_words(text)) is None:  # most documents: no offsets needed
+        return [text], tasks
     while True:
         w, starts, ends = words(todo)
         hit = index.find(w)

@@ -308,7 +308,15 @@ class CodeAlpha(Filter):
     min: float | None = 0.25
 
     def score_texts(self, t: Texts):
-        return ratio(t.count(r"[\pL\p{Nl}]"), t.nchar, empty=0.0)
+        import pyarrow.compute as pc
+
+        # ASCII letters by a byte lookup; the regex only sees the (rare) non-ASCII characters
+        letters = t.count_ascii("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ").astype(np.float64)
+        wide = t.nbytes > t.nchar
+        if wide.any():
+            rest = pc.replace_substring_regex(t.arr.filter(wide), r"[\x00-\x7f]+", "")
+            letters[wide] += pc.count_substring_regex(rest, r"[\pL\p{Nl}]").to_numpy()
+        return ratio(letters, t.nchar, empty=0.0)
 
 
 def html_text_length(source: str) -> int:

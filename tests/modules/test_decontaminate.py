@@ -123,3 +123,9 @@ def test_settings_errors(tmp_path):
         DecontaminateSettings(tasks=(str(tmp_path / "missing.jsonl"),))
     (tmp_path / "t.jsonl").write_text(json.dumps({"text": "a"}) + "\n")
     assert DecontaminateSettings(tasks=(str(tmp_path / "t.jsonl"),)).tasks_sha256
+
+
+def test_one_word_ngrams_are_found_anywhere():
+    index = Index.build([{("river",), ("old", "town")}])
+    assert index.find(["a", "river", "b"]) == (1, 1) and index.find(["the", "old", "town"]) == (1, 2)
+    assert index.find(["x", "river"]) == (1, 1) and index.find(["none"]) is None
