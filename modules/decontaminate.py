@@ -57,6 +57,8 @@ from modules.stage import REASON, Stage, check_range
 
 WORD = re.compile(r"\S+")
 PUNCT = str.maketrans("", "", string.punctuation)
+#: the same deletion as a regex: 2-3x faster than str.translate on whole documents with non-ASCII text
+PUNCT_RUNS = re.compile("[" + re.escape(string.punctuation) + "]+")
 ENDS = ".!?"
 TASKS_COLUMN, FRAGMENT_COLUMN = "_dc_tasks", "_dc_fragment"  # internal: for the manifest, then dropped
 EMPTY, TOO_MANY = "decontaminated_empty", "decontaminated_too_many_splits"
@@ -148,7 +150,7 @@ def words(text: str) -> tuple[list[str], list[int], list[int]]:
 def plain_words(text: str) -> list[str]:
     """The words of :func:`words` without their offsets: three C calls over the whole text. Deleting
     punctuation never removes whitespace, so the word boundaries are the same."""
-    return text.lower().translate(PUNCT).split()
+    return PUNCT_RUNS.sub("", text.lower()).split()
 
 
 def task_ngrams(texts, max_n: int, min_n: int) -> set[tuple[str, ...]]:
@@ -204,6 +206,7 @@ class Index:
 
     grams: dict  # n-gram tuple -> task indices (a tuple)
     anchors: dict  # (w0, w1) -> n-gram lengths to try, longest first; (w0,) for 1-word n-grams
+    singles: bool = False  # some n-grams are one word long
 
     @classmethod
     def build(cls, per_task: list[set]) -> Index:
@@ -218,13 +221,14 @@ class Index:
         anchors: dict = {}
         for g in grams:
             anchors.setdefault(g[:2], set()).add(len(g))
-        return cls(grams, {k: tuple(sorted(v, reverse=True)) for k, v in anchors.items()})
+        return cls(grams, {k: tuple(sorted(v, reverse=True)) for k, v in anchors.items()},
+                   any(len(k) == 1 for k in anchors))
 
     def find(self, w: list[str], start: int = 0):
         """The leftmost match at or after word ``start``: (position, length) or None."""
         anchors, grams = self.anchors, self.grams
         n = len(w)
-        if any(len(k) == 1 for k in anchors):  # 1-word n-grams (min_ngram_size 1): check both keys
+        if self.singles:  # 1-word n-grams (min_ngram_size 1): check both keys
             for i in range(start, n):
                 lengths = anchors.get(tuple(w[i:i + 2]), ()) + anchors.get((w[i],), ())
                 for L in lengths:
