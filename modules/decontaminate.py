@@ -147,6 +147,27 @@ def words(text: str) -> tuple[list[str], list[int], list[int]]:
     return out, starts, ends
 
 
+#: a whitespace-separated token with something other than ASCII punctuation: exactly the tokens that
+#: give a word (a token of punctuation alone vanishes)
+TOKEN = re.compile(r"[^\s]*[^\s" + re.escape(string.punctuation) + r"][^\s]*")
+
+
+def span(text: str, first: int, last: int) -> tuple[int, int]:
+    """Character offsets of words ``first`` to ``last`` (as :func:`plain_words` numbers them), without
+    the punctuation at their outer edges; only the two tokens are looked at in Python."""
+    tokens = TOKEN.finditer(text)
+    a = b = None
+    for k, m in enumerate(tokens):
+        if k == first:
+            a = m
+        if k == last:
+            b = m
+            break
+    raw_a, raw_b = a.group(), b.group()
+    return (a.start() + len(raw_a) - len(raw_a.lstrip(string.punctuation)),
+            b.start() + len(raw_b.rstrip(string.punctuation)))
+
+
 def plain_words(text: str) -> list[str]:
     """The words of :func:`words` without their offsets: three C calls over the whole text. Deleting
     punctuation never removes whitespace, so the word boundaries are the same."""
@@ -280,17 +301,15 @@ def decontaminate_text(text: str, index: Index, settings: DecontaminateSettings)
     fragments: list[str] = []
     tasks: set = set()
     todo = text
-    if index.find(plain_words(text)) is None:  # most documents: no offsets needed
-        return [text], tasks
     while True:
-        w, starts, ends = words(todo)
+        w = plain_words(todo)
         hit = index.find(w)
         if hit is None:
             fragments.append(todo)
             return fragments, tasks
         pos, length = hit
         tasks.update(index.grams[tuple(w[pos:pos + length])])
-        first, second = cut(todo, starts[pos], ends[pos + length - 1], settings)
+        first, second = cut(todo, *span(todo, pos, pos + length - 1), settings)
         if len(first) > settings.min_document_length:
             fragments.append(first)
         if len(second) <= settings.min_document_length:

@@ -129,3 +129,14 @@ def test_one_word_ngrams_are_found_anywhere():
     index = Index.build([{("river",), ("old", "town")}])
     assert index.find(["a", "river", "b"]) == (1, 1) and index.find(["the", "old", "town"]) == (1, 2)
     assert index.find(["x", "river"]) == (1, 1) and index.find(["none"]) is None
+
+
+def test_span_agrees_with_words():
+    from modules.decontaminate import plain_words, span
+
+    text = "  -- Hello, World!  it's -- (fine) ... Ünïcode\tend."
+    w, s, e = words(text)
+    assert w == plain_words(text)
+    for i in range(len(w)):
+        for j in range(i, len(w)):
+            assert span(text, i, j) == (s[i], e[j])
