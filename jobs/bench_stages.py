@@ -1,6 +1,6 @@
 """Documents per second per core for the stages and options of issue 13 (NeMo Curator's CPU set).
 
-    .venv/bin/python jobs/bench_stages.py [--repeat 10] [--runs 3] [--nemo /tmp/nemo-venv/bin/python]
+    .venv/bin/python jobs/bench_stages.py [--repeat 10] [--runs 3] [--nemo VENV/bin/python]
 
 Input: the Rust book pages of jobs/data/sample.jsonl.gz (about 10 kB each), repeated ``--repeat``
 times, as one partition; for redact, the pages cut into 1 kB documents with a phone number, a card
@@ -9,6 +9,11 @@ in this process with Arrow limited to one thread (per core; a stage on N workers
 partitions). Best of ``--runs``. Decontamination uses 1,000 synthetic 13-word task texts, a tenth of
 them planted in the pages. The blend, add_id and join steps are the per-partition functions; their
 stages add one counting pass (blend, add_id) or nothing.
+
+With ``--nemo`` (the Python of a throwaway venv holding NeMo Curator 0.9's CPU parts; never a
+dependency of curate) the same decontamination runs through NeMo's ``TaskDecontamination`` too, on
+the same documents and task texts, one partition on Dask's synchronous scheduler, and the rows both
+write are printed.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--data", default=os.path.join(ROOT, "jobs/data/sample.jsonl.gz"))
+    p.add_argument("--nemo", help="python of a NeMo Curator 0.9 venv: time its TaskDecontamination too")
     args = p.parse_args()
 
     import numpy as np
@@ -80,8 +86,14 @@ def main() -> int:
                      remove_char_each_side=200, max_splits=10).items():
         object.__setattr__(s, k, v)
     index = dc.Index.build([dc.task_ngrams(tasks, 13, 8)])
-    report("decontaminate (count + remove, 1,000 tasks)",
-           best(lambda: (dc.count_partition(df, index), dc.remove_partition(df, index, s)), args.runs))
+    def decontaminate():
+        counts = dc.count_partition(df, index)
+        found = {tuple(g.split(" ")) for g, c in zip(counts["ngram"], counts["count"]) if c <= 10}
+        return dc.remove_partition(df, dc.Index.build_from({g: t for g, t in index.grams.items() if g in found}), s)
+
+    report("decontaminate (count + remove, 1,000 tasks)", best(decontaminate, args.runs))
+    if args.nemo:
+        nemo_decontaminate(args.nemo, docs, tasks, len(decontaminate().query("_reason.isna()")))
 
     plan = plan_source([n], wanted=2 * n + n // 3, seed=0, source=0)
     report("blend (2 1/3 copies of the partition)", best(lambda: blend_partition(df, *plan[0], "web", df.assign(
@@ -119,6 +131,45 @@ def main() -> int:
     part = sdf.iloc[: max(1, len(sdf) // 10)]
     report("redact + presidio default entities (1 kB docs)", best(lambda: redact(part, pres), 1), len(part))
     return 0
+
+
+NEMO_SCRIPT = """
+import contextlib, io, json, sys, time
+import dask, dask.dataframe as dd, pandas as pd
+from nemo_curator.datasets import DocumentDataset
+from nemo_curator.modules.task import TaskDecontamination
+from nemo_curator.tasks.downstream_task import DownstreamTask
+data = json.load(open(sys.argv[1]))
+class Task(DownstreamTask):
+    def generate_ngrams(self):
+        for t in data["tasks"]:
+            self._update_ngrams(t, 8, 13)
+        return self._ngrams
+df = pd.DataFrame(data["docs"])
+ds = DocumentDataset(dd.from_pandas(df, npartitions=1))
+with dask.config.set(scheduler="synchronous"), contextlib.redirect_stdout(io.StringIO()):
+    start = time.perf_counter()
+    out = TaskDecontamination([Task()])(ds).df.compute()
+    seconds = time.perf_counter() - start
+print(json.dumps({"seconds": seconds, "rows": len(out)}))
+"""
+
+
+def nemo_decontaminate(python: str, docs, tasks, our_rows: int) -> None:
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "data.json")
+        with open(path, "w") as f:
+            json.dump({"docs": docs, "tasks": tasks}, f)
+        proc = subprocess.run([python, "-c", NEMO_SCRIPT, path], capture_output=True, text=True, timeout=3600)
+    if proc.returncode:
+        print(f"NeMo run failed: {proc.stderr.strip().splitlines()[-1:]}")
+        return
+    res = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(f"{'  NeMo TaskDecontamination':<48} {len(docs) / res['seconds']:>10,.0f} docs/s "
+          f"({res['rows']} rows written; curate {our_rows})")
 
 
 if __name__ == "__main__":
