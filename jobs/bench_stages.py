@@ -47,7 +47,6 @@ def main() -> int:
     p.add_argument("--nemo", help="python of a NeMo Curator 0.9 venv: time its TaskDecontamination too")
     args = p.parse_args()
 
-    import numpy as np
     import pandas as pd
     import pyarrow as pa
 

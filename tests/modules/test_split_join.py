@@ -3,6 +3,7 @@
 import pandas as pd
 import pytest
 
+from modules.errors import SettingsError
 from modules.split_join import JoinSettings, SplitSettings, join_frame, split_frame
 from tests.conftest import read_output, run_stage, write_jsonl
 
@@ -68,6 +69,6 @@ def test_regroup_joins_segments_spread_over_partitions(tmp_path):
 
 
 def test_settings():
-    with pytest.raises(Exception):
+    with pytest.raises(SettingsError):
         SplitSettings(separator="")
     assert split_frame(frame(DOCS[:1]), SplitSettings(separator="two"))["text"].tolist() == ["one\n\n", "\n\nthree"]
