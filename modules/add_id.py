@@ -56,7 +56,10 @@ def add_ids(df: pd.DataFrame, settings: AddIdSettings, first: int = 0) -> pd.Dat
     ids[kept] = new
     out = df.assign(id=ids.astype(STRING))
     if settings.keep_original_as:
-        out.insert(2, settings.keep_original_as, df["id"].astype(STRING))
+        if settings.keep_original_as in out.columns:  # a column of that name is replaced, in place
+            out = out.assign(**{settings.keep_original_as: df["id"].astype(STRING)})
+        else:
+            out.insert(2, settings.keep_original_as, df["id"].astype(STRING))
     return out
 
 
