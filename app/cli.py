@@ -178,7 +178,7 @@ def cmd_stage(args) -> int:
     io = collect_settings(args, IOSettings, "io")
     cs = cluster_settings(args)
     inputs = tuple(getattr(args, "input", None) or ())
-    runner.check_inputs(args.stage, inputs, io)
+    runner.preflight_stage(args.stage, settings, inputs, args.output, io)
     with connect(cs) as client, runner.performance_report(args.output, args.stage, client):
         outcome = runner.run_stage(args.stage, settings, inputs, args.output, io,
                                    compute=runner.make_compute(client), force=args.force)
@@ -198,8 +198,7 @@ def cmd_run(args) -> int:
     if not output:
         raise SettingsError(f"job file {args.job}: no 'output'; pass --output DIR")
     cs = cluster_settings(args)
-    first = job.stages[0]
-    runner.check_inputs(first.name, first.input or job.input, job.io)
+    runner.preflight_job(job, output, args.stop_after)
     with connect(cs) as client, runner.performance_report(output, "run", client):
         outcomes = runner.run_job(job, output, compute=runner.make_compute(client), force=args.force,
                                   stop_after=args.stop_after)

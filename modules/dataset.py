@@ -39,9 +39,12 @@ import numpy as np
 import pandas as pd
 
 from modules.errors import DataError, SettingsError
-from modules.stage import REASON, IOSettings, parse_bytes, settings_dict
+from modules.settings import IOSettings, parse_bytes, settings_dict
 
 log = logging.getLogger(__name__)
+
+#: column that marks a dropped row with the reason; NA for kept rows
+REASON = "_reason"
 
 #: every string column uses Dask's own string dtype (Arrow-backed, NA for missing), so a frame we
 #: build and the meta Dask derives always agree
@@ -116,6 +119,9 @@ def _dataset_dir_files(path: str, allow_incomplete: bool) -> list[str]:
             f"input {path}: no {SUCCESS} in this directory (an unfinished stage output?); "
             f"pass --allow-incomplete to read it anyway, or a glob such as {os.path.join(path, '*.jsonl')}"
         )
+    manifest = read_manifest(path)
+    if manifest and manifest.get("curate_output"):
+        return _manifest_parts(path, manifest)
     parts = sorted(globlib.glob(os.path.join(path, "part-*")))
     parts = [p for p in parts if _kind(p)]
     if not parts:
@@ -130,6 +136,36 @@ def _dataset_dir_files(path: str, allow_incomplete: bool) -> list[str]:
     if not parts:
         raise SettingsError(f"input {path}: no JSONL or Parquet files in this directory")
     return parts
+
+
+def _manifest_parts(path: str, manifest: dict) -> list[str]:
+    """The data parts a curate output lists, checked against the directory: every listed part
+    present with its size, and no other data file beside them (a stray copy, another run's part).
+
+    An unfinished output (read with --allow-incomplete) lists the parts its journal records as done.
+    """
+    from modules.output import Output, is_control, is_temporary
+
+    out = Output.at(path)
+    listing = out.listing()
+    if manifest.get("status") == "complete":
+        records = manifest.get("outputs", [])
+    else:
+        records = [f for rec in out.journal().values() if rec.get("status") == "done" for f in rec.get("files", [])]
+    parts = {r["path"]: r for r in records if "/" not in r["path"] and _kind(r["path"])}
+    for rel, r in sorted(parts.items()):
+        if rel not in listing:
+            raise DataError(f"input {path}: {rel} is listed in {MANIFEST} but missing")
+        if listing[rel] != r["bytes"]:
+            raise DataError(f"input {path}: {rel} has {listing[rel]} bytes, {MANIFEST} says {r['bytes']}")
+    extra = sorted(rel for rel in listing if "/" not in rel and _kind(rel) and rel not in parts
+                   and not is_temporary(rel) and not is_control(rel))
+    if extra:
+        raise DataError(f"input {path}: {extra[0]} is not listed in {MANIFEST} (a stray or foreign file"
+                        f"{f', and {len(extra) - 1} more' if len(extra) > 1 else ''}); remove it or rerun the stage")
+    if not parts:
+        raise SettingsError(f"input {path}: {MANIFEST} lists no data parts")
+    return [os.path.join(path, rel) for rel in sorted(parts)]
 
 
 def _kind(path: str) -> str | None:
@@ -510,24 +546,16 @@ def part_name(i: int, fmt: str) -> str:
 
 
 def atomic_write(path: str, write) -> None:
-    """Call ``write(tmp_path)`` then rename to ``path``: a killed run never leaves a half file under a final name."""
-    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp-{os.getpid()}")
+    """Call ``write(tmp_path)`` then rename to ``path`` (local files that are not part of an output)."""
+    from modules.output import TMP_MARK
+
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}{TMP_MARK}{os.getpid()}")
     try:
         write(tmp)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
-
-
-def write_frame(df: pd.DataFrame, path: str, fmt: str) -> None:
-    df = df.reset_index(drop=True)
-    if fmt == "parquet":
-        atomic_write(path, lambda p: df.to_parquet(p, index=False))
-    else:
-        # double_precision=15: pandas' default (10) would round metadata floats
-        atomic_write(path, lambda p: df.to_json(p, orient="records", lines=True, force_ascii=False,
-                                                double_precision=15))
 
 
 def write_json(path: str, obj) -> None:
@@ -539,51 +567,74 @@ def write_json(path: str, obj) -> None:
     atomic_write(path, _w)
 
 
-def write_partition(df: pd.DataFrame, i: int, out: str, fmt: str, reject_columns=None) -> dict:
-    """Write partition ``i`` (kept rows, and rejected rows into _rejects/); return its counts."""
+def stage_output(ctx, unit: str = ""):
+    """The :class:`modules.output.Output` a stage writes (``ctx.output``)."""
+    from modules.output import Output
+
+    return Output.at(ctx.output, unit)
+
+
+def stage_owner(ctx, stage: str) -> dict:
+    return getattr(ctx, "owner", None) or {"kind": "stage", "stage": stage}
+
+
+def write_partition(df: pd.DataFrame, i: int, out, fmt: str, reject_columns=None, run: str = "") -> dict:
+    """Write partition ``i`` (kept rows, and rejected rows into _rejects/) through ``out``, journaled;
+    return its counts and file records."""
     kept, rejected = split_rejects(df)
-    write_frame(kept, os.path.join(out, part_name(i, fmt)), fmt)
+    key = f"part-{i:05d}"
+    names = [part_name(i, fmt)] + ([f"{REJECTS}/{part_name(i, fmt)}"] if len(rejected) else [])
+    out.intend(key, names)
+    files = [out.write_frame(names[0], kept, fmt)]
     dropped = {}
     if len(rejected):
         cols = [c for c in rejected.columns if reject_columns is None or c in reject_columns or c in INTERNAL]
-        os.makedirs(os.path.join(out, REJECTS), exist_ok=True)
-        write_frame(rejected[cols], os.path.join(out, REJECTS, part_name(i, fmt)), fmt)
+        files.append(out.write_frame(names[1], rejected[cols], fmt))
         dropped = {str(k): int(v) for k, v in rejected[REASON].value_counts().items()}
-    return {"partition": i, "in": len(df), "out": len(kept), "dropped": dropped}
+    stats = {"partition": i, "in": len(df), "out": len(kept), "dropped": dropped}
+    out.record_done(key, run, files, stats=stats)
+    return {**stats, "outputs": files}
 
 
-def prepare_output(out: str) -> None:
-    """Make ``out`` ready for a fresh run of a stage: remove the sentinel first, then old outputs."""
-    os.makedirs(out, exist_ok=True)
-    for name in (SUCCESS, MANIFEST):
-        if os.path.exists(os.path.join(out, name)):
-            os.remove(os.path.join(out, name))
-    stale = [os.path.join(d, pat) for d in (out, os.path.join(out, REJECTS)) for pat in ("part-*", ".part-*.tmp-*")]
-    for p in (p for pattern in stale for p in globlib.glob(pattern)):
-        os.remove(p)
+def write_dataset(ddf, ctx, *, stage: str, settings, reject_columns=None, extra: dict | None = None,
+                  records: list[dict] | None = None) -> dict:
+    """Write every partition (one task each), then manifest.json, then _SUCCESS.
 
-
-def write_dataset(ddf, ctx, *, stage: str, settings, reject_columns=None, extra: dict | None = None) -> dict:
-    """Write every partition (one task each), then manifest.json, then _SUCCESS."""
+    Partitions a killed run of the same settings finished (journal records of this fingerprint whose
+    files are all there) are not recomputed. ``records`` are further files the stage wrote into its
+    output (dedup intermediates), listed in the manifest with the parts.
+    """
     import dask
 
     started = time.time()
-    prepare_output(ctx.output)
+    out = stage_output(ctx)
+    out.begin(stage_owner(ctx, stage))
     fmt = ctx.io.format
+    parts = ddf.to_delayed()
+    listing = out.listing()
+    done = {}
+    if not ctx.force:
+        for i in range(len(parts)):
+            rec = out.finished(f"part-{i:05d}", ctx.fingerprint, listing)
+            if rec is not None:
+                done[i] = {**rec["stats"], "outputs": rec["files"]}
+    if done:
+        log.info("%s: %d of %d partitions already written; skipped", ctx.output, len(done), len(parts))
     tasks = [
-        dask.delayed(write_partition, pure=False)(part, i, ctx.output, fmt, reject_columns,
+        dask.delayed(write_partition, pure=False)(part, i, out, fmt, reject_columns, ctx.fingerprint,
                                                    dask_key_name=f"write-{stage}-{i:05d}")
-        for i, part in enumerate(ddf.to_delayed())
+        for i, part in enumerate(parts) if i not in done
     ]
-    stats = list(ctx.run_compute(*tasks))
+    stats = sorted([*done.values(), *ctx.run_compute(*tasks)], key=lambda s: s["partition"])
     schema = {c: str(t) for c, t in ddf._meta.dtypes.items() if c not in INTERNAL}
     return finish_output(ctx, stage=stage, settings=settings, partition_stats=stats, schema=schema,
-                         started=started, extra=extra)
+                         started=started, extra=extra, records=records)
 
 
 def finish_output(ctx, *, stage: str, settings, partition_stats: list[dict], schema: dict | None,
-                  started: float, extra: dict | None = None) -> dict:
-    """Write manifest.json (atomically) and then the empty _SUCCESS sentinel; return the manifest."""
+                  started: float, extra: dict | None = None, records: list[dict] | None = None,
+                  unit: str = "", run: str | None = None) -> dict:
+    """Write manifest.json (listing every file with size and checksum) and then ``_SUCCESS``."""
     dropped: dict[str, int] = {}
     for s in partition_stats:
         for k, v in s.get("dropped", {}).items():
@@ -591,11 +642,12 @@ def finish_output(ctx, *, stage: str, settings, partition_stats: list[dict], sch
     finished = time.time()
     manifest = {
         "stage": stage,
+        "owner": stage_owner(ctx, stage),
         "fingerprint": ctx.fingerprint,
         "settings": settings_dict(settings),
         "io": settings_dict(ctx.io),
         "input": list(ctx.input),
-        "output": os.path.abspath(ctx.output),
+        "output": ctx.output if "://" in ctx.output else os.path.abspath(ctx.output),
         "counts": {
             "in": int(sum(s.get("in", 0) for s in partition_stats)),
             "out": int(sum(s.get("out", 0) for s in partition_stats)),
@@ -612,7 +664,5 @@ def finish_output(ctx, *, stage: str, settings, partition_stats: list[dict], sch
     }
     if extra:
         manifest.update(extra)
-    write_json(os.path.join(ctx.output, MANIFEST), manifest)
-    with open(os.path.join(ctx.output, SUCCESS), "w"):
-        pass
-    return manifest
+    files = [f for s in partition_stats for f in s.get("outputs", [])]
+    return stage_output(ctx, unit).finish(manifest, files + list(records or []), run=run)
