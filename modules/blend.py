@@ -121,12 +121,28 @@ def source_names(settings: BlendSettings, inputs) -> list[str]:
 
 
 def token_manifest(spec: str) -> dict | None:
-    from modules import dataset
+    """The tokenize manifest(s) of a directory, one per finished ``--prefix`` unit, as one: their files
+    together (``manifest.json`` and ``manifest.<prefix>.json``, each with its ``_SUCCESS``)."""
+    import glob
+    import json
 
     if not os.path.isdir(spec):
         return None
-    m = dataset.read_manifest(spec)
-    return m if m and m.get("stage") == "tokenize" else None
+    found = []
+    for path in sorted(glob.glob(os.path.join(spec, "manifest*.json"))):
+        unit = os.path.basename(path)[len("manifest"):-len(".json")]  # "" or ".web"
+        try:
+            with open(path, encoding="utf-8") as f:
+                m = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if m.get("stage") == "tokenize" and os.path.exists(os.path.join(spec, "_SUCCESS" + unit)):
+            found.append(m)
+    if not found:
+        return None
+    files = [f for m in found for f in m.get("files", [])]
+    return {**found[0], "files": files, "dtype": found[0].get("dtype") if len({m.get("dtype") for m in found}) == 1
+            else "mixed", "totals": {k: sum(m.get("totals", {}).get(k, 0) for m in found) for k in ("documents", "tokens")}}
 
 
 def data_paths(sources: list[tuple[str, dict]], weights) -> dict[str, list[tuple[float, str]]]:
@@ -205,10 +221,6 @@ class BlendStage(Stage):
 
         started = time.time()
         names = source_names(settings, ctx.input)
-        os.makedirs(ctx.output, exist_ok=True)
-        for name in (dataset.SUCCESS, dataset.MANIFEST, *SET_FILES.values()):
-            if os.path.exists(os.path.join(ctx.output, name)):
-                os.remove(os.path.join(ctx.output, name))
         dtypes = {m.get("dtype") for _, m in sources}
         if len(dtypes) > 1:
             raise SettingsError(f"blend: token sets have different dtypes ({', '.join(map(str, dtypes))}); "
@@ -216,9 +228,11 @@ class BlendStage(Stage):
         paths = data_paths(sources, settings.weights)
         if "train" not in paths:
             raise SettingsError("blend: the token sets hold no train tokens")
-        for s, pairs in paths.items():
-            text = " ".join(f"{w:.12g} {p}" for w, p in pairs) + "\n"
-            dataset.atomic_write(os.path.join(ctx.output, SET_FILES[s]), lambda tmp, text=text: _write_text(tmp, text))
+        # through the stage's Output: the lists are owned, checksummed files listed in the manifest
+        out = dataset.stage_output(ctx)
+        out.begin(dataset.stage_owner(ctx, self.name))
+        records = [out.write_bytes(SET_FILES[s], (" ".join(f"{w:.12g} {p}" for w, p in pairs) + "\n").encode("utf-8"))
+                   for s, pairs in paths.items()]
         stats = [{"in": int(m.get("totals", {}).get("documents", 0)), "out": int(m.get("totals", {}).get("documents", 0))}
                  for _, m in sources]
         info = {name: {"input": spec, "weight": float(w), "tokens": int(m.get("totals", {}).get("tokens", 0)),
@@ -226,12 +240,7 @@ class BlendStage(Stage):
                 for name, (spec, m), w in zip(names, sources, normalised(settings.weights))}
         tokenizers = {v["tokenizer"] for v in info.values()}
         return dataset.finish_output(ctx, stage=self.name, settings=settings, partition_stats=stats, schema=None,
-                                     started=started, extra={"blend": {
+                                     started=started, records=records, extra={"blend": {
                                          "sources": info, "data_path": {s: SET_FILES[s] for s in paths},
                                          "files": {s: len(p) for s, p in paths.items()},
                                          "same_tokenizer": len(tokenizers) == 1}})
-
-
-def _write_text(path: str, text: str) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)

@@ -88,3 +88,20 @@ def test_settings_and_usage_errors(tmp_path):
         run_stage("blend", {"weights": [1.0], "target_size": 2}, [a, a], tmp_path / "o")
     with pytest.raises(SettingsError, match="target_size"):
         run_stage("blend", {"weights": [1.0]}, [a], tmp_path / "o")
+
+
+def test_token_set_with_prefix_units(tmp_path):
+    # tokenize --prefix web and --prefix code into one folder: manifest.web.json, manifest.code.json
+    folder = tmp_path / "tok"
+    folder.mkdir()
+    for unit, tokens in (("web", 30), ("code", 10)):
+        m = {"stage": "tokenize", "dtype": "uint16", "totals": {"documents": 1, "tokens": tokens},
+             "files": [{"name": f"{unit}_00000", "set": None, "tokens": tokens}]}
+        (folder / f"manifest.{unit}.json").write_text(json.dumps(m))
+        (folder / f"_SUCCESS.{unit}").write_text("")
+    (folder / "manifest.half.json").write_text(json.dumps({"stage": "tokenize", "files": [{"name": "x", "tokens": 5}]}))
+    other = fake_token_set(tmp_path / "other", [("part_00000", None, 10)])
+    run_stage("blend", {"weights": [1, 1]}, [str(folder), other], tmp_path / "o")
+    line = (tmp_path / "o" / "data_path.txt").read_text().split()
+    assert dict(zip(line[1::2], map(float, line[0::2]))) == {  # the unfinished unit is left out
+        f"{folder}/code_00000": 0.125, f"{folder}/web_00000": 0.375, f"{tmp_path}/other/part_00000": 0.5}
