@@ -31,6 +31,8 @@ STAGES: dict[str, str] = {
     # the product
     "shuffle": "modules.shuffle:ShuffleStage",
     "tokenize": "modules.tokenize.writer:TokenizeStage",
+    "pack": "modules.pack:PackStage",
+    "shards": "modules.shards:ShardsStage",
 }
 
 

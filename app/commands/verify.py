@@ -33,6 +33,12 @@ def main(args) -> int:
     if args.vocab_size is not None and args.vocab_size <= 0:
         raise SettingsError(f"--vocab-size must be positive; got {args.vocab_size}")
     tok = load_tokenizer(args.tokenizer) if args.tokenizer else None
+    stage = _stage_of(args.dir)
+    if stage in ("pack", "shards"):  # packed rows and token shards: their checks live beside their writers
+        import importlib
+
+        check = importlib.import_module(f"modules.{stage}").verify
+        return _print_check(args.dir, check(args.dir, vocab_size=args.vocab_size, tokenizer=tok), tok)
     report = verify(args.dir, vocab_size=args.vocab_size, tokenizer=tok, prefix=args.prefix)
     if not report.ok:
         for line in report.problems:
@@ -56,6 +62,46 @@ def main(args) -> int:
                 tok = load_tokenizer(name)
             except Exception as e:  # decoding is a courtesy: the check itself passed
                 print(f"(not decoded: cannot load tokenizer {name}: {e})")
+        if tok is not None:
+            print(f"decoded: {tok.decode(tokens)!r}")
+    return 0
+
+
+def _stage_of(path: str) -> str | None:
+    """The stage named by a directory's manifest.json (None when there is none)."""
+    import os
+
+    from modules.errors import DataError
+    from modules.output import Output
+
+    if "://" not in path and not os.path.isdir(path):
+        return None
+    try:
+        manifest = Output.at(path).manifest()
+    except DataError:  # an unreadable manifest: the Megatron checks report it
+        return None
+    return (manifest or {}).get("stage")
+
+
+def _print_check(path: str, report, tok) -> int:
+    from modules.tokenize.load import load_tokenizer
+
+    if not report.ok:
+        for line in report.problems:
+            print(line, file=sys.stderr)
+        print(f"curate verify: {path}: {len(report.problems)} problem(s)", file=sys.stderr, flush=True)
+        return 1
+    print(f"curate verify: {path}: OK (vocabulary size {report.vocab_size or '?'} from {report.vocab_source})")
+    for line in report.summary:
+        print(f"  {line}")
+    if report.first is not None:
+        what, tokens = report.first
+        print(f"{what}, first {len(tokens)}: {tokens.tolist()}")
+        if tok is None and report.tokenizer:
+            try:
+                tok = load_tokenizer(report.tokenizer)
+            except Exception as e:  # decoding is a courtesy: the check itself passed
+                print(f"(not decoded: cannot load tokenizer {report.tokenizer}: {e})")
         if tok is not None:
             print(f"decoded: {tok.decode(tokens)!r}")
     return 0
