@@ -248,7 +248,7 @@ def test_deterministic_across_runs_and_cluster_sizes(tmp_path):
     pairs = [[list(rng.integers(2, 900, size=n)) for n in rng.integers(1, 40, size=60)] for _ in range(4)]
     ts = make_token_set(tmp_path / "tok", pairs, vocab_size=1000, eod_id=999)
     sums = []
-    for k, (scheduler, workers) in enumerate([("synchronous", 1), ("threads", 3), ("threads", 1)]):
+    for k, (scheduler, workers) in enumerate([("synchronous", 1), ("threads", 3), ("processes", 2)]):
         with dask.config.set(scheduler=scheduler, num_workers=workers):
             m = run_stage("pack", {"seq_length": 32, "seed": 7}, ts, tmp_path / f"p{k}")
         sums.append([(r["path"], r["xxh3_128"]) for r in m["outputs"]])
