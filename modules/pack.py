@@ -564,8 +564,7 @@ class PackStage(Stage):
         stats = sorted([*done.values(), *computed], key=lambda s: s["partition"])
         extra = _manifest_extra(ts, settings, plan, stats, len(done))
         return dataset.finish_output(ctx, stage=self.name, settings=settings, partition_stats=stats,
-                                     schema={f.name: str(f.type) for f in row_schema(plan.dtype)},
-                                     started=started, extra=extra, run=run)
+                                     schema=None, started=started, extra=extra, run=run)
 
 
 def _manifest_extra(ts, settings, plan: PackPlan, stats, resumed: int) -> dict:
@@ -581,6 +580,7 @@ def _manifest_extra(ts, settings, plan: PackPlan, stats, resumed: int) -> dict:
         s["valid_tokens"] += f["valid_tokens"]
     return {
         "format": "packed-rows",
+        "row_schema": {f.name: str(f.type) for f in row_schema(plan.dtype)},
         "seq_length": plan.seq_length,
         "dtype": plan.dtype,
         "bos_id": plan.bos_id,

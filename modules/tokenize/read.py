@@ -219,5 +219,5 @@ def listed_files(out, manifest: dict | None, suffix: str, problems: list) -> lis
     names = {r["path"] for r in records}
     for rel in sorted(listing):
         if rel.endswith(suffix) and "/" not in rel and rel not in names and not is_temporary(rel):
-            problems.append(f"{out.path(rel)}: not listed in {out.manifest_name}")
+            problems.append(f"{out.path(rel)}: unlisted: no manifest here names this file (a stray or foreign file)")
     return sorted(present, key=lambda r: r["path"])
