@@ -422,8 +422,8 @@ def _assert_rows(arrays, plan: PackPlan, where: str, file_no: int, r0: int) -> N
     if problems:
         r, text = problems[0]
         more = f" (and {len(problems) - 1} more rows)" if len(problems) > 1 else ""
-        raise DataError(f"{where}: row {r0 + r} (pack_id {(file_no << 32) + r0 + r}): invariant: {text}{more}; "
-                        "a document holds the BOS id inside its tokens?")
+        hint = "; a document holds the BOS id inside its tokens" if "BOS ids but" in text else ""
+        raise DataError(f"{where}: row {r0 + r} (pack_id {(file_no << 32) + r0 + r}): invariant: {text}{more}{hint}")
 
 
 # --------------------------------------------------------------------------- one pair (a task)

@@ -233,6 +233,17 @@ def test_stage_drop_mode_rejects_and_window_mode(tmp_path):
     assert verify(str(tmp_path / "win")).ok
 
 
+def test_input_prefix_chooses_a_token_set(tmp_path):
+    make_token_set(tmp_path / "tok", [[[5, 6]]], vocab_size=100, eod_id=99, prefix="web")
+    make_token_set(tmp_path / "tok", [[[7, 8, 9]]], vocab_size=100, eod_id=99, prefix="code")
+    with pytest.raises(SettingsError, match="several token sets .*--input-prefix"):
+        run_stage("pack", {"seq_length": 8}, tmp_path / "tok", tmp_path / "a")
+    run_stage("pack", {"seq_length": 8, "input_prefix": "code"}, tmp_path / "tok", tmp_path / "b")
+    assert read_rows(tmp_path / "b").input_ids.map(list).tolist() == [[99, 7, 8, 9, 0, 0, 0, 0]]
+    with pytest.raises(SettingsError, match="no token set with prefix 'part'"):
+        run_stage("pack", {"seq_length": 8, "input_prefix": "part"}, tmp_path / "tok", tmp_path / "c")
+
+
 def test_uint16_refused_for_a_large_vocabulary(tmp_path):
     ts = make_token_set(tmp_path / "tok", [[[70000, 5]]], vocab_size=70000 + 1, eod_id=0)
     with pytest.raises(SettingsError, match="uint16 cannot hold"):
