@@ -51,7 +51,7 @@ tokens are trained on more than once, as in the OpenGenome2 recipe); ``drop`` re
 (reason ``too_long``). The manifest counts each.
 
 Packing. Segments are sorted by length, longest first (equal lengths in a seeded pseudo-random
-order: splitmix64 of document and offset, xor --seed), and each goes into the open row with the
+order: splitmix64 of document, offset and --seed), and each goes into the open row with the
 least room that still fits it (best fit; equal room: the older row), else into a new row. Rows are
 then written in a seeded random order (so a file is not sorted by length). The result depends only
 on the pair's tokens, the settings and the file's number: not on the cluster, its size or timing.
@@ -256,7 +256,8 @@ def layout(content: np.ndarray, plan: PackPlan, file_no: int = 0) -> Layout:
     """The packing of one pair's documents (content lengths, without BOS) into rows."""
     d, o, c, dropped, n_long = segments(content, plan.seq_length, plan.long_docs, plan.stride)
     sizes = c + 1
-    tiebreak = _splitmix64((d.astype(np.uint64) << np.uint64(32)) ^ o.astype(np.uint64)) ^ np.uint64(plan.seed)
+    seed = _splitmix64(np.array([plan.seed], dtype=np.uint64))[0]
+    tiebreak = _splitmix64((d.astype(np.uint64) << np.uint64(32)) ^ o.astype(np.uint64) ^ seed)
     row, order = best_fit_decreasing(sizes, plan.seq_length, tiebreak)
     rows = int(row.max()) + 1 if len(row) else 0
     # positions: segments in placement order, within a row one after the other
