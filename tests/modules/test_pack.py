@@ -233,6 +233,17 @@ def test_stage_drop_mode_rejects_and_window_mode(tmp_path):
     assert verify(str(tmp_path / "win")).ok
 
 
+def test_token_set_with_bos_is_not_given_a_second_one(tmp_path):
+    ts = make_token_set(tmp_path / "tok", [[[BOS, 5, 6, 99], [BOS, 7, 99]]], vocab_size=100, eod_id=99,
+                        bos_id=BOS, add_bos=True, append_eod=True)
+    m = run_stage("pack", {"seq_length": 8}, ts, tmp_path / "p")
+    assert not m["bos_added"] and m["pad_id"] == 99
+    assert read_rows(tmp_path / "p").input_ids.map(list).tolist() == [[BOS, 5, 6, 99, BOS, 7, 99, 99]]
+    bad = make_token_set(tmp_path / "bad", [[[BOS, 5], [6, 7]]], vocab_size=100, eod_id=99, bos_id=BOS, add_bos=True)
+    with pytest.raises(DataError, match="document 1 does not start with the BOS id 1"):
+        run_stage("pack", {"seq_length": 8}, bad, tmp_path / "q")
+
+
 def test_input_prefix_chooses_a_token_set(tmp_path):
     make_token_set(tmp_path / "tok", [[[5, 6]]], vocab_size=100, eod_id=99, prefix="web")
     make_token_set(tmp_path / "tok", [[[7, 8, 9]]], vocab_size=100, eod_id=99, prefix="code")
