@@ -36,6 +36,8 @@ STAGES: dict[str, str] = {
     "shuffle": "modules.shuffle:ShuffleStage",
     "blend": "modules.blend:BlendStage",
     "tokenize": "modules.tokenize.writer:TokenizeStage",
+    "pack": "modules.pack:PackStage",
+    "shards": "modules.shards:ShardsStage",
 }
 
 
