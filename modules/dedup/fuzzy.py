@@ -49,7 +49,8 @@ REASON = "fuzzy_duplicate"
 @dataclass(frozen=True)
 class FuzzyDedupSettings:
     threshold: float = field(default=0.8, metadata={
-        "help": "Jaccard similarity of near duplicates; chooses bands x rows unless both are given",
+        "help": "Jaccard similarity of near duplicates; chooses bands x rows unless both are given "
+                "(the most rows per band that make a pair at the threshold a candidate with p >= 0.99)",
         "metavar": "T"})
     num_perm: int = field(default=128, metadata={"help": "MinHash permutations (signature length)",
                                                     "metavar": "N"})
@@ -59,8 +60,9 @@ class FuzzyDedupSettings:
     shingle: str = field(default="word", metadata={"help": "shingles of words or of characters",
                                                    "choices": ("word", "char")})
     seed: int = field(default=42, metadata={"help": "seed of the MinHash permutations", "metavar": "S"})
-    false_positive_check: bool = field(default=False, metadata={
-        "help": "compute the true Jaccard of candidate pairs and drop those below the threshold"})
+    false_positive_check: bool = field(default=True, metadata={
+        "help": "compute the true Jaccard of candidate pairs and drop those below the threshold; remove a "
+                "document only for one it is itself similar to (--no-false-positive-check: trust the bands)"})
     in_memory_edges: int = field(default=1_000_000, metadata={
         "help": "connected components in one task when there are at most this many edges (0: always distributed)",
         "metavar": "N"})
@@ -83,11 +85,12 @@ class FuzzyDedupSettings:
                     f"bands x rows must be at most num_perm ({self.num_perm}); got {self.bands} x {self.rows}")
 
     def lsh_params(self) -> tuple[int, int]:
+        """(bands, rows): given, or derived from the threshold (call once, on the client)."""
         if self.bands is not None:
             return self.bands, self.rows
-        from modules.dedup.lsh import optimal_params
+        from modules.dedup.lsh import recall_params
 
-        return optimal_params(self.threshold, self.num_perm)
+        return recall_params(self.threshold, self.num_perm)
 
 
 # --------------------------------------------------------------------------- per-partition work
@@ -124,11 +127,10 @@ def read_signatures(path: str, num_perm: int) -> tuple[np.ndarray, np.ndarray]:
     return doc, flat[col.offset * num_perm:(col.offset + len(col)) * num_perm].reshape(-1, num_perm)
 
 
-def bucket_frame(path: str, settings: FuzzyDedupSettings) -> pd.DataFrame:
-    """(bucket, doc): one row per document and band."""
+def bucket_frame(path: str, settings: FuzzyDedupSettings, bands: int, rows: int) -> pd.DataFrame:
+    """(bucket, doc): one row per document and band (``bands`` x ``rows`` resolved on the client)."""
     from modules.dedup.lsh import band_keys
 
-    bands, rows = settings.lsh_params()
     doc, sig = read_signatures(path, settings.num_perm)
     keys = band_keys(sig, bands, rows)
     return pd.DataFrame({"bucket": keys.ravel(), "doc": np.repeat(doc.astype(np.int64), bands)})
@@ -240,8 +242,8 @@ def _signatures_task(df, i, folder, settings):
     return dedup.save_table(signature_table(df, i, settings), folder, i)
 
 
-def _buckets_task(path, i, folder, settings):
-    return dedup.save_part(bucket_frame(path, settings), folder, i)
+def _buckets_task(path, i, folder, settings, bands, rows):
+    return dedup.save_part(bucket_frame(path, settings, bands, rows), folder, i)
 
 
 def _dedupe_edges(df):
@@ -392,7 +394,7 @@ class FuzzyDedupStage(Stage):
         sig_files = dedup.list_parts(steps.path("signatures"))
 
         bucket_task = dask.delayed(_buckets_task, pure=False)
-        steps.run("buckets", lambda folder: [bucket_task(path, i, folder, settings)
+        steps.run("buckets", lambda folder: [bucket_task(path, i, folder, settings, bands, rows)
                                              for i, path in enumerate(sig_files)])
 
         def edges(folder):

@@ -21,7 +21,8 @@ SENTENCES = (DATA / "dedup" / "sentences.txt").read_text(encoding="utf-8").split
 
 def test_settings():
     s = fuzzy.FuzzyDedupSettings()
-    assert s.lsh_params() == (9, 13)  # datasketch's MinHashLSH(threshold=0.8, num_perm=128)
+    assert s.lsh_params() == (21, 6)  # P(candidate | J = 0.8) >= 0.99 with the most rows per band
+    assert s.false_positive_check
     assert fuzzy.FuzzyDedupSettings(bands=16, rows=8).lsh_params() == (16, 8)
     for bad, match in [({"bands": 4}, "go together"), ({"bands": 20, "rows": 8}, "at most num_perm"),
                        ({"threshold": 1.0}, "threshold"), ({"shingle": "line"}, "shingle"),
