@@ -135,8 +135,8 @@ def one_curate(stage: str, work: str, workers: int) -> dict:
     out = os.path.join(work, f"out-curate-{stage}")
     shutil.rmtree(out, ignore_errors=True)
     curate = os.path.join(os.path.dirname(sys.executable), "curate")
-    subprocess.run([curate, *cmd, "--input", os.path.join(work, "docs"), "--output", out, "--workers", str(workers),
-                    "--log-level", "WARNING", "--dashboard-address", "127.0.0.1:0"], check=True,
+    subprocess.run([curate, "--log-level", "WARNING", *cmd, "--input", os.path.join(work, "docs", "*.parquet"), "--output", out, "--workers", str(workers),
+                    "--dashboard-address", "127.0.0.1:0"], check=True,
                    stdout=subprocess.DEVNULL)
     with open(os.path.join(out, "manifest.json")) as f:
         manifest = json.load(f)
