@@ -35,18 +35,47 @@ _SEPARATOR_CATEGORIES = ("P", "S", "Z")
 _separator_table = None
 
 
+def _build_separator_table() -> np.ndarray:
+    import unicodedata
+
+    table = np.zeros(0x110000, dtype=np.uint8)
+    for cp in (*range(0x40000), *range(0xE0000, 0xE1000)):
+        cat = unicodedata.category(chr(cp))
+        if cat[0] in _SEPARATOR_CATEGORIES or cat == "Cc":
+            table[cp] = 1
+    return table
+
+
 def separator_table() -> np.ndarray:
-    """uint8[0x110000]: 1 where the code point is a separator (built once per process, ~0.1 s)."""
+    """uint8[0x110000]: 1 where the code point is a separator.
+
+    Building it takes 266k ``unicodedata`` calls (0.2-0.4 s), paid by every worker process of every
+    run; so it is kept, bit-packed (139 KB), in ``__pycache__`` beside this file (where numba caches
+    the kernels), keyed by the Unicode version of this Python, and rebuilt when absent or unreadable."""
     global _separator_table
     if _separator_table is None:
+        import os
         import unicodedata
 
-        table = np.zeros(0x110000, dtype=np.uint8)
-        for cp in (*range(0x40000), *range(0xE0000, 0xE1000)):
-            cat = unicodedata.category(chr(cp))
-            if cat[0] in _SEPARATOR_CATEGORIES or cat == "Cc":
-                table[cp] = 1
-        _separator_table = table
+        cache = os.path.join(os.path.dirname(os.path.abspath(__file__)), "__pycache__",
+                             f"separators-{unicodedata.unidata_version}.bin")
+        try:
+            with open(cache, "rb") as f:
+                packed = np.frombuffer(f.read(), dtype=np.uint8)
+            table = np.unpackbits(packed)[:0x110000]
+            if len(table) != 0x110000:
+                raise ValueError("truncated")
+        except (OSError, ValueError):
+            table = _build_separator_table()
+            try:  # best effort (a read-only install just rebuilds): temp file, then an atomic rename
+                os.makedirs(os.path.dirname(cache), exist_ok=True)
+                tmp = f"{cache}.{os.getpid()}.tmp"
+                with open(tmp, "wb") as f:
+                    f.write(np.packbits(table).tobytes())
+                os.replace(tmp, cache)
+            except OSError:
+                pass
+        _separator_table = np.ascontiguousarray(table, dtype=np.uint8)
     return _separator_table
 
 

@@ -128,3 +128,8 @@ def test_signatures_of_shingles_equal_datasketch():
 def test_signatures_of_text_equal_signatures_of_its_shingles():
     sig, _ = minhash.signatures(TEXTS, num_perm=64, seed=7)
     assert (minhash.signatures_of_shingles([minhash.shingles(t) for t in TEXTS], 64, 7) == sig).all()
+
+
+def test_separator_table_cache_equals_a_fresh_build():
+    # the table read back from its on-disk cache (written by an earlier call) is the one unicodedata gives
+    assert (minhash.separator_table() == minhash._build_separator_table()).all()
