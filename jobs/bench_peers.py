@@ -205,8 +205,12 @@ def one_datatrove(stage: str, work: str, workers: int) -> dict:
                               logging_dir=os.path.join(base, "logs", name)).run()
 
     if stage == "fuzzy":
-        from datatrove.pipeline.dedup import (MinhashDedupBuckets, MinhashDedupCluster, MinhashDedupFilter,
-                                              MinhashDedupSignature)
+        from datatrove.pipeline.dedup import (
+            MinhashDedupBuckets,
+            MinhashDedupCluster,
+            MinhashDedupFilter,
+            MinhashDedupSignature,
+        )
         from datatrove.pipeline.dedup.minhash import MinhashConfig
 
         bands, rows = json.loads(os.environ["BENCH_BANDS_ROWS"])
@@ -219,8 +223,12 @@ def one_datatrove(stage: str, work: str, workers: int) -> dict:
         run([reader(), MinhashDedupFilter(input_folder=f"{base}/remove_ids"), ParquetWriter(f"{base}/out")],
             "filter", tasks)
     else:
-        from datatrove.pipeline.dedup.exact_dedup import (ExactDedupConfig, ExactDedupFilter, ExactDedupSignature,
-                                                          ExactFindDedups)
+        from datatrove.pipeline.dedup.exact_dedup import (
+            ExactDedupConfig,
+            ExactDedupFilter,
+            ExactDedupSignature,
+            ExactFindDedups,
+        )
 
         cfg = ExactDedupConfig(content_getter=lambda doc: doc.text)
         run([reader(), ExactDedupSignature(output_folder=f"{base}/sigs", config=cfg, finder_workers=workers)],
