@@ -300,6 +300,7 @@ def input_texts(inputs, i: int) -> pd.DataFrame:
 
     A Parquet piece is read for its text column alone (its row order does not depend on the other
     columns); JSONL has to be parsed whole anyway."""
+    from modules.dataset import parquet_source
     from modules.errors import DataError
 
     piece = inputs.pieces[i]
@@ -309,7 +310,7 @@ def input_texts(inputs, i: int) -> pd.DataFrame:
 
     field = inputs.io.text_field
     try:
-        pf = pq.ParquetFile(piece.path)
+        pf = pq.ParquetFile(parquet_source(piece.path))
         table = (pf.read_row_groups(list(piece.row_groups), columns=[field]) if piece.row_groups is not None
                  else pf.read(columns=[field]))
     except Exception as e:
