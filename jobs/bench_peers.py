@@ -8,7 +8,7 @@ Peers are never dependencies of curate: each runs from a throwaway venv given by
 venv's ``bin/python`` runs this same file, which imports nothing of curate on the peer side), e.g.
 
     python3 -m venv /tmp/peer-rensa && /tmp/peer-rensa/bin/pip install rensa numpy pyarrow
-    python3 -m venv /tmp/peer-datatrove && /tmp/peer-datatrove/bin/pip install "datatrove[processing]" pyarrow
+    python3 -m venv /tmp/peer-datatrove && /tmp/peer-datatrove/bin/pip install "datatrove[processing]" pyarrow spacy
     (NeMo Curator 0.9, CPU parts: see its install notes; only its exact dedup runs on CPU)
 
 Every measurement is a fresh process (``bench_peers.py _one IMPL STAGE ...``), the implementations
