@@ -329,5 +329,16 @@ def run_download(stage, settings, ctx, jobs: list[FetchJob], extract_settings: d
         **({"raw_dir": keep_dir} if keep_dir else {}),
     }
     schema = {c: str(t) for c, t in meta.dtypes.items() if c not in INTERNAL}
-    return finish_output(ctx, stage=stage.name, settings=settings, partition_stats=stats, schema=schema,
-                         started=started, extra={"download": summary})
+    return finish_output(ctx, stage=stage.name, settings=redacted_settings(settings), partition_stats=stats,
+                         schema=schema, started=started, extra={"download": summary})
+
+
+def redacted_settings(settings):
+    """``settings`` with credentials out of every URL-like value (``--base-url https://u:pw@mirror``),
+    as the manifest shows them."""
+    changes = {}
+    for f in dataclasses.fields(settings):
+        value = getattr(settings, f.name)
+        if isinstance(value, str) and redact_url(value) != value:
+            changes[f.name] = redact_url(value)
+    return dataclasses.replace(settings, **changes) if changes else settings
