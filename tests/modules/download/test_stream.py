@@ -8,7 +8,6 @@ The oracle for every streamed file is the path-based extractor on the same file 
 import gzip
 import json
 import logging
-import threading
 import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
