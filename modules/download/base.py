@@ -86,14 +86,17 @@ class DownloadSettings:
         check_range(self, "timeout", 0.01, 3600.0)
         check_range(self, "deadline", 0.0, 7 * 86400.0)
         check_range(self, "max_inflight", 1, 1024)
-        parse_bytes(self.min_rate, "min_rate")
+        self.min_rate_bytes()
         if self.raw_dir and "://" in self.raw_dir:
             raise SettingsError(f"raw_dir must be a local folder; got {redact_url(self.raw_dir)!r}")
 
     def download_options(self, **extra) -> DownloadOptions:
         return DownloadOptions(retries=self.retries, backoff=self.backoff, timeout=self.timeout,
                                max_inflight=self.max_inflight, deadline=self.deadline,
-                               min_rate=parse_bytes(self.min_rate, "min_rate"), **extra)
+                               min_rate=self.min_rate_bytes(), **extra)
+
+    def min_rate_bytes(self) -> int:
+        return 0 if self.min_rate.strip() in ("0", "0B") else parse_bytes(self.min_rate, "min_rate")
 
 
 @dataclass(frozen=True)

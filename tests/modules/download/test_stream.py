@@ -374,3 +374,42 @@ def test_commoncrawl_listing_is_not_landed(tmp_path, pages):
     assert not any(".gz" in f for f in disk_files(tmp_path / "out"))
     assert json.loads((tmp_path / "out" / "manifest.json").read_text())["status"] == "complete"
     assert gzip  # the listing was gzip on the server only
+
+
+@pytest.mark.slow
+def test_a_killed_run_resumes_where_it_stopped(mirror, tmp_path, pages):
+    """kill -9 while a file trickles in, --keep-raw into the output: the rerun skips the finished files
+    (journal), resumes the killed file from its kept .part with Range, and the output is complete."""
+    import os
+    import signal
+    import subprocess
+
+    from tests.conftest import CURATE, ROOT
+
+    slow = mirror.paths[3]
+    mirror.trickle_bytes = 4096
+    mirror.fail(slow.name, "trickle")
+    out = tmp_path / "out"
+    cmd = [*CURATE, "download", "urls", "--list", mirror.list, "--output", str(out), "--keep-raw",
+           "--workers", "1", "--min-rate", "0", "--backoff", "0.01"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    part = out / "_raw" / f"{slow.name}.part"
+    deadline = time.time() + 120
+    while not (part.exists() and part.stat().st_size >= 8192):
+        assert proc.poll() is None and time.time() < deadline, "the slow file never started"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    state = {p.name for p in (out / "_state").iterdir()}
+    finished = [i for i in range(4) if f"part-{i:05d}.json" in state and
+                json.loads((out / "_state" / f"part-{i:05d}.json").read_text())["status"] == "done"]
+    before = {p.name: len(mirror.hits(p.name)) for p in mirror.paths}
+    kept = part.stat().st_size
+    subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True)
+    again = {p.name: mirror.hits(p.name)[before[p.name]:] for p in mirror.paths}
+    for i in finished:
+        assert again[mirror.paths[i].name] == []
+    assert [r for _, r, _ in again[slow.name]] == [f"bytes={kept}-"]
+    assert read_output(out)["url"].tolist() == [u for u, _ in pages]
+    assert (out / "_raw" / slow.name).read_bytes() == slow.read_bytes()
