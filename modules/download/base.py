@@ -109,6 +109,11 @@ class FetchJob:
     size: int | None = None
     sha1: str | None = None
 
+    def __repr__(self) -> str:
+        # Dask prints a failed task's arguments ("Compute Failed ... args: (FetchJob(...") in worker logs
+        return (f"FetchJob(url={redact_url(self.url)!r}, name={self.name!r}, kind={self.kind!r}, "
+                f"size={self.size!r}, sha1={self.sha1!r})")
+
 
 def check_limit(settings) -> None:
     if settings.limit is not None and settings.limit < 1:

@@ -342,6 +342,8 @@ def test_no_secrets_in_logs_manifests_rejects_or_sidecars(mirror, tmp_path, capl
 
 
 def test_redact_url_cases():
+    # a task's arguments appear in Dask's "Compute Failed" log lines
+    assert "hunter2" not in repr(FetchJob("https://a:hunter2@h/x.warc.gz", "x.warc.gz", "warc"))
     cases = {
         "https://user:pass@host/p?a=1": "https://user:***@host/p?a=1",
         "https://tok@host/p": "https://***@host/p",
