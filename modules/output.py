@@ -111,6 +111,8 @@ class _HashingWriter(io.RawIOBase):
 
         self.raw = raw
         self.hash = xxhash.xxh3_128()
+        # jobs/bench_output.py measures the cost of the checksum by turning it off; nothing else may
+        self._hashing = os.environ.get("CURATE_BENCH_NO_CHECKSUM") != "1"
         self.bytes = 0
         self.abandoned = False
         self.record: dict | None = None
@@ -131,7 +133,8 @@ class _HashingWriter(io.RawIOBase):
             while len(rest):
                 k = self.raw.write(rest) or 0
                 rest = rest[k:]
-        self.hash.update(view)
+        if self._hashing:
+            self.hash.update(view)
         self.bytes += len(view)
         return len(view)
 
@@ -557,8 +560,8 @@ def check_claim(out: Output, owner: dict) -> None:
     if not listing:
         return
     where = out.url
-    units = units_in(listing)
-    others: dict[str, Output] = {u: Output(out.url, u) for u in units}
+    others = {u: o for u, o in ((u, Output(out.url, u)) for u in units_in(listing))
+              if manifest_owner(_safe_manifest(o)) is not None or any(r.startswith(o.state_dir + "/") for r in listing)}
     own = others.get(out.unit)
     if own is not None:
         theirs = manifest_owner(own.manifest())
@@ -575,12 +578,16 @@ def check_claim(out: Output, owner: dict) -> None:
                 f"--output {where}: holds the output of {describe_owner(theirs)} "
                 f"({other.manifest_name}); choose another output directory")
     owned: set[str] = set()
+    control: set[str] = set()
     for other in others.values():
         owned |= other.owned(listing)
+        control |= {other.manifest_name, other.success_name, other.names["lock"]}
     foreign = []
     for rel in sorted(listing):
-        if rel in owned or is_control(rel) or is_temporary(rel):
+        if rel in owned or rel in control or is_temporary(rel) or _STATE_RE.match(rel):
             continue
+        if _CONTROL_RE.match(rel) and rel.startswith("_LOCK"):
+            continue  # a lock: the lock check says who holds it
         if owner.get("kind") == "job" and rel.split("/", 1)[0] in JOB_FOLDERS:
             continue
         if owner.get("kind") == "job" and "/" in rel and _stage_dir_of_job(out, rel.split("/", 1)[0], owner):
@@ -588,10 +595,17 @@ def check_claim(out: Output, owner: dict) -> None:
         foreign.append(rel)
     if foreign:
         more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
-        what = "not a curate output" if not units else "holds files curate did not write"
+        what = "not a curate output" if not others else "holds files curate did not write"
         raise OwnershipError(
             f"--output {where}: {what}: {out.path(foreign[0])}{more}; curate never overwrites or deletes "
             "files it did not write: choose an empty or new directory")
+
+
+def _safe_manifest(out: Output) -> dict | None:
+    try:
+        return out.manifest()
+    except DataError:
+        return None
 
 
 def _stage_dir_of_job(out: Output, name: str, owner: dict) -> bool:
@@ -801,3 +815,93 @@ def _glob_locks(folder: str, top_only: bool) -> list[str]:
     except (FileNotFoundError, NotADirectoryError):
         pass
     return found
+
+
+# --------------------------------------------------------------------------- verifying what a unit lists
+
+
+def verify_unit(out: Output, checksums: bool = False, listing: dict[str, int] | None = None) -> list[str]:
+    """Problems of one unit against its manifest, one line each: ``FILE: CHECK: detail``.
+
+    Every listed file present with its size (and, with ``checksums``, its XXH3-128 re-read); a data
+    part's row count equal to the manifest's; the unit complete (manifest status, ``_SUCCESS``); for
+    a dataset, the parts' rows adding up to the manifest's ``counts.out`` and the rejects' rows to
+    the dropped documents.
+    """
+    listing = out.listing() if listing is None else listing
+    problems = []
+    try:
+        manifest = out.manifest()
+    except DataError as e:
+        return [str(e)]
+    if manifest is None:
+        return [f"{out.path(out.manifest_name)}: missing manifest: not a curate output"]
+    if out.success_name not in listing:
+        problems.append(f"{out.path(out.success_name)}: missing {out.success_name}: the run did not finish")
+    if manifest.get("curate_output") and manifest.get("status") != "complete":
+        problems.append(f"{out.path(out.manifest_name)}: status: {manifest.get('status')!r}, not complete")
+    records = manifest.get("outputs")
+    if records is None:
+        return problems + [f"{out.path(out.manifest_name)}: outputs: the manifest lists no files (written by an "
+                           "older curate?); rerun the stage"]
+    part_rows, reject_rows = 0, 0
+    for r in records:
+        rel = r["path"]
+        if rel not in listing:
+            problems.append(f"{out.path(rel)}: missing: listed in {out.manifest_name}")
+            continue
+        if listing[rel] != r["bytes"]:
+            problems.append(f"{out.path(rel)}: size: {listing[rel]} bytes, {out.manifest_name} says {r['bytes']}")
+            continue
+        if checksums:
+            with out.open_read(rel) as f:
+                _, digest = file_checksum(f)
+            if digest != r.get(CHECKSUM):
+                problems.append(f"{out.path(rel)}: checksum: XXH3-128 {digest} differs from {out.manifest_name}")
+                continue
+        if "rows" in r:
+            try:
+                rows = _count_rows(out, rel)
+            except Exception as e:  # a damaged part: the one line says so
+                problems.append(f"{out.path(rel)}: unreadable: {type(e).__name__}: {e}")
+                continue
+            if rows != r["rows"]:
+                problems.append(f"{out.path(rel)}: rows: {rows}, {out.manifest_name} says {r['rows']}")
+            if "/" not in rel:
+                part_rows += r["rows"]
+            elif rel.startswith("_rejects/"):
+                reject_rows += r["rows"]
+    counts = manifest.get("counts") or {}
+    if manifest.get("schema") is not None and "out" in counts and not problems:
+        if part_rows != counts["out"]:
+            problems.append(f"{out.path(out.manifest_name)}: counts: the parts hold {part_rows} rows, "
+                            f"counts.out says {counts['out']}")
+        dropped = sum((counts.get("dropped") or {}).values())
+        if reject_rows != dropped:
+            problems.append(f"{out.path(out.manifest_name)}: counts: _rejects/ holds {reject_rows} rows, "
+                            f"{dropped} documents were dropped")
+    return problems
+
+
+def _count_rows(out: Output, rel: str) -> int:
+    if rel.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        with out.open_read(rel) as f:
+            return pq.ParquetFile(f).metadata.num_rows
+    if rel.endswith((".jsonl", ".ndjson")):
+        n = 0
+        with out.open_read(rel) as f:
+            for chunk in iter(lambda: f.read(8 << 20), b""):
+                n += chunk.count(b"\n")
+        return n
+    raise ValueError("not a data part")
+
+
+def unlisted(out: Output, listing: dict[str, int] | None = None) -> list[str]:
+    """Files in the directory that no unit's manifest or journal names (strays, foreign files)."""
+    listing = out.listing() if listing is None else listing
+    owned: set[str] = set()
+    for unit in units_in(listing):
+        owned |= Output(out.url, unit).owned(listing)
+    return [rel for rel in sorted(listing) if rel not in owned and not is_control(rel)]

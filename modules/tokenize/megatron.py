@@ -302,14 +302,19 @@ def read_document(bin_file, index: Index, doc: int, limit: int | None = None) ->
     return np.frombuffer(data, dtype=index.dtype.newbyteorder("<"))
 
 
-def scan_range(bin_file, dtype, vocab_size: int, chunk: int = CHUNK):
-    """Stream a ``.bin``: (ids >= vocab_size or < 0, position of the first one or None, largest id)."""
+def scan_range(bin_file, dtype, vocab_size: int, chunk: int = CHUNK, hasher=None):
+    """Stream a ``.bin``: (ids >= vocab_size or < 0, position of the first one or None, largest id).
+
+    ``hasher`` (e.g. ``xxhash.xxh3_128()``) sees every byte on the way: a checksum without a second read.
+    """
     dtype = np.dtype(dtype).newbyteorder("<")
     bad, first, largest, pos = 0, None, -1, 0
     while True:
         data = bin_file.read(chunk * dtype.itemsize)
         if not data:
             break
+        if hasher is not None:
+            hasher.update(data)
         usable = len(data) - len(data) % dtype.itemsize
         tokens = np.frombuffer(data[:usable], dtype=dtype)
         if len(tokens):
