@@ -283,6 +283,9 @@ def test_keep_raw_inside_the_output_is_listed_in_its_manifest(mirror, tmp_path):
     for rel, rec in listed.items():  # checksums computed while streaming equal a second read's
         with open(out / rel, "rb") as f:
             assert file_checksum(f) == (rec["bytes"], rec["xxh3_128"])
+    from app.cli import main
+
+    assert main(["verify", str(out), "--checksums"]) == 0
     # a rerun (a lost _SUCCESS) accepts its own _raw folder and reads the kept files
     (out / "_SUCCESS").unlink()
     n = len(mirror.requests)
