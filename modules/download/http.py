@@ -136,11 +136,12 @@ class Pace:
             self.window_start, self.window_bytes = now, 0
 
 
-def read_some(raw, amt: int) -> bytes:
+def read_some(raw, amt: int, decode: bool = False) -> bytes:
     """Up to ``amt`` bytes as soon as any arrived (urllib3's read1), so a trickle cannot block a
-    read for long and the pace checks run between reads."""
+    read for long and the pace checks run between reads. ``decode``: undo a Content-Encoding
+    (small documents only; raw files are kept as served)."""
     read1 = getattr(raw, "read1", None)
-    return read1(amt, decode_content=False) if read1 is not None else raw.read(amt, decode_content=False)
+    return read1(amt, decode_content=decode) if read1 is not None else raw.read(amt, decode_content=decode)
 
 
 # --------------------------------------------------------------------------- concurrency slots
@@ -386,10 +387,15 @@ def get_bytes(url: str, options: DownloadOptions | None = None, max_bytes: int =
                 if length.isdigit() and int(length) > max_bytes:
                     raise too_large
                 body = bytearray()
-                for chunk in r.iter_content(min(options.chunk_bytes, max_bytes + 1)):
+                pace = Pace(options)
+                while True:
+                    chunk = read_some(r.raw, min(options.chunk_bytes, max_bytes + 1), decode=True)
+                    if not chunk:
+                        break
                     body += chunk
                     if len(body) > max_bytes:
                         raise too_large
+                    pace.add(len(chunk))
                 return bytes(body)
         except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,
                 urllib3.exceptions.HTTPError, _Transient) as e:
