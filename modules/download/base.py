@@ -275,7 +275,8 @@ def stream_file(job: FetchJob, i: int, out, extract_settings, schema: pd.DataFra
             with open(path + ".url", "rb") as f:
                 n, digest = file_checksum(f)
             records.append({"path": f"{keep_rel}/{job.name}.url", "bytes": n, "xxh3_128": digest})
-    out.record_done(key, run, records, download=outcome)
+    # the paths stay claimed: a .part of a failed file is still the output's (finish removes it)
+    out.record_done(key, run, records, download=outcome, paths=sorted(kept_rels))
     return {**stats, "outputs": stats["outputs"] + records, "download": outcome}
 
 

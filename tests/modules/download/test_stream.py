@@ -299,6 +299,20 @@ def test_keep_raw_inside_the_output_is_listed_in_its_manifest(mirror, tmp_path):
     assert len(mirror.requests) == n and again["counts"] == manifest["counts"]
 
 
+def test_a_failed_kept_file_inside_the_output_stays_the_outputs(mirror, tmp_path):
+    """A cut with no retries left: the .part in OUTPUT/_raw is still claimed by the journal, so the
+    next run (other settings) is not refused and cleans it up."""
+    first = mirror.paths[0]
+    mirror.fail(first.name, f"cut-at:{first.stat().st_size // 2}")
+    out = tmp_path / "out"
+    settings = {"list": mirror.list, "keep_raw": True, **SETTINGS}
+    m1 = run_stage("download_urls", {**settings, "retries": 0}, (), out, on_error="skip")
+    assert m1["counts"]["dropped"] == {"download_failed": 1}
+    m2 = run_stage("download_urls", settings, (), out, on_error="skip")
+    assert m2["counts"]["dropped"] == {} and m2["counts"]["out"] == 12
+    assert not list((out / "_raw").glob("*.part"))
+
+
 def test_raw_dir_with_foreign_files_is_refused_and_left_alone(mirror, tmp_path):
     raw = tmp_path / "raw"
     raw.mkdir()
