@@ -74,6 +74,8 @@ class DownloadOptions:
     #: seconds to connect, and between two reads
     timeout: float = 60.0
     chunk_bytes: int = 1 << 20
+    #: one ranged GET when streaming from S3 (each is a request; the block is held in memory)
+    s3_block_bytes: int = 8 << 20
     #: downloads or streams at once per process (per Dask worker)
     max_inflight: int = 4
     #: seconds one attempt at a file may last (0: no limit); then it fails and is resumed

@@ -10,8 +10,8 @@ policy of :mod:`modules.download.http`: exponential backoff, ``retries`` failure
 progress, ``deadline``, ``min_rate``), the stream asks for the rest with ``Range: bytes=<pos>-``,
 where ``<pos>`` is the exact count of bytes already handed to the reader, and carries on. The
 reader never sees the break: a cut inside a gzip member or inside a WARC record is invisible to it,
-so no record is lost and none is read twice. ``s3://`` is read by ranged GETs of ``chunk_bytes``,
-each a resume point. A server that ignores Range (200) is read from the start and the bytes
+so no record is lost and none is read twice. ``s3://`` is read by ranged GETs of ``s3_block_bytes``
+(8 MiB: few requests, bounded memory), each starting where the reader is. A server that ignores Range (200) is read from the start and the bytes
 already delivered are skipped. A remote file that changed meanwhile (another length or ETag) ends
 the stream with a :class:`DownloadError`: its records could not be put together.
 
@@ -97,6 +97,8 @@ class RemoteStream:
         self._local = None  # a kept file (or .part) replayed before the network
         self._local_left = 0
         self._part = None  # append handle of <keep>.part
+        self._block = memoryview(b"")  # S3: the last ranged GET's bytes, handed out from _block_at
+        self._block_at = 0
         self._keeping = False
         self._sha1 = hashlib.sha1() if self.sha1 else None
         self._xxh = None
@@ -392,6 +394,13 @@ class RemoteStream:
     # ----------------------------------------------------------------- S3
 
     def _next_s3(self, want: int) -> bytes:
+        if self._block_at < len(self._block):  # served from the block fetched last
+            data = bytes(self._block[self._block_at:self._block_at + want])
+            self._block_at += len(data)
+            self._deliver(data)
+            if self.pos == self.total:
+                self._at_end()
+            return data
         key = self.url[len("s3://"):]
         while True:
             try:
@@ -405,7 +414,7 @@ class RemoteStream:
                     if self.pos >= self.total:
                         self._at_end()
                         return b""
-                    end = min(self.pos + min(want, self.options.chunk_bytes), self.total)
+                    end = min(self.pos + self.options.s3_block_bytes, self.total)
                     data = _remote(self._fs.cat_file, key, start=self.pos, end=end)
                     if len(data) != end - self.pos:
                         raise _Transient(f"short read at byte {self.pos}: {len(data)} of {end - self.pos}")
@@ -417,11 +426,9 @@ class RemoteStream:
                         raise DownloadError(f"{self.shown}: {type(error).__name__}: {redact_url(error)}") from error
                     # no credentials, a bad endpoint: every file would fail alike, so the run stops
                     raise DataError(f"{self.shown}: {type(error).__name__}: {redact_url(error)}") from error
-                self._deliver(data)
                 self._progress = True
-                if self.pos == self.total:
-                    self._at_end()
-                return data
+                self._block, self._block_at = memoryview(data), 0
+                return self._next_s3(want)
             except _Transient as e:
                 self._failed(e)
 

@@ -170,11 +170,12 @@ def test_s3_stream_with_a_dropped_read(tmp_path, pages, s3_endpoint, monkeypatch
         return real(self, key, start=start, end=end, **kw)
 
     monkeypatch.setattr(s3fs.S3FileSystem, "cat_file", flaky)
-    options = DownloadOptions(backoff=0.01, retries=2, chunk_bytes=4096, requester_pays=True,
+    options = DownloadOptions(backoff=0.01, retries=2, s3_block_bytes=4096, requester_pays=True,
                               s3_endpoint_url=s3_endpoint)
     df, outcome = stream_docs("s3://bucket/cc/f.warc.gz", "f.warc.gz", options=options)
     assert documents(df) == documents(oracle(path))
     assert calls[2] == calls[3] and calls[3] > 0  # the failed ranged GET is asked again at its byte
+    assert calls == sorted(calls) and len(calls) == -(-len(data) // 4096) + 1
     assert outcome["bytes"] == len(data)
 
 
