@@ -65,7 +65,7 @@ def load_job(path: str, io_overrides: dict | None = None) -> Job:
     if not isinstance(doc, dict):
         raise SettingsError(f"job file {path}: expected a mapping with 'stages'")
     unknown = sorted(set(doc) - {"input", "output", "io", "stages", "name", "description"})
-    name = coerce(doc.get("name") or os.path.splitext(os.path.basename(path))[0], str, f"{path}: name")
+    job_name = coerce(doc.get("name") or os.path.splitext(os.path.basename(path))[0], str, f"{path}: name")
     if unknown:
         raise SettingsError(f"job file {path}: unknown key {unknown[0]!r}")
     io_values = dict(doc.get("io") or {})
@@ -93,7 +93,7 @@ def load_job(path: str, io_overrides: dict | None = None) -> Job:
     output = doc.get("output")
     if output is not None:
         output = coerce(output, str, f"{path}: output")
-    return Job(tuple(stages), job_input, output, io, path, name)
+    return Job(tuple(stages), job_input, output, io, path, job_name)
 
 
 def stage_dir(output: str, k: int, name: str) -> str:
@@ -162,7 +162,7 @@ def run_stage(name: str, settings, inputs, output: str, io: IOSettings, compute=
     preflight_stage(name, settings, inputs, output, io, job, check_locks=lock)
     unit = unit_of(name, settings)
     out = output_mod.Output.at(output, unit)
-    with output_mod.Lock(out, f"curate {name}") if lock else contextlib.nullcontext():
+    with stage_lock(name, settings, output) if lock else contextlib.nullcontext():
         identity = dataset.input_identity(inputs, io.allow_incomplete) + dataset.input_identity(settings_files(settings))
         fp = fingerprint(name, settings, identity, io)
         previous = out.manifest()
@@ -190,7 +190,7 @@ def job_plan(job: Job, output: str, stop_after: int | None = None) -> list[tuple
     return plan
 
 
-def preflight_job(job: Job, output: str, stop_after: int | None = None) -> None:
+def preflight_job(job: Job, output: str, stop_after: int | None = None, check_locks: bool = True) -> None:
     """The job's refusals before any work: the first stage's inputs, the root and every stage output."""
     root = output_mod.Output.at(output)
     plan = job_plan(job, output, stop_after)
@@ -202,7 +202,7 @@ def preflight_job(job: Job, output: str, stop_after: int | None = None) -> None:
     for _k, spec, _inputs, out in plan:
         output_mod.check_claim(output_mod.Output.at(out, unit_of(spec.name, spec.settings)),
                                stage_owner(spec.name, job.name))
-    if not root.remote:
+    if check_locks and not root.remote:
         output_mod.Lock(root)._check_others()
 
 
@@ -210,11 +210,21 @@ def _is_stage_dir(path: str, plan) -> bool:
     return any(os.path.abspath(path) == os.path.abspath(out) for _, _, _, out in plan)
 
 
-def run_job(job: Job, output: str, compute=None, force: bool = False, stop_after: int | None = None):
-    preflight_job(job, output, stop_after)
+def job_lock(job: Job, output: str) -> output_mod.Lock:
+    return output_mod.Lock(output_mod.Output.at(output), f"curate run {job.source}")
+
+
+def stage_lock(name: str, settings, output: str) -> output_mod.Lock:
+    return output_mod.Lock(output_mod.Output.at(output, unit_of(name, settings)), f"curate {name}")
+
+
+def run_job(job: Job, output: str, compute=None, force: bool = False, stop_after: int | None = None,
+            lock: bool = True):
+    """Run the job's stages in order (``lock=False``: the caller already holds :func:`job_lock`)."""
+    preflight_job(job, output, stop_after, check_locks=lock)
     root = output_mod.Output.at(output)
     outcomes = []
-    with output_mod.Lock(root, f"curate run {job.source}"):
+    with job_lock(job, output) if lock else contextlib.nullcontext():
         started = time.time()
         root.begin(job_owner(job))
         for _k, spec, inputs, out in job_plan(job, output, stop_after):

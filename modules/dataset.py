@@ -76,7 +76,9 @@ def expand_named(specs, allow_incomplete: bool = False) -> list[tuple[str, str]]
         specs = [specs]
     named: list[tuple[str, str]] = []
     for spec in map(str, specs):
-        if os.path.isdir(spec):
+        if is_url(spec):
+            named.extend(_expand_url(spec, allow_incomplete))
+        elif os.path.isdir(spec):
             named.extend((f, os.path.relpath(f, spec)) for f in _dataset_dir_files(spec, allow_incomplete))
         elif os.path.isfile(spec):
             named.append((spec, os.path.basename(spec)))
@@ -90,7 +92,7 @@ def expand_named(specs, allow_incomplete: bool = False) -> list[tuple[str, str]]
             raise SettingsError(f"input {spec}: no such file or directory")
     seen, unique = set(), []
     for f, name in named:
-        key = os.path.abspath(f)
+        key = f if is_url(f) else os.path.abspath(f)
         if key not in seen:
             seen.add(key)
             unique.append((f, name))
@@ -100,6 +102,47 @@ def expand_named(specs, allow_incomplete: bool = False) -> list[tuple[str, str]]
                 f"input {f}: unknown format (expected {', '.join(JSONL_SUFFIXES + PARQUET_SUFFIXES)})"
             )
     return unique
+
+
+def is_url(path) -> bool:
+    """An fsspec URL (s3://, gs://, hf://, https://, ...); file:// counts as local."""
+    return "://" in str(path) and not str(path).startswith("file://")
+
+
+def url_fs(url: str):
+    """(filesystem, path inside it) of a URL; credentials come from the usual places (environment,
+    config files), never from the command line."""
+    import fsspec
+
+    return fsspec.core.url_to_fs(url)
+
+
+def open_input(path: str):
+    """A binary file object for a local path or a URL."""
+    if not is_url(path):
+        return open(path, "rb")
+    fs, p = url_fs(path)
+    return fs.open(p, "rb")
+
+
+def _expand_url(spec: str, allow_incomplete: bool) -> list[tuple[str, str]]:
+    fs, path = url_fs(spec)
+    full = fs.unstrip_protocol
+    if globlib.has_magic(path):
+        hits = sorted(p for p in fs.glob(path) if _kind(p) and fs.isfile(p))
+        if not hits:
+            raise SettingsError(f"input {spec}: no JSONL or Parquet file matches")
+        root = _glob_root(path)
+        return [(full(p), os.path.relpath(p, root)) for p in hits]
+    if fs.isdir(path):
+        spec = spec.rstrip("/")
+        return [(f, f[len(spec) + 1:]) for f in _dataset_dir_files(spec, allow_incomplete)]
+    try:
+        if fs.isfile(path):
+            return [(spec, path.rstrip("/").rsplit("/", 1)[-1])]
+    except (FileNotFoundError, OSError):
+        pass
+    raise SettingsError(f"input {spec}: no such file or directory")
 
 
 def _glob_root(pattern: str) -> str:
@@ -114,14 +157,24 @@ def _glob_root(pattern: str) -> str:
 
 
 def _dataset_dir_files(path: str, allow_incomplete: bool) -> list[str]:
-    if not os.path.exists(os.path.join(path, SUCCESS)) and not allow_incomplete:
+    from modules.output import Output
+
+    out = Output.at(path)
+    if not out.exists(SUCCESS) and not allow_incomplete:
         raise SettingsError(
             f"input {path}: no {SUCCESS} in this directory (an unfinished stage output?); "
-            f"pass --allow-incomplete to read it anyway, or a glob such as {os.path.join(path, '*.jsonl')}"
+            f"pass --allow-incomplete to read it anyway, or a glob such as {path.rstrip('/')}/*.jsonl"
         )
-    manifest = read_manifest(path)
+    manifest = out.manifest()
     if manifest and manifest.get("curate_output"):
         return _manifest_parts(path, manifest)
+    if is_url(path):
+        # not a curate output: every data file below, skipping curate's _folders and hidden files
+        parts = [f"{path.rstrip('/')}/{rel}" for rel in sorted(out.listing())
+                 if _kind(rel) and not any(seg.startswith(("_", ".")) for seg in rel.split("/"))]
+        if not parts:
+            raise SettingsError(f"input {path}: no JSONL or Parquet files in this directory")
+        return parts
     parts = sorted(globlib.glob(os.path.join(path, "part-*")))
     parts = [p for p in parts if _kind(p)]
     if not parts:
@@ -165,7 +218,7 @@ def _manifest_parts(path: str, manifest: dict) -> list[str]:
                         f"{f', and {len(extra) - 1} more' if len(extra) > 1 else ''}); remove it or rerun the stage")
     if not parts:
         raise SettingsError(f"input {path}: {MANIFEST} lists no data parts")
-    return [os.path.join(path, rel) for rel in sorted(parts)]
+    return [out.url_of(rel) for rel in sorted(parts)]
 
 
 def _kind(path: str) -> str | None:
@@ -178,15 +231,15 @@ def _kind(path: str) -> str | None:
 
 
 def is_complete(path: str) -> bool:
-    return os.path.exists(os.path.join(path, SUCCESS))
+    from modules.output import Output
+
+    return Output.at(path).exists(SUCCESS)
 
 
 def read_manifest(path: str) -> dict | None:
-    try:
-        with open(os.path.join(path, MANIFEST), encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        return None
+    from modules.output import Output
+
+    return Output.at(path).manifest()
 
 
 def input_identity(specs, allow_incomplete: bool = False) -> list:
@@ -197,6 +250,9 @@ def input_identity(specs, allow_incomplete: bool = False) -> list:
     """
     ident = []
     for spec in ([specs] if isinstance(specs, str) else specs):
+        if is_url(spec):
+            ident.extend(_url_identity(spec))
+            continue
         manifest = read_manifest(spec) if os.path.isdir(spec) else None
         if manifest and "fingerprint" in manifest:
             ident.append({"dataset": manifest["fingerprint"]})
@@ -208,6 +264,27 @@ def input_identity(specs, allow_incomplete: bool = False) -> list:
             st = os.stat(f)
             ident.append({"file": os.path.abspath(f), "size": st.st_size, "mtime_ns": st.st_mtime_ns})
     return ident
+
+
+def _url_identity(spec: str) -> list:
+    fs, path = url_fs(spec)
+    try:
+        if fs.isdir(path):
+            manifest = read_manifest(spec)
+            if manifest and "fingerprint" in manifest:
+                return [{"dataset": manifest["fingerprint"]}]
+            files = sorted(fs.find(path))
+        else:
+            files = sorted(fs.glob(path)) if globlib.has_magic(path) else [path]
+    except OSError:
+        return [{"spec": spec}]
+    out = []
+    for f in files:
+        info = fs.info(f)
+        # an object store's version of "modified": its ETag or modification time, whichever it gives
+        version = info.get("ETag") or info.get("mtime") or info.get("LastModified") or info.get("last_modified")
+        out.append({"file": fs.unstrip_protocol(f), "size": info.get("size"), "version": str(version)})
+    return out or [{"spec": spec}]
 
 
 def _all_files(spec: str) -> list[str]:
@@ -241,7 +318,7 @@ def plan_pieces(files: list[tuple[str, str]], blocksize: int) -> list[Piece]:
     for f, name in files:
         kind = _kind(f)
         if kind == "jsonl" and f.lower().endswith((".jsonl", ".ndjson")):
-            size = os.path.getsize(f)
+            size = url_fs(f)[0].size(url_fs(f)[1]) if is_url(f) else os.path.getsize(f)
             starts = range(0, max(size, 1), blocksize)
             pieces.extend(Piece(f, name, kind, s, min(s + blocksize, size)) for s in starts)
         elif kind == "parquet":
@@ -254,7 +331,7 @@ def plan_pieces(files: list[tuple[str, str]], blocksize: int) -> list[Piece]:
 def _parquet_pieces(path: str, name: str, blocksize: int) -> list[Piece]:
     import pyarrow.parquet as pq
 
-    md = pq.ParquetFile(path).metadata
+    md = pq.ParquetFile(parquet_source(path)).metadata
     groups, current, size = [], [], 0
     for rg in range(md.num_row_groups):
         current.append(rg)
@@ -291,7 +368,7 @@ def infer_meta(pieces: list[Piece], io_settings: IOSettings, max_pieces: int = 1
     if first.kind == "parquet":
         import pyarrow.parquet as pq
 
-        sample = pq.ParquetFile(first.path).schema_arrow.empty_table().to_pandas()
+        sample = pq.ParquetFile(parquet_source(first.path)).schema_arrow.empty_table().to_pandas()
         return _standardise(sample, first, io_settings, meta=None).iloc[:0]
     records = []
     for piece in pieces[:max_pieces]:
@@ -312,7 +389,7 @@ def read_piece(piece: Piece, io_settings: IOSettings, schema: pd.DataFrame | Non
         import pyarrow.parquet as pq
 
         try:
-            pf = pq.ParquetFile(piece.path)
+            pf = pq.ParquetFile(parquet_source(piece.path))
             table = pf.read_row_groups(list(piece.row_groups)) if piece.row_groups is not None else pf.read()
         except Exception as e:
             raise DataError(f"{piece.path}: cannot read Parquet: {e}") from e
@@ -320,15 +397,24 @@ def read_piece(piece: Piece, io_settings: IOSettings, schema: pd.DataFrame | Non
     return _read_jsonl_piece(piece, io_settings, meta)
 
 
+def parquet_source(path: str):
+    """What pyarrow reads a Parquet file from: the local path (memory-mapped), else a file object."""
+    return open_input(path) if is_url(path) else path
+
+
 def _open_bytes(path: str):
     lower = path.lower()
     if lower.endswith(".gz"):
-        return gzip.open(path, "rb")
+        if not is_url(path):
+            return gzip.open(path, "rb")
+        g = gzip.GzipFile(fileobj=open_input(path), mode="rb")
+        g.myfileobj = g.fileobj  # GzipFile closes ``myfileobj`` with itself, as gzip.open(filename) arranges
+        return g
     if lower.endswith(".zst"):
         import zstandard
 
-        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), closefd=True))
-    return open(path, "rb")
+        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(open_input(path), closefd=True))
+    return open_input(path)
 
 
 _LONE_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")

@@ -245,6 +245,10 @@ class Output:
             return os.path.join(self.url, *rel.split("/"))
         return self.fs()[1] + "/" + rel
 
+    def url_of(self, rel: str) -> str:
+        """``rel`` as a path or URL that any process (pandas, pyarrow, fsspec) can open."""
+        return self.path(rel) if not self.remote else f"{self.url}/{rel}"
+
     def exists(self, rel: str = "") -> bool:
         if not self.remote:
             return os.path.exists(self.path(rel) if rel else self.url)
@@ -474,8 +478,9 @@ class Output:
         for rel in sorted(listing):
             if is_temporary(rel) and _belongs_to(self, rel, listing):
                 self.remove(rel, owned)
-        manifest = {**manifest, "curate_output": 1, "status": "complete", "unit": self.unit,
-                    "outputs": sorted(records, key=lambda r: r["path"])}
+        running = self.manifest() or {}
+        manifest = {"owner": running.get("owner"), **manifest, "curate_output": 1, "status": "complete",
+                    "unit": self.unit, "outputs": sorted(records, key=lambda r: r["path"])}
         self.write_json(self.manifest_name, manifest)
         # the journal of this run stays (a rerun after a lost _SUCCESS resumes from it); records of
         # other runs and unfinished intents go

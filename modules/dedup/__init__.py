@@ -54,10 +54,10 @@ class StepFolder:
     rel: str
 
     def __fspath__(self) -> str:
-        return self.out.path(self.rel)
+        return self.out.url_of(self.rel)
 
     def __str__(self) -> str:
-        return self.out.path(self.rel)
+        return self.out.url_of(self.rel)
 
     def part(self, i: int) -> str:
         return f"{self.rel}/part-{i:05d}.parquet"
@@ -73,7 +73,7 @@ def list_parts(folder) -> list[str]:
         rec = folder.out.journal_record(_step_key(folder.rel)) or {}
         rels = sorted(f["path"] for f in rec.get("files", [])
                       if f["path"].startswith(folder.rel + "/") and f["path"].endswith(".parquet"))
-        return [folder.out.path(r) for r in rels]
+        return [folder.out.url_of(r) for r in rels]
     return sorted(glob.glob(os.path.join(folder, "part-*.parquet")))
 
 
