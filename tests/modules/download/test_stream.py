@@ -442,3 +442,23 @@ def test_a_killed_run_resumes_where_it_stopped(mirror, tmp_path, pages):
     assert [r for _, r, _ in again[slow.name]] == [f"bytes={kept}-"]
     assert read_output(out)["url"].tolist() == [u for u, _ in pages]
     assert (out / "_raw" / slow.name).read_bytes() == slow.read_bytes()
+
+
+def test_download_streams_into_an_object_store_output(mirror, tmp_path, pages, s3_endpoint, monkeypatch):
+    """--output s3://...: parts PUT whole, journal and manifest there, nothing local; a rerun after a
+    lost _SUCCESS streams nothing again."""
+    import fsspec
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
+    fs = fsspec.filesystem("s3", skip_instance_cache=True)
+    fs.mkdir("bkt")
+    m = run_stage("download_urls", {"list": mirror.list, **SETTINGS}, (), "s3://bkt/web")
+    assert m["counts"]["out"] == 12 and m["download"]["downloaded"] == 4
+    names = {p.rsplit("/", 1)[1] for p in fs.find("bkt/web")}
+    assert {"_SUCCESS", "manifest.json", "part-00000.parquet", "fetch-00003.json"} <= names
+    n = len(mirror.requests)
+    fs.rm("bkt/web/_SUCCESS")
+    again = run_stage("download_urls", {"list": mirror.list, **SETTINGS}, (), "s3://bkt/web")
+    assert len(mirror.requests) == n and again["download"]["finished"] == 4
+    with pytest.raises(SettingsError, match="local --raw-dir"):
+        run_stage("download_urls", {"list": mirror.list, "keep_raw": True, **SETTINGS}, (), "s3://bkt/web2")
