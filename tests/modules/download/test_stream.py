@@ -158,8 +158,8 @@ def test_s3_stream_with_a_dropped_read(tmp_path, pages, s3_endpoint, monkeypatch
     path = page_warc(tmp_path / "f.warc.gz", pages[:4])
     data = path.read_bytes()
     fs = s3fs.S3FileSystem(anon=False, client_kwargs={"endpoint_url": s3_endpoint})
-    fs.mkdir("bucket")
-    fs.pipe("bucket/cc/f.warc.gz", data)
+    fs.mkdir("stream-src")  # moto keeps buckets across tests in one process: names of our own
+    fs.pipe("stream-src/cc/f.warc.gz", data)
     real = s3fs.S3FileSystem.cat_file
     calls = []
 
@@ -172,7 +172,7 @@ def test_s3_stream_with_a_dropped_read(tmp_path, pages, s3_endpoint, monkeypatch
     monkeypatch.setattr(s3fs.S3FileSystem, "cat_file", flaky)
     options = DownloadOptions(backoff=0.01, retries=2, s3_block_bytes=4096, requester_pays=True,
                               s3_endpoint_url=s3_endpoint)
-    df, outcome = stream_docs("s3://bucket/cc/f.warc.gz", "f.warc.gz", options=options)
+    df, outcome = stream_docs("s3://stream-src/cc/f.warc.gz", "f.warc.gz", options=options)
     assert documents(df) == documents(oracle(path))
     assert calls[2] == calls[3] and calls[3] > 0  # the failed ranged GET is asked again at its byte
     assert calls == sorted(calls) and len(calls) == -(-len(data) // 4096) + 1
@@ -451,14 +451,14 @@ def test_download_streams_into_an_object_store_output(mirror, tmp_path, pages, s
 
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
     fs = fsspec.filesystem("s3", skip_instance_cache=True)
-    fs.mkdir("bkt")
-    m = run_stage("download_urls", {"list": mirror.list, **SETTINGS}, (), "s3://bkt/web")
+    fs.mkdir("stream-out")
+    m = run_stage("download_urls", {"list": mirror.list, **SETTINGS}, (), "s3://stream-out/web")
     assert m["counts"]["out"] == 12 and m["download"]["downloaded"] == 4
-    names = {p.rsplit("/", 1)[1] for p in fs.find("bkt/web")}
+    names = {p.rsplit("/", 1)[1] for p in fs.find("stream-out/web")}
     assert {"_SUCCESS", "manifest.json", "part-00000.parquet", "fetch-00003.json"} <= names
     n = len(mirror.requests)
-    fs.rm("bkt/web/_SUCCESS")
-    again = run_stage("download_urls", {"list": mirror.list, **SETTINGS}, (), "s3://bkt/web")
+    fs.rm("stream-out/web/_SUCCESS")
+    again = run_stage("download_urls", {"list": mirror.list, **SETTINGS}, (), "s3://stream-out/web")
     assert len(mirror.requests) == n and again["download"]["finished"] == 4
     with pytest.raises(SettingsError, match="local --raw-dir"):
-        run_stage("download_urls", {"list": mirror.list, "keep_raw": True, **SETTINGS}, (), "s3://bkt/web2")
+        run_stage("download_urls", {"list": mirror.list, "keep_raw": True, **SETTINGS}, (), "s3://stream-out/web2")
