@@ -152,7 +152,17 @@ def test_slow_servers_minimum_rate_and_deadline(tmp_path, pages):
             get_bytes(server.url("e.warc.gz"), slow)
 
 
-def test_s3_stream_with_a_dropped_read(tmp_path, pages, s3_endpoint, monkeypatch):
+@pytest.fixture
+def fresh_s3fs():
+    """s3fs caches its filesystems by arguments, not by endpoint: none may outlive this test's server."""
+    import s3fs
+
+    s3fs.S3FileSystem.clear_instance_cache()
+    yield
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
+def test_s3_stream_with_a_dropped_read(tmp_path, pages, s3_endpoint, monkeypatch, fresh_s3fs):
     import s3fs
 
     path = page_warc(tmp_path / "f.warc.gz", pages[:4])
@@ -444,7 +454,8 @@ def test_a_killed_run_resumes_where_it_stopped(mirror, tmp_path, pages):
     assert (out / "_raw" / slow.name).read_bytes() == slow.read_bytes()
 
 
-def test_download_streams_into_an_object_store_output(mirror, tmp_path, pages, s3_endpoint, monkeypatch):
+def test_download_streams_into_an_object_store_output(mirror, tmp_path, pages, s3_endpoint, monkeypatch,
+                                                      fresh_s3fs):
     """--output s3://...: parts PUT whole, journal and manifest there, nothing local; a rerun after a
     lost _SUCCESS streams nothing again."""
     import fsspec
