@@ -35,6 +35,7 @@ def setup(level: str = "INFO") -> None:
         root.removeHandler(h)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter(fmt))
+    handler.addFilter(RedactFilter())
     root.addHandler(handler)
     root.setLevel(level)
     # distributed installs its own handler at import; make it use ours so every line looks the same
@@ -42,12 +43,27 @@ def setup(level: str = "INFO") -> None:
         lg = logging.getLogger(name)
         for h in lg.handlers:
             h.setFormatter(logging.Formatter(fmt))
+            if not any(isinstance(f, RedactFilter) for f in h.filters):
+                h.addFilter(RedactFilter())
     if level != "DEBUG":
         # distributed may already be imported (and have set its loggers to INFO) in this process
         for name in list(logging.root.manager.loggerDict):
             if name.split(".")[0] in ("distributed", "dask_mpi"):
                 logging.getLogger(name).setLevel(logging.WARNING)
         quiet_noisy_loggers()
+
+
+class RedactFilter(logging.Filter):
+    """No credentials in a log line: URLs' passwords and signed query parameters become ``***``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from modules.secrets import redact_url
+
+        message = record.getMessage()
+        clean = redact_url(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        return True
 
 
 #: the P2P shuffle reports every shuffle's start and end as a WARNING; distributed's comm sizes each

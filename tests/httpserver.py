@@ -10,8 +10,12 @@ Faults, consumed one per request for that path: an HTTP status ("500", "503", "4
 ``"cut"`` (headers promise the full length, half the body is sent, the connection closes),
 ``"stall"`` (no answer for ``stall_seconds``), ``"ignore-range"`` (200 and the whole file even
 when a Range was asked), ``"endless"`` (no Content-Length, the file sent again and again until the
-client hangs up or ``ENDLESS_CAP`` bytes went out; ``server.sent[path]`` counts them). ``delay``
-slows every answer down (to observe concurrency).
+client hangs up or ``ENDLESS_CAP`` bytes went out; ``server.sent[path]`` counts them),
+``"cut-at:N"`` (headers promise the rest of the file, the body stops just before byte N of the
+file, the connection closes: a cut at an exact place, say inside a gzip member or a record),
+``"trickle"`` (the answer goes out ``trickle_bytes`` at a time, one piece every 0.1 s, until the
+client hangs up). ``delay`` slows every answer down (to observe concurrency). Every answer carries
+an ``ETag`` (the file's size and mtime), so a client can tell a changed file.
 """
 
 from __future__ import annotations
@@ -30,10 +34,11 @@ ENDLESS_CAP = 256 << 20
 
 
 class FileServer:
-    def __init__(self, root, delay: float = 0.0, stall_seconds: float = 2.0):
+    def __init__(self, root, delay: float = 0.0, stall_seconds: float = 2.0, trickle_bytes: int = 1):
         self.root = Path(root).resolve()
         self.delay = delay
         self.stall_seconds = stall_seconds
+        self.trickle_bytes = trickle_bytes
         self.requests: list[tuple[str, str | None, int]] = []
         self.faults: dict[str, deque] = defaultdict(deque)
         self.sent: dict[str, int] = defaultdict(int)
@@ -160,15 +165,24 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             code = 206
         chunk = data[start:end + 1]
+        st = path.stat()
         headers = {"Content-Type": "application/octet-stream", "Content-Length": str(len(chunk)),
-                   "Accept-Ranges": "bytes"}
+                   "Accept-Ranges": "bytes", "ETag": f'"{st.st_size:x}-{st.st_mtime_ns:x}"'}
         if code == 206:
             headers["Content-Range"] = f"bytes {start}-{end}/{size}"
         self._head(code, headers)
         if body:
-            if fault == "cut":
-                self.wfile.write(chunk[: len(chunk) // 2])
+            if fault == "cut" or (fault or "").startswith("cut-at:"):
+                stop = len(chunk) // 2 if fault == "cut" else max(0, int(fault[len("cut-at:"):]) - start)
+                self.wfile.write(chunk[:stop])
                 self.wfile.flush()
                 self.close_connection = True
+                return
+            if fault == "trickle":
+                self.close_connection = True
+                for i in range(0, len(chunk), srv.trickle_bytes):
+                    self.wfile.write(chunk[i:i + srv.trickle_bytes])
+                    self.wfile.flush()
+                    time.sleep(0.1)
                 return
             self.wfile.write(chunk)

@@ -1,6 +1,7 @@
 """Downloading raw data: Common Crawl, Wikipedia dumps, arXiv sources, or any list of URLs.
 
-Every download stage plans its files on the client, downloads them as Dask tasks with the one
-resumable downloader (:mod:`modules.download.http`) and extracts each with the matching extractor
-of :mod:`modules.extract` (:mod:`modules.download.base`).
+Every download stage plans its files on the client, then streams each remote file (one Dask task
+per file, :mod:`modules.download.stream`: resumed at the exact byte after a dropped connection)
+straight into the matching extractor of :mod:`modules.extract` and writes its documents as one
+partition (:mod:`modules.download.base`). Nothing lands on disk unless ``--keep-raw``.
 """

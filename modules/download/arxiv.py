@@ -6,7 +6,7 @@
 ``s3://arxiv/src``: a requester-pays bucket, so AWS credentials are needed and the transfer is
 billed to them), or a URL list: a local file or an http(s) URL of a text file with one tarball URL
 per line (``#`` comments allowed). The first N tarballs (sorted by name for S3, in list order
-otherwise) are downloaded and extracted like ``curate extract arxiv`` does.
+otherwise) are streamed (S3: ranged GETs) into the extractor of ``curate extract arxiv``.
 """
 
 from __future__ import annotations

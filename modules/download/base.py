@@ -1,19 +1,36 @@
-"""What every download stage shares: settings, the download tasks, and extraction of what came down.
+"""What every download stage shares: settings, the streaming tasks, and extraction of what streams in.
 
 A download stage plans a list of :class:`FetchJob` (URL, file name, which extractor reads it) on
-the client, then:
+the client, then runs one Dask task per file (:func:`stream_file`) that
 
-1. downloads them as Dask tasks, one per file (:func:`modules.download.http.download`: resumable,
-   skipped when already complete from the same URL, at most ``concurrency`` at once per worker) into
-   ``raw_dir`` (default ``<output>/_raw``, which a re-run after a crash reuses; each file has a
-   ``<name>.url`` sidecar naming its URL);
-2. extracts every file into one partition (``dd.from_map``) with the extractor of its kind, and
-   writes the dataset (``write_dataset``); a file that could not be downloaded becomes one
-   ``download_failed`` reject under ``--on-error skip``, and fails the run naming its URL otherwise;
-3. deletes the raw files (and their sidecars) unless ``keep_raw``.
+1. streams the file (:class:`modules.download.stream.RemoteStream`: HTTP(S) or S3, resumed at the
+   exact byte after a dropped connection) straight into the extractor of its kind; no raw byte
+   lands on disk, unless ``keep_raw``: then the bytes are also written, as they stream, to
+   ``raw_dir`` (default ``<output>/_raw``), where a later run reads a complete file instead of
+   downloading it, or replays an unfinished ``.part`` and goes on from its end;
+2. writes the file's documents as partition ``i`` of the stage output
+   (:func:`modules.dataset.write_partition`);
+3. records the download in the output's journal (key ``fetch-<i>``, with the kept raw files when
+   they live inside the output).
 
-The manifest gets a ``download`` section: files, bytes, how many were downloaded, resumed, skipped
-(already there) or failed.
+At most ``max_inflight`` such tasks stream at once per worker (a per-process semaphore, whatever
+the worker's thread count), so a cluster opens at most workers x max_inflight connections.
+
+Resuming a killed run: a file whose partition and fetch record are finished in the journal (same
+settings fingerprint, files present with their sizes) is not streamed again; the others start over
+(or resume from their kept ``.part``).
+
+A file that cannot be fetched becomes one ``download_failed`` reject under ``--on-error skip`` (its
+partial documents are dropped, so a file counts whole or not at all), and fails the run naming its
+(redacted) URL otherwise.
+
+``raw_dir`` ownership: a file there that curate did not download (no ``<name>.url`` sidecar) is
+never read, overwritten or deleted; with ``keep_raw`` a run that would write such a name is refused
+before any work (exit 2, listing them). Nothing in ``raw_dir`` is ever deleted but curate's own
+corrupt ``.part`` files.
+
+The manifest gets a ``download`` section: files, bytes, how many were downloaded, resumed, reused
+(a kept copy), finished by an earlier run, or failed.
 """
 
 from __future__ import annotations
@@ -29,10 +46,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from modules.download.http import DownloadError, DownloadOptions, download, remove_download
+from modules.download.http import DownloadError, DownloadOptions, ForeignFile, _slot, foreign_files
 from modules.errors import SettingsError
-from modules.extract import RawFile, file_failure, frame, from_files
-from modules.stage import check_range
+from modules.extract import RawFile, file_failure, frame
+from modules.secrets import redact_url
+from modules.stage import check_range, parse_bytes
 
 log = logging.getLogger("curate.download")
 
@@ -44,25 +62,41 @@ class DownloadSettings:
     """Settings every download stage has (each stage's Settings extends this)."""
 
     raw_dir: str = field(default="", metadata={
-        "help": "where downloaded files go (default: OUTPUT/_raw)", "metavar": "RAW"})
-    keep_raw: bool = field(default=False, metadata={"help": "keep the downloaded files after extraction"})
+        "help": "with --keep-raw: where raw files are kept (default: OUTPUT/_raw)", "metavar": "RAW"})
+    keep_raw: bool = field(default=False, metadata={
+        "help": "also write each raw file to RAW as it streams (a later run reuses it); "
+                "default: nothing lands on disk"})
     retries: int = field(default=5, metadata={"help": "failed attempts in a row before a download gives up",
                                               "metavar": "N"})
     backoff: float = field(default=1.0, metadata={"help": "seconds before the first retry (doubles each time)",
                                                   "metavar": "SECONDS"})
     timeout: float = field(default=60.0, metadata={"help": "seconds to connect, and between two reads",
                                                    "metavar": "SECONDS"})
-    concurrency: int = field(default=4, metadata={"help": "downloads at once per worker", "metavar": "N"})
+    deadline: float = field(default=3600.0, metadata={
+        "help": "seconds one attempt at a file may last before it is dropped and resumed (0: none)",
+        "metavar": "SECONDS"})
+    min_rate: str = field(default="1KiB", metadata={
+        "help": "per second: an attempt slower than this over 30 s is dropped and resumed (0: none)",
+        "metavar": "SIZE"})
+    max_inflight: int = field(default=4, metadata={"help": "files streamed at once per worker", "metavar": "N"})
 
     def __post_init__(self):
         check_range(self, "retries", 0, 100)
         check_range(self, "backoff", 0.0, 3600.0)
         check_range(self, "timeout", 0.01, 3600.0)
-        check_range(self, "concurrency", 1, 1024)
+        check_range(self, "deadline", 0.0, 7 * 86400.0)
+        check_range(self, "max_inflight", 1, 1024)
+        self.min_rate_bytes()
+        if self.raw_dir and "://" in self.raw_dir:
+            raise SettingsError(f"raw_dir must be a local folder; got {redact_url(self.raw_dir)!r}")
 
     def download_options(self, **extra) -> DownloadOptions:
         return DownloadOptions(retries=self.retries, backoff=self.backoff, timeout=self.timeout,
-                               concurrency=self.concurrency, **extra)
+                               max_inflight=self.max_inflight, deadline=self.deadline,
+                               min_rate=self.min_rate_bytes(), **extra)
+
+    def min_rate_bytes(self) -> int:
+        return 0 if self.min_rate.strip() in ("0", "0B") else parse_bytes(self.min_rate, "min_rate")
 
 
 @dataclass(frozen=True)
@@ -75,14 +109,10 @@ class FetchJob:
     size: int | None = None
     sha1: str | None = None
 
-
-@dataclass(frozen=True)
-class Fetched:
-    """A job after its download task: the local path, or the error."""
-
-    job: FetchJob
-    path: str | None
-    error: str | None = None
+    def __repr__(self) -> str:
+        # Dask prints a failed task's arguments ("Compute Failed ... args: (FetchJob(...") in worker logs
+        return (f"FetchJob(url={redact_url(self.url)!r}, name={self.name!r}, kind={self.kind!r}, "
+                f"size={self.size!r}, sha1={self.sha1!r})")
 
 
 def check_limit(settings) -> None:
@@ -133,21 +163,23 @@ def unique_names(jobs: list[FetchJob]) -> list[FetchJob]:
 
 
 def raw_dir(settings, ctx) -> str:
-    # absolute: workers may not share the client's working directory
-    return os.path.abspath(settings.raw_dir or os.path.join(ctx.output, RAW_DEFAULT))
+    """Where kept raw files go (absolute: workers may not share the client's working directory)."""
+    if settings.raw_dir:
+        return os.path.abspath(settings.raw_dir)
+    if "://" in str(ctx.output):
+        raise SettingsError("--keep-raw with an object-store --output needs a local --raw-dir")
+    return os.path.abspath(os.path.join(ctx.output, RAW_DEFAULT))
 
 
-def fetch(job: FetchJob, folder: str, options: DownloadOptions, on_error: str) -> dict:
-    """One download task; returns its outcome as a dict (an error only under on_error=skip)."""
-    dest = os.path.join(folder, job.name)
-    try:
-        r = download(job.url, dest, options, expected_size=job.size, sha1=job.sha1)
-    except DownloadError as e:
-        if on_error != "skip":
-            raise
-        log.warning("%s", e)
-        return {"url": job.url, "path": None, "status": "failed", "bytes": 0, "error": str(e)}
-    return {"url": job.url, "path": r.path, "status": r.status, "bytes": r.bytes, "error": None}
+def check_raw_dir(folder: str, jobs: list[FetchJob]) -> None:
+    """Refuse (exit 2, before any work) to write names in ``folder`` that hold files curate did not
+    download; list them."""
+    found = foreign_files(folder, [j.name for j in jobs])
+    if found:
+        more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
+        raise ForeignFile(f"--raw-dir {folder}: {', '.join(found[:3])}{more}: not downloaded by curate "
+                          "(no .url sidecar); curate never overwrites or deletes them: move them or choose "
+                          "another --raw-dir")
 
 
 # --------------------------------------------------------------------------- extraction
@@ -186,64 +218,136 @@ def union_meta(kinds) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series([], dtype=columns[c]) for c in order})
 
 
-def extract_fetched(item: Fetched, extract_settings: dict, schema: pd.DataFrame, on_error: str) -> pd.DataFrame:
-    """The documents of one downloaded file, in the stage's schema (pure apart from reading the file)."""
-    raw = RawFile(item.path or item.job.name, item.job.name)
-    if item.error is not None:
-        return file_failure(raw, "skip", "download_failed", item.error, schema)
-    fn, _, _ = _extractor(item.job.kind)
-    df = fn(raw, extract_settings[item.job.kind], on_error)
+def _conform(df: pd.DataFrame, schema: pd.DataFrame) -> pd.DataFrame:
     return frame([], schema) if df.empty else df.reindex(columns=schema.columns).astype(schema.dtypes.to_dict())
 
 
-def run_download(stage, settings, ctx, jobs: list[FetchJob], extract_settings: dict,
-                 options: DownloadOptions, listings: tuple[str, ...] = ()) -> dict:
-    """Download ``jobs`` (Dask tasks), extract them (one partition each), write the dataset.
+def _not_found(kind: str, on_error: str, schema: pd.DataFrame):
+    what = {"warc": "not_a_warc", "wikipedia": "not_a_dump", "arxiv": "not_an_archive"}.get(kind, "unreadable_file")
+    return lambda raw: file_failure(raw, on_error, what, "no record found", schema)
 
-    ``listings`` are files the planning step downloaded (``warc.paths.gz``); they go with the raw
-    files unless ``keep_raw``.
-    """
+
+def stream_extract(job: FetchJob, extract_settings, schema: pd.DataFrame, options: DownloadOptions,
+                   on_error: str, keep: str | None) -> tuple[pd.DataFrame, dict, list]:
+    """Stream one file through its extractor: (its documents in ``schema``, the download's outcome,
+    the kept raw files as (path, bytes, xxh3)). Pure apart from the network (and ``keep``)."""
+    from modules.download.adapter import extract_stream
+    from modules.download.stream import RemoteStream
+
+    stream = RemoteStream(job.url, options, expected_size=job.size, sha1=job.sha1, keep=keep)
+    raw = RawFile(stream.shown, job.name)
+    fn = _extractor(job.kind)[0]
+    try:
+        try:
+            df = extract_stream(fn, raw, extract_settings, on_error, stream, _not_found(job.kind, on_error, schema))
+            if stream.error is not None:  # the extractor met the error and took it for the end of its file
+                raise stream.error
+            outcome = stream.finish()
+        finally:
+            stream.release()
+    except DownloadError as e:
+        if on_error != "skip":
+            raise
+        log.warning("%s", e)
+        outcome = {**stream.outcome(), "status": "failed", "error": redact_url(e)}
+        return file_failure(raw, "skip", "download_failed", redact_url(e), schema), outcome, []
+    return _conform(df, schema), outcome, stream.kept_records()
+
+
+def stream_file(job: FetchJob, i: int, out, extract_settings, schema: pd.DataFrame, options: DownloadOptions,
+                on_error: str, keep_dir: str | None, keep_rel: str | None, fmt: str, run: str) -> dict:
+    """One task: stream file ``i`` into its extractor, write partition ``i``, journal the fetch."""
+    from modules.dataset import write_partition
+    from modules.output import file_checksum
+
+    key = f"fetch-{i:05d}"
+    keep = os.path.join(keep_dir, job.name) if keep_dir else None
+    kept_rels = [f"{keep_rel}/{job.name}{s}" for s in ("", ".url", ".part")] if keep and keep_rel else []
+    with _slot(options.max_inflight):
+        if kept_rels:  # the raw files are the output's: claimed before their first byte
+            out.intend(key, kept_rels)
+        df, outcome, kept = stream_extract(job, extract_settings, schema, options, on_error, keep)
+    stats = write_partition(df, i, out, fmt, run=run)
+    records = []
+    if kept_rels:
+        for path, size, xxh in kept:
+            records.append({"path": f"{keep_rel}/{job.name}", "bytes": size, "xxh3_128": xxh})
+            with open(path + ".url", "rb") as f:
+                n, digest = file_checksum(f)
+            records.append({"path": f"{keep_rel}/{job.name}.url", "bytes": n, "xxh3_128": digest})
+    # the paths stay claimed: a .part of a failed file is still the output's (finish removes it)
+    out.record_done(key, run, records, download=outcome, paths=sorted(kept_rels))
+    return {**stats, "outputs": stats["outputs"] + records, "download": outcome}
+
+
+def run_download(stage, settings, ctx, jobs: list[FetchJob], extract_settings: dict,
+                 options: DownloadOptions) -> dict:
+    """Stream ``jobs`` into their extractors (one Dask task each), write the dataset."""
+    import time
+
     import dask
 
-    from modules.dataset import write_dataset
+    from modules.dataset import INTERNAL, finish_output, stage_output, stage_owner
 
     if not jobs:
         raise SettingsError(f"{stage.name}: nothing to download (the listing is empty)")
     names = [j.name for j in jobs]
     if len(set(names)) != len(names):
         raise SettingsError(f"{stage.name}: two downloads would have the same file name")
-    folder = raw_dir(settings, ctx)
-    os.makedirs(folder, exist_ok=True)
     on_error = ctx.io.on_error
-    tasks = [dask.delayed(fetch, pure=False)(job, folder, options, on_error,
-                                              dask_key_name=f"download-{stage.name}-{i:05d}")
-             for i, job in enumerate(jobs)]
-    log.info("%s: %d file(s) to %s", stage.name, len(jobs), folder)
-    outcomes = list(ctx.run_compute(*tasks))
-    fetched = [Fetched(job, o["path"], o["error"]) for job, o in zip(jobs, outcomes)]
+    keep_dir = keep_rel = None
+    if settings.keep_raw:
+        keep_dir = raw_dir(settings, ctx)
+        check_raw_dir(keep_dir, jobs)
+        if "://" not in str(ctx.output):
+            rel = os.path.relpath(keep_dir, os.path.abspath(ctx.output))
+            if not rel.startswith(".."):  # inside the output: its files are the output's, journaled
+                keep_rel = rel.replace(os.sep, "/")
     kinds = sorted({j.kind for j in jobs})
     extract_settings = {k: extract_settings.get(k) or _extractor(k)[2]() for k in kinds}
     meta = union_meta(kinds)
-    ddf = from_files(extract_fetched, fetched, meta, f"extract-{stage.name}",
-                     extract_settings=extract_settings, schema=meta, on_error=on_error)
+    started = time.time()
+    out = stage_output(ctx)
+    out.begin(stage_owner(ctx, stage.name))
+    listing = out.listing()
+    done = {}
+    if not ctx.force:
+        for i in range(len(jobs)):
+            part = out.finished(f"part-{i:05d}", ctx.fingerprint, listing)
+            fetched = part and out.finished(f"fetch-{i:05d}", ctx.fingerprint, listing)
+            if fetched:
+                done[i] = {**part["stats"], "outputs": part["files"] + fetched["files"],
+                           "download": {**fetched.get("download", {}), "status": "finished"}}
+    if done:
+        log.info("%s: %d of %d files finished by an earlier run; skipped", ctx.output, len(done), len(jobs))
+    fmt = ctx.io.format
+    tasks = [dask.delayed(stream_file, pure=False)(
+        job, i, out, extract_settings[job.kind], meta, options, on_error, keep_dir, keep_rel, fmt,
+        ctx.fingerprint, dask_key_name=f"stream-{stage.name}-{i:05d}")
+        for i, job in enumerate(jobs) if i not in done]
+    log.info("%s: streaming %d file(s)%s", stage.name, len(tasks), f", keeping them in {keep_dir}" if keep_dir else "")
+    stats = sorted([*done.values(), *ctx.run_compute(*tasks)], key=lambda s: s["partition"])
+    outcomes = [s.pop("download") for s in stats]
     summary = {
         "files": len(jobs),
-        "bytes": int(sum(o["bytes"] for o in outcomes)),
-        **{s: sum(o["status"] == s for o in outcomes) for s in ("downloaded", "resumed", "skipped", "failed")},
-        "raw_dir": os.path.abspath(folder),
+        "bytes": int(sum(o.get("bytes", 0) for o in outcomes)),
+        **{s: sum(o.get("status") == s for o in outcomes)
+           for s in ("downloaded", "resumed", "reused", "finished", "failed")},
+        "max_inflight": options.max_inflight,
         "kept_raw": bool(settings.keep_raw),
+        **({"raw_dir": keep_dir} if keep_dir else {}),
     }
-    manifest = write_dataset(ddf, ctx, stage=stage.name, settings=settings, extra={"download": summary})
-    if not settings.keep_raw:
-        for path in [item.path for item in fetched] + list(listings):
-            if path:
-                remove_download(path)
-        _remove_if_empty(folder)
-    return manifest
+    schema = {c: str(t) for c, t in meta.dtypes.items() if c not in INTERNAL}
+    return finish_output(ctx, stage=stage.name, settings=redacted_settings(settings), partition_stats=stats,
+                         schema=schema, started=started, extra={"download": summary})
 
 
-def _remove_if_empty(folder: str) -> None:
-    try:
-        os.rmdir(folder)
-    except OSError:  # not empty: .part files of failed downloads, or other files of the user's
-        pass
+def redacted_settings(settings):
+    """``settings`` with credentials out of every URL-like value (``--base-url https://u:pw@mirror``),
+    as the manifest shows them."""
+    changes = {}
+    for f in dataclasses.fields(settings):
+        value = getattr(settings, f.name)
+        if isinstance(value, str) and redact_url(value) != value:
+            changes[f.name] = redact_url(value)
+    return dataclasses.replace(settings, **changes) if changes else settings

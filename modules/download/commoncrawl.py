@@ -1,23 +1,23 @@
 """``download_commoncrawl``: WARC files of Common Crawl snapshots, extracted into documents.
 
 ``curate download commoncrawl --snapshots CC-MAIN-2023-50[,CC-MAIN-...] [--limit N] [--base-url URL]
---output DIR [--raw-dir RAW] [--keep-raw] [--algorithm resiliparse|justext|trafilatura]``
+--output DIR [--keep-raw [--raw-dir RAW]] [--max-inflight N] [--algorithm resiliparse|justext|trafilatura]``
 
 For each snapshot, ``<base>/crawl-data/<snapshot>/warc.paths.gz`` lists the snapshot's WARC files
-(paths relative to the base URL). The first N of all snapshots' lists, in snapshot order (all of
-them without ``--limit``), are downloaded and extracted like ``curate extract warc`` does.
+(paths relative to the base URL; the listing is read into memory, never landed). The first N of
+all snapshots' lists, in snapshot order (all of them without ``--limit``), are streamed into the
+extractor of ``curate extract warc`` (:mod:`modules.download.base`).
 """
 
 from __future__ import annotations
 
-import gzip
-import os
 import posixpath
 import re
+import zlib
 from dataclasses import dataclass, field
 
-from modules.download.base import DownloadSettings, FetchJob, check_limit, raw_dir, run_download
-from modules.download.http import download
+from modules.download.base import DownloadSettings, FetchJob, check_limit, run_download
+from modules.download.http import get_bytes
 from modules.errors import DataError, SettingsError
 from modules.extract.html import ALGORITHMS
 from modules.stage import Stage, check_choice
@@ -51,32 +51,34 @@ class DownloadCommonCrawlSettings(DownloadSettings):
             raise SettingsError(f"base_url must be an http(s):// URL; got {self.base_url!r}")
 
 
-def read_listing(path: str, source: str) -> list[str]:
-    """The WARC paths in a warc.paths.gz file."""
+#: largest warc.paths.gz read (a snapshot's is ~200 KiB for ~90,000 files)
+MAX_LISTING_BYTES = 64 << 20
+
+
+def read_listing(data: bytes, source: str) -> list[str]:
+    """The WARC paths in a warc.paths.gz file's bytes."""
+    from modules.extract.archive import gunzip_bounded
+
     try:
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            return [line.strip() for line in f if line.strip()]
-    except (OSError, EOFError, UnicodeDecodeError) as e:
+        text = gunzip_bounded(data, 16 * MAX_LISTING_BYTES).decode("utf-8")
+    except (OSError, EOFError, UnicodeDecodeError, ValueError, zlib.error) as e:
         raise DataError(f"{source}: not a readable warc.paths.gz listing: {e}") from e
+    return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-def plan(settings: DownloadCommonCrawlSettings, folder: str) -> tuple[list[FetchJob], list[str]]:
-    """(the WARC files to fetch, the listing files fetched to find them)."""
+def plan(settings: DownloadCommonCrawlSettings) -> list[FetchJob]:
+    """The WARC files to stream."""
     base = settings.base_url.rstrip("/")
     options = settings.download_options()
     jobs: list[FetchJob] = []
-    listings: list[str] = []
     for snapshot in settings.snapshots:
         url = f"{base}/crawl-data/{snapshot}/warc.paths.gz"
-        # a snapshot's listing never changes once published: a copy from an earlier run is reused
-        local = download(url, os.path.join(folder, f"{snapshot}.warc.paths.gz"), options).path
-        listings.append(local)
-        for rel in read_listing(local, url):
+        for rel in read_listing(get_bytes(url, options, MAX_LISTING_BYTES), url):
             name = posixpath.basename(rel)
             jobs.append(FetchJob(url=f"{base}/{rel.lstrip('/')}", name=name, kind="warc"))
             if settings.limit is not None and len(jobs) >= settings.limit:
-                return jobs, listings
-    return jobs, listings
+                return jobs
+    return jobs
 
 
 class DownloadCommonCrawlStage(Stage):
@@ -92,8 +94,5 @@ class DownloadCommonCrawlStage(Stage):
     def run(self, settings, ctx):
         from modules.extract.warc import ExtractWarcSettings
 
-        folder = raw_dir(settings, ctx)
-        os.makedirs(folder, exist_ok=True)
-        jobs, listings = plan(settings, folder)
-        return run_download(self, settings, ctx, jobs, {"warc": ExtractWarcSettings(algorithm=settings.algorithm)},
-                            settings.download_options(), listings=tuple(listings))
+        return run_download(self, settings, ctx, plan(settings),
+                            {"warc": ExtractWarcSettings(algorithm=settings.algorithm)}, settings.download_options())

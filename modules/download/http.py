@@ -22,8 +22,20 @@
   transport errors, timeouts and 5xx/throttling answers are retried; a missing key or a refusal is
   a :class:`DownloadError`; anything else (no credentials, our own disk full or read-only) stops
   the run with a :class:`DataError` naming the URL, since every file would fail alike.
-- At most ``concurrency`` downloads run at once in one process (one Dask worker), whatever its
-  thread count: the slots are a per-process semaphore, the only state this module keeps.
+- Slow servers: ``timeout`` bounds the wait for each read, ``deadline`` one attempt at a file
+  (seconds, 0 = none) and ``min_rate`` the transfer rate (bytes per second averaged over
+  ``rate_window`` seconds, 0 = none), so a server trickling one byte a second cannot hold a
+  download forever. An attempt over either bound fails like a dropped connection and is resumed
+  with Range; such a failure counts towards ``retries`` even when bytes arrived (a trickle is not
+  progress), so a server that stays too slow ends the download with a :class:`DownloadError`.
+- At most ``max_inflight`` downloads or streams run at once in one process (one Dask worker),
+  whatever its thread count: the slots are a per-process semaphore, the only state this module keeps.
+- No secrets are written or printed: every message and the sidecar carry the URL through
+  :func:`modules.secrets.redact_url` (the sidecar holds the redacted URL, which stays the same
+  when a pre-signed URL is signed again). A file or ``.part`` at ``dest`` without a sidecar is not
+  curate's: it is never overwritten or deleted (:class:`ForeignFile`).
+
+:mod:`modules.download.stream` reads a URL as a file object with the same policy, without landing it.
 
 Bytes are saved as served (``Accept-Encoding: identity``, no transparent decompression): a
 ``.warc.gz`` stays gzip.
@@ -40,7 +52,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from modules.errors import DataError
+from modules.errors import DataError, SettingsError
+from modules.secrets import redact_url
 
 log = logging.getLogger("curate.download")
 
@@ -61,8 +74,15 @@ class DownloadOptions:
     #: seconds to connect, and between two reads
     timeout: float = 60.0
     chunk_bytes: int = 1 << 20
-    #: downloads at once per process (per Dask worker)
-    concurrency: int = 4
+    #: one ranged GET when streaming from S3 (each is a request; the block is held in memory)
+    s3_block_bytes: int = 8 << 20
+    #: downloads or streams at once per process (per Dask worker)
+    max_inflight: int = 4
+    #: seconds one attempt at a file may last (0: no limit); then it fails and is resumed
+    deadline: float = 3600.0
+    #: bytes per second below which an attempt fails (0: no limit), averaged over rate_window seconds
+    min_rate: int = 1024
+    rate_window: float = 30.0
     requester_pays: bool = False
     s3_endpoint_url: str = ""
 
@@ -82,10 +102,48 @@ class DownloadError(DataError):
     """A URL that could not be downloaded (a permanent error, or retries exhausted)."""
 
 
+class ForeignFile(SettingsError):
+    """A file where a download would go that curate did not download (no sidecar): left alone."""
+
+
 class _Transient(Exception):
     def __init__(self, message: str, retry_after: float | None = None):
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class _Slow(_Transient):
+    """An attempt over the deadline or under the minimum rate: counts as a failure even after progress."""
+
+
+class Pace:
+    """Enforces ``deadline`` and ``min_rate`` on one attempt; call :meth:`add` after every read."""
+
+    def __init__(self, options: DownloadOptions):
+        self.options = options
+        self.started = self.window_start = time.monotonic()
+        self.window_bytes = 0
+
+    def add(self, n: int) -> None:
+        o = self.options
+        now = time.monotonic()
+        if o.deadline and now - self.started > o.deadline:
+            raise _Slow(f"attempt exceeded the deadline of {o.deadline:g}s")
+        self.window_bytes += n
+        elapsed = now - self.window_start
+        if o.min_rate and elapsed >= o.rate_window:
+            rate = self.window_bytes / elapsed
+            if rate < o.min_rate:
+                raise _Slow(f"transfer rate {rate:.0f} B/s below the minimum of {o.min_rate} B/s")
+            self.window_start, self.window_bytes = now, 0
+
+
+def read_some(raw, amt: int, decode: bool = False) -> bytes:
+    """Up to ``amt`` bytes as soon as any arrived (urllib3's read1), so a trickle cannot block a
+    read for long and the pace checks run between reads. ``decode``: undo a Content-Encoding
+    (small documents only; raw files are kept as served)."""
+    read1 = getattr(raw, "read1", None)
+    return read1(amt, decode_content=decode) if read1 is not None else raw.read(amt, decode_content=decode)
 
 
 # --------------------------------------------------------------------------- concurrency slots
@@ -110,11 +168,13 @@ def download(url: str, dest: str, options: DownloadOptions | None = None, *, exp
     options = options or DownloadOptions()
     started = time.monotonic()
     part = dest + ".part"
-    same_source = source_url(dest) == url
+    shown = redact_url(url)
+    check_not_foreign(dest)
+    same_source = source_url(dest) == shown
     if os.path.exists(dest):
         size = os.path.getsize(dest)
         if not same_source:
-            log.info("%s: not known to come from %s; downloading again", dest, url)
+            log.info("%s: not known to come from %s; downloading again", dest, shown)
         elif expected_size is None or size == expected_size:
             return DownloadResult(url, dest, "skipped", size, 0, 0.0)
         else:
@@ -126,26 +186,46 @@ def download(url: str, dest: str, options: DownloadOptions | None = None, *, exp
             log.info("%s: partial download of another URL; starting over", part)
             os.remove(part)
         _write_source(dest, url)
-    with _slot(max(1, options.concurrency)):
+    with _slot(max(1, options.max_inflight)):
         if url.startswith("s3://"):
             status, attempts = _fetch_s3(url, part, options)
         elif url.startswith(("http://", "https://")):
             status, attempts = _fetch_http(url, part, options)
         else:
-            raise DownloadError(f"{url}: unsupported URL scheme (expected http://, https:// or s3://)")
+            raise DownloadError(f"{shown}: unsupported URL scheme (expected http://, https:// or s3://)")
     size = os.path.getsize(part)
     if expected_size is not None and size != expected_size:
         os.remove(part)
-        raise DownloadError(f"{url}: got {size} bytes but the listing says {expected_size}")
+        raise DownloadError(f"{shown}: got {size} bytes but the listing says {expected_size}")
     if sha1 and _sha1(part) != sha1.lower():
         os.remove(part)
-        raise DownloadError(f"{url}: SHA-1 differs from the listing's {sha1} (corrupt download, removed)")
+        raise DownloadError(f"{shown}: SHA-1 differs from the listing's {sha1} (corrupt download, removed)")
     os.replace(part, dest)
     return DownloadResult(url, dest, status, size, attempts, round(time.monotonic() - started, 3))
 
 
+def check_not_foreign(dest: str) -> None:
+    """Refuse (:class:`ForeignFile`) when ``dest`` or its ``.part`` exists without a sidecar: curate
+    did not download it, so it is the user's and stays untouched."""
+    for path in (dest, dest + ".part"):
+        if os.path.exists(path) and not os.path.exists(dest + SOURCE_SUFFIX):
+            raise ForeignFile(f"{path}: not downloaded by curate (no {SOURCE_SUFFIX} sidecar); "
+                              "curate never overwrites or deletes it: move it or choose another --raw-dir")
+
+
+def foreign_files(folder: str, names) -> list[str]:
+    """The files among ``names`` (and their ``.part``) in ``folder`` that curate did not download."""
+    found = []
+    for name in names:
+        dest = os.path.join(folder, name)
+        if os.path.exists(dest + SOURCE_SUFFIX):
+            continue
+        found += [p for p in (dest, dest + ".part") if os.path.lexists(p)]
+    return found
+
+
 def source_url(dest: str) -> str | None:
-    """The URL whose bytes are at ``dest`` (or ``dest.part``), from its sidecar; None if unknown."""
+    """The (redacted) URL whose bytes are at ``dest`` (or ``dest.part``), from its sidecar; None if unknown."""
     try:
         with open(dest + SOURCE_SUFFIX, encoding="utf-8") as f:
             return f.read().strip() or None
@@ -156,7 +236,7 @@ def source_url(dest: str) -> str | None:
 def _write_source(dest: str, url: str) -> None:
     tmp = f"{dest}{SOURCE_SUFFIX}.tmp-{os.getpid()}-{threading.get_ident()}"
     with open(tmp, "w", encoding="utf-8") as f:
-        f.write(url + "\n")
+        f.write(redact_url(url) + "\n")
     os.replace(tmp, dest + SOURCE_SUFFIX)
 
 
@@ -184,7 +264,7 @@ _ERRNO = re.compile(r"\[Errno -?\d+\][^'\")]*")
 
 def describe(error: Exception) -> str:
     """A short account of a network error (requests nests urllib3's long messages in its own)."""
-    text = str(error)
+    text = redact_url(str(error))
     m = _ERRNO.search(text)
     if m:
         return f"connection failed: {m.group(0).strip()}"
@@ -194,6 +274,7 @@ def describe(error: Exception) -> str:
 
 
 def _wait(url: str, failures: int, error: Exception, options: DownloadOptions) -> None:
+    url = redact_url(url)
     if failures > options.retries:
         raise DownloadError(f"{url}: {describe(error)} (gave up after {failures} failed attempts)") from error
     delay = min(options.max_backoff, options.backoff * 2 ** (failures - 1))
@@ -231,7 +312,7 @@ def _fetch_http(url: str, part: str, options: DownloadOptions) -> tuple[str, int
                 return ("resumed" if resumed else "downloaded"), attempts
             except transient as e:
                 size = _size(part)
-                failures = 0 if size > high_water else failures
+                failures = 0 if size > high_water and not isinstance(e, _Slow) else failures
                 high_water = max(high_water, size)
                 failures += 1
                 _wait(url, failures, e, options)
@@ -254,7 +335,7 @@ def _http_attempt(session, url: str, part: str, options: DownloadOptions) -> boo
         if code in RETRY_STATUS:
             raise _Transient(f"HTTP {code} {r.reason}", _retry_after(r.headers.get("Retry-After")))
         if code >= 400:
-            raise DownloadError(f"{url}: HTTP {code} {r.reason}")
+            raise DownloadError(f"{redact_url(url)}: HTTP {code} {r.reason}")
         if code == 206:
             m = _CONTENT_RANGE.match(r.headers.get("Content-Range", ""))
             if not m or int(m.group(1)) != offset:
@@ -266,13 +347,18 @@ def _http_attempt(session, url: str, part: str, options: DownloadOptions) -> boo
             length = r.headers.get("Content-Length")
             total = int(length) if length and length.isdigit() else None
             if offset:
-                log.info("%s: the server ignores Range; starting over", url)
+                log.info("%s: the server ignores Range; starting over", redact_url(url))
             mode, continued = "wb", False
         else:
-            raise DownloadError(f"{url}: unexpected HTTP {code} {r.reason}")
+            raise DownloadError(f"{redact_url(url)}: unexpected HTTP {code} {r.reason}")
+        pace = Pace(options)
         with open(part, mode) as f:
-            for chunk in r.raw.stream(options.chunk_bytes, decode_content=False):
+            while True:
+                chunk = read_some(r.raw, options.chunk_bytes)
+                if not chunk:
+                    break
                 f.write(chunk)
+                pace.add(len(chunk))
         size = _size(part)
         if total is not None and size != total:
             if size > total:
@@ -291,22 +377,27 @@ def get_bytes(url: str, options: DownloadOptions | None = None, max_bytes: int =
 
     options = options or DownloadOptions()
     failures = 0
-    too_large = DownloadError(f"{url}: larger than {max_bytes} bytes")
+    too_large = DownloadError(f"{redact_url(url)}: larger than {max_bytes} bytes")
     while True:
         try:
             with requests.get(url, timeout=(options.timeout, options.timeout), stream=True) as r:
                 if r.status_code in RETRY_STATUS:
                     raise _Transient(f"HTTP {r.status_code} {r.reason}", _retry_after(r.headers.get("Retry-After")))
                 if r.status_code >= 400:
-                    raise DownloadError(f"{url}: HTTP {r.status_code} {r.reason}")
+                    raise DownloadError(f"{redact_url(url)}: HTTP {r.status_code} {r.reason}")
                 length = r.headers.get("Content-Length", "")
                 if length.isdigit() and int(length) > max_bytes:
                     raise too_large
                 body = bytearray()
-                for chunk in r.iter_content(min(options.chunk_bytes, max_bytes + 1)):
+                pace = Pace(options)
+                while True:
+                    chunk = read_some(r.raw, min(options.chunk_bytes, max_bytes + 1), decode=True)
+                    if not chunk:
+                        break
                     body += chunk
                     if len(body) > max_bytes:
                         raise too_large
+                    pace.add(len(chunk))
                 return bytes(body)
         except (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError,
                 urllib3.exceptions.HTTPError, _Transient) as e:
@@ -375,12 +466,12 @@ def _fetch_s3(url: str, part: str, options: DownloadOptions) -> tuple[str, int]:
             error = r.error
             if not _s3_transient(error):
                 if isinstance(error, (FileNotFoundError, PermissionError)):  # no such key, access denied
-                    raise DownloadError(f"{url}: {type(error).__name__}: {error}") from error
+                    raise DownloadError(f"{redact_url(url)}: {type(error).__name__}: {redact_url(error)}") from error
                 # missing credentials, a bad endpoint...: every file would fail alike, so the run
                 # stops here (even under --on-error skip) rather than rejecting them one by one
-                raise DataError(f"{url}: {type(error).__name__}: {error}") from error
+                raise DataError(f"{redact_url(url)}: {type(error).__name__}: {redact_url(error)}") from error
         except OSError as e:  # our own disk (full, read-only): not worth a retry, nor a per-file reject
-            raise DataError(f"{url}: cannot write {part}: {e}") from e
+            raise DataError(f"{redact_url(url)}: cannot write {part}: {e}") from e
         failures += 1
         _wait(url, failures, error, options)
 

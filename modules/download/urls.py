@@ -2,7 +2,8 @@
 
 ``curate download urls --list FILE --output DIR``
 
-The list has one ``http(s)://`` or ``s3://`` URL per line (blank lines and ``#`` comments are
+Each file is streamed into its extractor (:mod:`modules.download.base`). The list has one
+``http(s)://`` or ``s3://`` URL per line (blank lines and ``#`` comments are
 skipped). The file type comes from the URL's file name:
 
 - ``.warc``, ``.warc.gz``: WARC (as ``curate extract warc``);

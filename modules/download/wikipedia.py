@@ -5,7 +5,8 @@
 The dump's ``<base>/<lang>wiki/<date>/dumpstatus.json`` names the pages-articles files (job
 ``articlesdump``) with their sizes and SHA-1s, which the downloads are checked against. Without
 ``--dump-date`` the newest dump whose articles job is ``done`` is taken (the dates come from the
-``<base>/<lang>wiki/`` index page). The files are extracted like ``curate extract wikipedia`` does.
+``<base>/<lang>wiki/`` index page). The files are streamed (bz2 decompressed on the fly) into the
+extractor of ``curate extract wikipedia``; size and SHA-1 are checked at the last byte.
 """
 
 from __future__ import annotations

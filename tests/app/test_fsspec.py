@@ -20,7 +20,7 @@ def s3(s3_endpoint, monkeypatch):
 
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
     fs = fsspec.filesystem("s3", skip_instance_cache=True)
-    fs.mkdir("bkt")
+    fs.mkdir("fsspec-bkt")
     return fs
 
 
@@ -37,40 +37,40 @@ def test_a_whole_job_from_s3_to_s3(s3, tmp_path):
     records = [{"id": f"r{i}", "text": t} for i, t in enumerate(TEXTS)] + [{"id": "dup", "text": TEXTS[3]}]
     for k in range(2):
         write_jsonl(tmp_path / "in" / f"f{k}.jsonl", records[k::2])
-        s3.put_file(str(tmp_path / "in" / f"f{k}.jsonl"), f"bkt/in/f{k}.jsonl")
-    remote = job_file(tmp_path, "s3://bkt/in/*.jsonl", "s3://bkt/job")
+        s3.put_file(str(tmp_path / "in" / f"f{k}.jsonl"), f"fsspec-bkt/in/f{k}.jsonl")
+    remote = job_file(tmp_path, "s3://fsspec-bkt/in/*.jsonl", "s3://fsspec-bkt/job")
     local = job_file(tmp_path, str(tmp_path / "in" / "*.jsonl"), str(tmp_path / "local"))
     out = curate("run", remote, "--workers", "2").stdout
-    assert "curate: output in s3://bkt/job/05-tokenize" in out
+    assert "curate: output in s3://fsspec-bkt/job/05-tokenize" in out
     curate("run", local, "--workers", "1")
     s3.invalidate_cache()
     # every stage wrote to the bucket, each with manifest and _SUCCESS, and the job root too
     stages = ["01-clean", "02-exact_dedup", "03-fuzzy_dedup", "04-shuffle", "05-tokenize"]
     for stage in stages:
-        assert s3.exists(f"bkt/job/{stage}/_SUCCESS") and s3.exists(f"bkt/job/{stage}/manifest.json")
-    assert json.loads(s3.cat_file("bkt/job/manifest.json"))["owner"] == {"kind": "job", "job": "remote"}
+        assert s3.exists(f"fsspec-bkt/job/{stage}/_SUCCESS") and s3.exists(f"fsspec-bkt/job/{stage}/manifest.json")
+    assert json.loads(s3.cat_file("fsspec-bkt/job/manifest.json"))["owner"] == {"kind": "job", "job": "remote"}
     # the same bytes as a local run of the same job
     for rel in ("04-shuffle/part-00000.parquet", "04-shuffle/part-00001.parquet", "05-tokenize/part_00000.bin",
                 "05-tokenize/part_00001.idx"):
-        assert s3.cat_file(f"bkt/job/{rel}") == (tmp_path / "local" / rel).read_bytes(), rel
-    m = json.loads(s3.cat_file("bkt/job/02-exact_dedup/manifest.json"))
+        assert s3.cat_file(f"fsspec-bkt/job/{rel}") == (tmp_path / "local" / rel).read_bytes(), rel
+    m = json.loads(s3.cat_file("fsspec-bkt/job/02-exact_dedup/manifest.json"))
     assert m["counts"]["dropped"] == {"exact_duplicate": 1}
     assert "AWS_SECRET" not in json.dumps(m) and "testing" not in json.dumps(m["io"])
-    assert "OK" in curate("verify", "s3://bkt/job", "--checksums").stdout
+    assert "OK" in curate("verify", "s3://fsspec-bkt/job", "--checksums").stdout
     # a reader refuses a prefix without _SUCCESS
-    s3.rm_file("bkt/job/04-shuffle/_SUCCESS")
-    bad = curate("tokenize", "--input", "s3://bkt/job/04-shuffle", "--output", tmp_path / "t",
+    s3.rm_file("fsspec-bkt/job/04-shuffle/_SUCCESS")
+    bad = curate("tokenize", "--input", "s3://fsspec-bkt/job/04-shuffle", "--output", tmp_path / "t",
                  "--tokenizer", "tiktoken:cl100k_base", check=False)
     assert bad.returncode == 2 and "no _SUCCESS" in bad.stderr
     # what a kill during stage 4 leaves: resumed, stages 1-3 skipped, the same bytes again
-    before = s3.cat_file("bkt/job/05-tokenize/part_00000.bin")
-    s3.rm_file("bkt/job/05-tokenize/_SUCCESS")
-    s3.rm_file("bkt/job/04-shuffle/part-00001.parquet")
+    before = s3.cat_file("fsspec-bkt/job/05-tokenize/part_00000.bin")
+    s3.rm_file("fsspec-bkt/job/05-tokenize/_SUCCESS")
+    s3.rm_file("fsspec-bkt/job/04-shuffle/part-00001.parquet")
     out = curate("run", remote, "--workers", "1").stdout
     assert [line.split()[1] for line in out.splitlines()[2:7]] == ["skipped"] * 3 + ["ran"] * 2
     s3.invalidate_cache()
-    assert s3.cat_file("bkt/job/05-tokenize/part_00000.bin") == before
-    assert "OK" in curate("verify", "s3://bkt/job/05-tokenize").stdout
+    assert s3.cat_file("fsspec-bkt/job/05-tokenize/part_00000.bin") == before
+    assert "OK" in curate("verify", "s3://fsspec-bkt/job/05-tokenize").stdout
 
 
 def test_parquet_over_https_from_a_local_server(tmp_path):

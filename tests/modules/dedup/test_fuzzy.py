@@ -21,7 +21,8 @@ SENTENCES = (DATA / "dedup" / "sentences.txt").read_text(encoding="utf-8").split
 
 def test_settings():
     s = fuzzy.FuzzyDedupSettings()
-    assert s.lsh_params() == (9, 13)  # datasketch's MinHashLSH(threshold=0.8, num_perm=128)
+    assert s.lsh_params() == (21, 6)  # P(candidate | J = 0.8) >= 0.99 with the most rows per band
+    assert s.false_positive_check
     assert fuzzy.FuzzyDedupSettings(bands=16, rows=8).lsh_params() == (16, 8)
     for bad, match in [({"bands": 4}, "go together"), ({"bands": 20, "rows": 8}, "at most num_perm"),
                        ({"threshold": 1.0}, "threshold"), ({"shingle": "line"}, "shingle"),
@@ -183,11 +184,44 @@ def test_labelled_accuracy(labelled, tmp_path):
 def test_labelled_recall_without_the_check(labelled, tmp_path):
     records, files, jac = labelled
     ids = [r["id"] for r in records]
-    manifest = run_stage("fuzzy_dedup", {"threshold": THRESHOLD, "bands": 16, "rows": 8}, files, tmp_path / "o")
+    manifest = run_stage("fuzzy_dedup", {"threshold": THRESHOLD, "bands": 16, "rows": 8, "false_positive_check": False},
+                         files, tmp_path / "o")
     comp = _components(tmp_path / "o", ids)
     pairs = np.argwhere(np.triu(jac >= THRESHOLD + 0.1, k=1))
     assert all(comp[i] == comp[j] for i, j in pairs)
     assert manifest["dedup"]["verified_edges"] is None
+
+
+def test_defaults_accuracy(labelled, tmp_path):
+    # the measures at the default settings (21 x 6 bands, the check on), brute force as oracle:
+    # recall: every pair of Jaccard >= threshold + 0.05 ends in one component; precision: no removed
+    # document whose best Jaccard to a kept one is below threshold - 0.1
+    records, files, jac = labelled
+    ids = [r["id"] for r in records]
+    manifest = run_stage("fuzzy_dedup", {"threshold": THRESHOLD}, files, tmp_path / "o")
+    assert (manifest["dedup"]["bands"], manifest["dedup"]["rows"]) == (21, 6)
+    assert manifest["dedup"]["verified_edges"] is not None
+    comp = _components(tmp_path / "o", ids)
+    pairs = np.argwhere(np.triu(jac >= THRESHOLD + 0.05, k=1))
+    assert len(pairs) > 50
+    missed = [(ids[i], ids[j], round(jac[i, j], 3)) for i, j in pairs if comp[i] != comp[j]]
+    assert not missed, f"recall: {missed}"
+    kept = set(read_output(tmp_path / "o")["id"])
+    kept_idx = [k for k, i in enumerate(ids) if i in kept]
+    far = [i for k, i in enumerate(ids) if i not in kept and max(jac[k, j] for j in kept_idx) < THRESHOLD - 0.1]
+    assert not far, f"precision: removed without a kept document within {THRESHOLD - 0.1}: {far}"
+
+
+def test_pairs_are_decided_without_texts():
+    # a component of two documents is one verified edge: the larger id goes, for the smaller;
+    # a component of three is left to the rounds that fetch texts
+    members = pd.DataFrame({"doc": [7, 2, 4, 5, 6], "comp": [2, 2, 4, 4, 4],
+                            "id": pd.array(["b", "a", "x", "y", "z"], dtype=STRING)})
+    pairs = fuzzy.split_pairs(members, True)
+    assert list(pairs["doc"]) == [7, 2] and list(fuzzy.split_pairs(members, False)["doc"]) == [4, 5, 6]
+    got = fuzzy.decide_pairs(pairs, 0.8).set_index("id")
+    assert got.loc["b", "removed"] and got.loc["b", "kept_id"] == "a"
+    assert not got.loc["a", "removed"] and got["decided"].all()
 
 
 def test_decide_rounds():
@@ -224,7 +258,7 @@ def test_chain_is_not_removed_for_a_far_document(tmp_path):
     assert manifest["dedup"]["refine_rounds"] == 2 and manifest["dedup"]["components"] == 1
     audit = pd.read_parquet(tmp_path / "checked" / "_duplicates").set_index("id")
     assert audit["kept_id"].to_dict() == {"a": "a", "b": "a", "c": "c"}
-    run_stage("fuzzy_dedup", {"bands": 16, "rows": 8}, files, tmp_path / "plain")
+    run_stage("fuzzy_dedup", {"bands": 16, "rows": 8, "false_positive_check": False}, files, tmp_path / "plain")
     assert sorted(read_output(tmp_path / "plain")["id"]) == ["a"]
 
 

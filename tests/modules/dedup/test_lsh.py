@@ -7,9 +7,25 @@ from datasketch.lsh import _optimal_param
 from modules.dedup import lsh
 
 
-@pytest.mark.parametrize("threshold,num_perm", [(0.8, 128), (0.5, 128), (0.9, 64), (0.7, 256)])
+@pytest.mark.parametrize("threshold,num_perm", [(0.8, 128), (0.5, 128), (0.9, 64), (0.7, 256), (0.95, 128),
+                                                 (0.3, 32)])
 def test_optimal_params_are_datasketchs(threshold, num_perm):
+    # numpy's Simpson rule instead of scipy's quad: the same choice as datasketch's own search
     assert lsh.optimal_params(threshold, num_perm) == _optimal_param(threshold, num_perm, 0.5, 0.5)
+
+
+def test_optimal_params_weights_are_datasketchs():
+    assert lsh.optimal_params(0.8, 128, 0.1, 0.9) == _optimal_param(0.8, 128, 0.1, 0.9)
+
+
+@pytest.mark.parametrize("threshold,expected", [(0.8, (21, 6)), (0.7, (32, 4)), (0.9, (12, 10))])
+def test_recall_params(threshold, expected):
+    # the most rows per band with P(candidate | J = threshold) >= 0.99 (by hand from 1 - (1 - s^r)^b)
+    bands, rows = lsh.recall_params(threshold, 128)
+    assert (bands, rows) == expected
+    assert lsh.candidate_probability(threshold, bands, rows) >= 0.99
+    assert lsh.candidate_probability(threshold, 128 // (rows + 1), rows + 1) < 0.99
+    assert lsh.recall_params(0.999, 1) == (1, 1)  # tiny signatures: one band of one row
 
 
 def test_candidate_probability():

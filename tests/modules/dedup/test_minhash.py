@@ -106,3 +106,30 @@ def test_jaccard_is_the_set_jaccard():
         sx, sy = set(minhash.shingles(x, 3)), set(minhash.shingles(y, 3))
         expected = len(sx & sy) / len(sx | sy) if sx | sy else 0.0
         assert j == pytest.approx(expected)
+
+
+def test_signatures_of_shingles_equal_datasketch():
+    # edge cases: shingles of different lengths around the 8-shingle blocks of the kernel (0, 1, 7, 8,
+    # 9, 17), repeats, non-ASCII, an empty document, and a sliced ListArray (offsets not from 0)
+    import pyarrow as pa
+
+    rng = np.random.default_rng(3)
+    docs = [[f"s{rng.integers(0, 40)} ü {k}" * int(rng.integers(1, 4)) for k in range(n)] for n in (0, 1, 7, 8, 9, 17)]
+    docs.append(["same"] * 5)
+    got = minhash.signatures_of_shingles(docs, num_perm=40, seed=3)
+    for doc, row in zip(docs, got):
+        m = MinHash(num_perm=40, seed=3, hashfunc=xxhash.xxh32_intdigest)
+        m.update_batch([s.encode("utf-8") for s in doc])
+        assert (row == m.hashvalues).all(), doc
+    sliced = pa.array(docs, type=pa.large_list(pa.large_string()))[2:5]
+    assert (minhash.signatures_of_shingles(sliced, num_perm=40, seed=3) == got[2:5]).all()
+
+
+def test_signatures_of_text_equal_signatures_of_its_shingles():
+    sig, _ = minhash.signatures(TEXTS, num_perm=64, seed=7)
+    assert (minhash.signatures_of_shingles([minhash.shingles(t) for t in TEXTS], 64, 7) == sig).all()
+
+
+def test_separator_table_cache_equals_a_fresh_build():
+    # the table read back from its on-disk cache (written by an earlier call) is the one unicodedata gives
+    assert (minhash.separator_table() == minhash._build_separator_table()).all()

@@ -57,15 +57,18 @@ def test_keep_raw_and_rerun_skips_complete_files(mirror, tmp_path):
     settings = {"snapshots": SNAP, "base_url": mirror.url(), "raw_dir": str(tmp_path / "raw"), "keep_raw": True,
                 **FAST}
     first = run_stage("download_commoncrawl", settings, (), tmp_path / "out")
-    files = [f"{SNAP}.warc.paths.gz"] + [r.rsplit("/", 1)[1] for r in mirror.rels]
-    # each file with its sidecar naming the URL it came from
+    files = [r.rsplit("/", 1)[1] for r in mirror.rels]
+    # each WARC kept as it streamed, with its sidecar naming the URL it came from (the listing is not kept)
     assert sorted(p.name for p in (tmp_path / "raw").iterdir()) == sorted(files + [f + ".url" for f in files])
     n = len(mirror.requests)
-    # an interrupted run left the output unfinished: the rerun downloads nothing again
+    # an interrupted run left the output unfinished: the rerun finds every file finished in the journal
     (tmp_path / "out" / "_SUCCESS").unlink()
     second = run_stage("download_commoncrawl", settings, (), tmp_path / "out")
-    assert len(mirror.requests) == n and second["download"]["skipped"] == 3
-    assert first["counts"] == second["counts"] == {"in": 9, "out": 9, "dropped": {}}
+    assert len(mirror.requests) == n + 1 and second["download"]["finished"] == 3  # + the listing
+    # another output: the kept files are read from RAW, not downloaded again
+    third = run_stage("download_commoncrawl", settings, (), tmp_path / "out3")
+    assert len(mirror.requests) == n + 2 and third["download"]["reused"] == 3
+    assert first["counts"] == second["counts"] == third["counts"] == {"in": 9, "out": 9, "dropped": {}}
 
 
 def test_truncated_warc_and_a_failed_download(mirror, tmp_path, pages):

@@ -109,7 +109,7 @@ def test_a_shared_raw_dir_never_mixes_up_files_of_the_same_name(server, tmp_path
         settings = {"list": _list(tmp_path, [server.url(f"{d}/pages.warc.gz")]), "raw_dir": raw,
                     "keep_raw": True, **FAST}
         manifest = run_stage("download_urls", settings, (), tmp_path / f"out-{d}")
-        assert manifest["download"]["skipped"] == 0 and manifest["counts"]["out"] == expected
+        assert manifest["download"]["reused"] == 0 and manifest["counts"]["out"] == expected
     urls = [read_output(tmp_path / f"out-{d}")["url"].tolist() for d in "ax"]
     assert urls == [[u for u, _ in rust_pages(2)], [u for u, _ in rust_pages(4)[2:]]]
 

@@ -9,7 +9,7 @@ import dask
 import pytest
 
 from modules.download import http
-from modules.download.http import DownloadError, DownloadOptions, download, get_bytes
+from modules.download.http import DownloadError, DownloadOptions, ForeignFile, download, get_bytes
 from modules.errors import DataError
 from tests.httpserver import FileServer
 
@@ -48,11 +48,14 @@ def test_a_file_of_the_same_name_from_another_url_is_not_skipped(server, tmp_pat
     r = download(server.url("e/file.bin"), str(dest), FAST)
     assert r.status == "downloaded" and dest.read_bytes() == DATA[::-1]
     assert (tmp_path / "out" / "file.bin.url").read_text().strip() == server.url("e/file.bin")
-    # a file of unknown origin (no sidecar, e.g. copied in by hand) is not trusted either
-    (tmp_path / "out" / "file.bin.url").unlink()
-    assert download(server.url("e/file.bin"), str(dest), FAST).status == "downloaded"
     assert download(server.url("e/file.bin"), str(dest), FAST).status == "skipped"
-    assert len(server.requests) == 3
+    assert len(server.requests) == 2
+    # a file of unknown origin (no sidecar, e.g. copied in by hand) is the user's: neither trusted nor touched
+    (tmp_path / "out" / "file.bin.url").unlink()
+    dest.write_bytes(b"mine")
+    with pytest.raises(ForeignFile, match="not downloaded by curate"):
+        download(server.url("e/file.bin"), str(dest), FAST)
+    assert dest.read_bytes() == b"mine" and len(server.requests) == 2
 
 
 def test_a_part_file_of_another_url_is_not_resumed(server, tmp_path):
@@ -60,9 +63,10 @@ def test_a_part_file_of_another_url_is_not_resumed(server, tmp_path):
     r = download(server.url("d/file.bin"), str(tmp_path / "f"), FAST)
     assert r.status == "downloaded" and (tmp_path / "f").read_bytes() == DATA
     assert server.requests == [("d/file.bin", None, 200)]  # no Range: started over
-    (tmp_path / "g.part").write_bytes(b"x" * 1000)  # no sidecar: unknown origin, not resumed
-    r = download(server.url("d/file.bin"), str(tmp_path / "g"), FAST)
-    assert r.status == "downloaded" and (tmp_path / "g").read_bytes() == DATA
+    (tmp_path / "g.part").write_bytes(b"x" * 1000)  # no sidecar: unknown origin, neither resumed nor touched
+    with pytest.raises(ForeignFile):
+        download(server.url("d/file.bin"), str(tmp_path / "g"), FAST)
+    assert (tmp_path / "g.part").read_bytes() == b"x" * 1000 and not (tmp_path / "g").exists()
 
 
 def test_500_twice_then_200(server, tmp_path):
@@ -142,7 +146,7 @@ def test_per_worker_concurrency_limit(tmp_path):
         (tmp_path / "www" / f"{i}.bin").parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "www" / f"{i}.bin").write_bytes(DATA[:1000])
     with FileServer(tmp_path / "www", delay=0.2) as srv:
-        opts = DownloadOptions(concurrency=1, backoff=0.01)
+        opts = DownloadOptions(max_inflight=1, backoff=0.01)
         tasks = [dask.delayed(download)(srv.url(f"{i}.bin"), str(tmp_path / "o" / f"{i}.bin"), opts)
                  for i in range(4)]
         with dask.config.set(scheduler="threads", num_workers=4):

@@ -1,0 +1,408 @@
+"""Side by side with the peers: the same inputs and settings, whole processes alternated.
+
+    .venv/bin/python jobs/bench_peers.py [--datatrove VENV] [--rensa VENV] [--nemo VENV]
+        [--stages minhash-core,minhash-text,fuzzy,exact] [--docs 100000] [--workers 2] [--repeat 3]
+        [--workdir /tmp/curate-bench-peers]
+
+Peers are never dependencies of curate: each runs from a throwaway venv given by its path (the
+venv's ``bin/python`` runs this same file, which imports nothing of curate on the peer side), e.g.
+
+    python3 -m venv /tmp/peer-rensa && /tmp/peer-rensa/bin/pip install rensa numpy pyarrow
+    python3 -m venv /tmp/peer-datatrove && /tmp/peer-datatrove/bin/pip install "datatrove[processing]" pyarrow spacy
+    (NeMo Curator 0.9, CPU parts: see its install notes; only its exact dedup runs on CPU)
+
+Every measurement is a fresh process (``bench_peers.py _one IMPL STAGE ...``), the implementations
+of a stage alternate within each repeat, and the median counts. Printed per stage and
+implementation: documents, median wall seconds, docs/s per core (documents / (seconds x cores it
+was given)), the peak memory of its process tree (sum of RSS of the process and its children,
+sampled every 20 ms) and the ratio to curate.
+
+Stages (the inputs are generated once under --workdir and shared):
+
+- ``minhash-core``: MinHash signatures (128 permutations) of the same shingles (word 5-grams of
+  ~1 kB synthetic documents, computed once by curate's reference shingler), one core, CPU time of
+  the hashing call only. curate gets them as an Arrow list<string> column (what its kernel reads),
+  rensa as Python lists (what ``RMinHash.digest_matrix_from_token_sets`` reads); the conversion
+  from the stored Parquet is outside the timing for both. A second pair of rows gives both the same
+  pre-hashed shingles (``signatures_of_hashes`` vs ``digest_matrix_from_flat_token_hashes``).
+- ``minhash-text``: signatures from raw text, one core: curate's ``minhash.signatures`` vs rensa
+  driven from Python (lowercase, regex words, 5-grams, then the bulk call).
+- ``fuzzy``: the whole near-duplicate removal on --docs synthetic documents (Parquet, 80% unique,
+  10% exact and 10% near copies): ``curate dedup fuzzy`` (defaults, --workers N) vs datatrove's four
+  MinHash stages (LocalPipelineExecutor, N tasks/workers, the same 5-grams and bands x rows as
+  curate's defaults) vs datasketch's ``MinHashLSH`` index build (one process; MinHash of the same
+  Python shingles; datasketch's own bands x rows for the threshold).
+- ``exact``: exact duplicate removal on the same documents: ``curate dedup exact`` vs datatrove's
+  three exact-dedup stages vs NeMo Curator 0.9 ``ExactDuplicates`` (Dask, N workers) + removal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NUM_PERM = 128
+SEED = 42
+THRESHOLD = 0.8
+STAGES = ("minhash-core", "minhash-text", "fuzzy", "exact")
+
+
+# --------------------------------------------------------------------------- shared by both sides
+
+
+def python_shingles(text: str, n: int = 5) -> list[str]:
+    """The plain Python shingler the peers are driven with: lowercase, \\w+ words, word n-grams."""
+    import re
+
+    words = re.findall(r"\w+", text.lower())
+    if len(words) < n:
+        return [" ".join(words)] if words else []
+    return [" ".join(words[i:i + n]) for i in range(len(words) - n + 1)]
+
+
+def read_parquet_column(path: str, column: str):
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path, columns=[column]).column(column).combine_chunks()
+
+
+def peak_tree_rss(proc, stop) -> int:
+    """Sample the RSS of ``proc`` and its descendants every 20 ms until ``stop`` is set; the peak sum."""
+    import psutil
+
+    peak = 0
+    try:
+        root = psutil.Process(proc.pid)
+    except psutil.NoSuchProcess:
+        return 0
+    while not stop.is_set():
+        total = 0
+        try:
+            for p in [root, *root.children(recursive=True)]:
+                try:
+                    total += p.memory_info().rss
+                except psutil.NoSuchProcess:
+                    pass
+        except psutil.NoSuchProcess:
+            break
+        peak = max(peak, total)
+        stop.wait(0.02)
+    return peak
+
+
+# --------------------------------------------------------------------------- one measured process
+
+
+def one_curate(stage: str, work: str, workers: int) -> dict:
+    sys.path.insert(0, ROOT)
+    if stage == "minhash-core":
+        import numpy as np
+        import pyarrow as pa
+
+        pa.set_cpu_count(1)
+        from modules.dedup import minhash
+
+        lists = read_parquet_column(os.path.join(work, "shingles.parquet"), "shingles")
+        minhash.signatures_of_shingles(lists[:10], NUM_PERM, SEED)  # compile / load the kernels
+        t = time.process_time()
+        minhash.signatures_of_shingles(lists, NUM_PERM, SEED)
+        strings = time.process_time() - t
+        hashes = np.load(os.path.join(work, "shingle-hashes.npy"))
+        offsets = np.asarray(lists.offsets, dtype=np.int64)
+        t = time.process_time()
+        minhash.signatures_of_hashes(hashes.astype(np.uint32), offsets, NUM_PERM, SEED)
+        hashed = time.process_time() - t
+        return {"docs": len(lists), "cpu": strings, "cores": 1, "extra": {"pre-hashed": hashed}}
+    if stage == "minhash-text":
+        import pyarrow as pa
+
+        pa.set_cpu_count(1)
+        from modules.dedup import minhash
+
+        texts = read_parquet_column(os.path.join(work, "texts.parquet"), "text")
+        minhash.signatures(texts[:10], NUM_PERM, SEED)
+        t = time.process_time()
+        minhash.signatures(texts, NUM_PERM, SEED)
+        return {"docs": len(texts), "cpu": time.process_time() - t, "cores": 1}
+    cmd = {"fuzzy": ["dedup", "fuzzy"], "exact": ["dedup", "exact"]}[stage]
+    out = os.path.join(work, f"out-curate-{stage}")
+    shutil.rmtree(out, ignore_errors=True)
+    curate = os.path.join(os.path.dirname(sys.executable), "curate")
+    subprocess.run([curate, "--log-level", "WARNING", *cmd, "--input", os.path.join(work, "docs", "*.parquet"), "--output", out, "--workers", str(workers),
+                    "--dashboard-address", "127.0.0.1:0"], check=True,
+                   stdout=subprocess.DEVNULL)
+    with open(os.path.join(out, "manifest.json")) as f:
+        manifest = json.load(f)
+    counts = manifest.get("counts", {})
+    return {"docs": counts.get("in"), "removed": sum(counts.get("dropped", {}).values()), "cores": workers}
+
+
+def one_datasketch(stage: str, work: str, workers: int) -> dict:
+    import xxhash
+    from datasketch import MinHash, MinHashLSH
+
+    texts = read_parquet_column(os.path.join(work, "texts-all.parquet"), "text").to_pylist()
+    ids = read_parquet_column(os.path.join(work, "texts-all.parquet"), "id").to_pylist()
+    lsh = MinHashLSH(threshold=THRESHOLD, num_perm=NUM_PERM)
+    removed = 0
+    for doc_id, text in zip(ids, texts):
+        m = MinHash(NUM_PERM, SEED, hashfunc=xxhash.xxh32_intdigest)
+        m.update_batch([s.encode("utf-8") for s in python_shingles(text)])
+        if lsh.query(m):  # keep the first of each near-duplicate group, as a streaming index build does
+            removed += 1
+        else:
+            lsh.insert(doc_id, m)
+    return {"docs": len(texts), "removed": removed, "cores": 1}
+
+
+def one_rensa(stage: str, work: str, workers: int) -> dict:
+    os.environ.setdefault("RAYON_NUM_THREADS", "1")
+    import numpy as np
+    from rensa import RMinHash
+
+    if stage == "minhash-core":
+        lists = read_parquet_column(os.path.join(work, "shingles.parquet"), "shingles")
+        py = lists.to_pylist()
+        RMinHash.digest_matrix_from_token_sets(py[:10], NUM_PERM, SEED)
+        t = time.process_time()
+        RMinHash.digest_matrix_from_token_sets(py, NUM_PERM, SEED)
+        strings = time.process_time() - t
+        hashes = np.load(os.path.join(work, "shingle-hashes.npy"))
+        offsets = np.asarray(lists.offsets, dtype=np.uint64)
+        t = time.process_time()
+        RMinHash.digest_matrix_from_flat_token_hashes(hashes, offsets, NUM_PERM, SEED)
+        hashed = time.process_time() - t
+        return {"docs": len(py), "cpu": strings, "cores": 1, "extra": {"pre-hashed": hashed}}
+    texts = read_parquet_column(os.path.join(work, "texts.parquet"), "text").to_pylist()
+    t = time.process_time()
+    RMinHash.digest_matrix_from_token_sets([python_shingles(x) for x in texts], NUM_PERM, SEED)
+    return {"docs": len(texts), "cpu": time.process_time() - t, "cores": 1}
+
+
+def one_datatrove(stage: str, work: str, workers: int) -> dict:
+    from datatrove.executor import LocalPipelineExecutor
+    from datatrove.pipeline.readers import ParquetReader
+    from datatrove.pipeline.writers import ParquetWriter
+
+    base = os.path.join(work, f"out-datatrove-{stage}")
+    shutil.rmtree(base, ignore_errors=True)
+    data = os.path.join(work, "docs")
+    files = len([f for f in os.listdir(data) if f.endswith(".parquet")])
+    tasks = max(workers, files)
+
+    def reader():
+        return ParquetReader(data, glob_pattern="*.parquet", id_key="id", text_key="text")
+
+    def run(pipeline, name, n_tasks):
+        LocalPipelineExecutor(pipeline=pipeline, tasks=n_tasks, workers=min(workers, n_tasks),
+                              logging_dir=os.path.join(base, "logs", name)).run()
+
+    if stage == "fuzzy":
+        from datatrove.pipeline.dedup import (
+            MinhashDedupBuckets,
+            MinhashDedupCluster,
+            MinhashDedupFilter,
+            MinhashDedupSignature,
+        )
+        from datatrove.pipeline.dedup.minhash import MinhashConfig
+
+        bands, rows = json.loads(os.environ["BENCH_BANDS_ROWS"])
+        cfg = MinhashConfig(n_grams=5, num_buckets=bands, hashes_per_bucket=rows)
+        run([reader(), MinhashDedupSignature(output_folder=f"{base}/signatures", config=cfg)], "sig", tasks)
+        run([MinhashDedupBuckets(input_folder=f"{base}/signatures", output_folder=f"{base}/buckets", config=cfg)],
+            "buckets", bands)
+        run([MinhashDedupCluster(input_folder=f"{base}/buckets", output_folder=f"{base}/remove_ids", config=cfg)],
+            "cluster", 1)
+        run([reader(), MinhashDedupFilter(input_folder=f"{base}/remove_ids"), ParquetWriter(f"{base}/out")],
+            "filter", tasks)
+    else:
+        from datatrove.pipeline.dedup.exact_dedup import (
+            ExactDedupConfig,
+            ExactDedupFilter,
+            ExactDedupSignature,
+            ExactFindDedups,
+        )
+
+        cfg = ExactDedupConfig(content_getter=lambda doc: doc.text)
+        run([reader(), ExactDedupSignature(output_folder=f"{base}/sigs", config=cfg, finder_workers=workers)],
+            "sig", tasks)
+        run([ExactFindDedups(data_folder=f"{base}/sigs", output_folder=f"{base}/dups", config=cfg)], "find", workers)
+        run([reader(), ExactDedupFilter(data_folder=f"{base}/dups", config=cfg), ParquetWriter(f"{base}/out")],
+            "filter", tasks)
+    import pyarrow.parquet as pq
+
+    kept = sum(pq.ParquetFile(os.path.join(r, f)).metadata.num_rows
+               for r, _, fs in os.walk(f"{base}/out") for f in fs if f.endswith(".parquet"))
+    total = sum(pq.ParquetFile(os.path.join(data, f)).metadata.num_rows for f in os.listdir(data)
+                if f.endswith(".parquet"))
+    return {"docs": total, "removed": total - kept, "cores": workers}
+
+
+def one_nemo_exact(stage: str, work: str, workers: int) -> dict:
+    from dask.distributed import Client, LocalCluster
+    from nemo_curator import ExactDuplicates
+    from nemo_curator.datasets import DocumentDataset
+
+    with LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=None) as cluster, \
+            Client(cluster):
+        data = os.path.join(work, "docs")
+        ds = DocumentDataset.read_parquet([os.path.join(data, f) for f in sorted(os.listdir(data))
+                                           if f.endswith(".parquet")], backend="pandas")
+        dedup = ExactDuplicates(id_field="id", text_field="text", hash_method="md5", perform_removal=True,
+                                cache_dir=os.path.join(work, "out-nemo-cache"))
+        shutil.rmtree(os.path.join(work, "out-nemo-cache"), ignore_errors=True)
+        result = dedup(ds)
+        out = os.path.join(work, "out-nemo-exact")
+        shutil.rmtree(out, ignore_errors=True)
+        result.to_parquet(out)
+        kept = len(result.df)
+        total = len(ds.df)
+    return {"docs": total, "removed": total - kept, "cores": workers}
+
+
+ONE = {"curate": one_curate, "datasketch": one_datasketch, "rensa": one_rensa, "datatrove": one_datatrove,
+       "nemo": one_nemo_exact}
+
+
+# --------------------------------------------------------------------------- inputs (curate side)
+
+
+def prepare(work: str, docs: int, core_docs: int) -> None:
+    sys.path.insert(0, ROOT)
+    sys.path.insert(0, os.path.join(ROOT, "jobs"))
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from bench_dedup import make_synthetic, synthetic_texts
+
+    from modules.dedup import minhash
+
+    os.makedirs(work, exist_ok=True)
+    make_synthetic(os.path.join(work, "docs"), docs, per_file=max(docs // 8, 1000))
+    if not os.path.exists(os.path.join(work, "texts-all.parquet")):
+        import glob
+
+        tables = [pq.read_table(f, columns=["id", "text"]) for f in sorted(glob.glob(os.path.join(work, "docs", "*.parquet")))]
+        pq.write_table(pa.concat_tables(tables), os.path.join(work, "texts-all.parquet"))
+    if not os.path.exists(os.path.join(work, "shingle-hashes.npy")):
+        texts = synthetic_texts(core_docs, seed=1)
+        pq.write_table(pa.table({"text": texts}), os.path.join(work, "texts.parquet"))
+        lists = pa.array([minhash.shingles(t) for t in texts], type=pa.large_list(pa.large_string()))
+        pq.write_table(pa.table({"shingles": lists}), os.path.join(work, "shingles.parquet"))
+        # the same pre-hashed shingles for both: curate's fmix32(xxh32(shingle)), widened to uint64
+        flat = minhash.as_large_strings(lists.values)
+        data, offsets = minhash._buffers(flat)
+        hv = np.empty(len(flat), dtype=np.uint32)
+        minhash._hash_strings(data, offsets, hv)
+        np.save(os.path.join(work, "shingle-hashes.npy"), hv.astype(np.uint64))
+
+
+# --------------------------------------------------------------------------- driver
+
+
+def measure(python: str, impl: str, stage: str, work: str, workers: int, env: dict) -> dict:
+    import threading
+
+    cmd = [python, os.path.abspath(__file__), "_one", impl, stage, work, str(workers)]
+    stop = threading.Event()
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **env})
+    peak: list[int] = []
+    sampler = threading.Thread(target=lambda: peak.append(peak_tree_rss(proc, stop)))
+    sampler.start()
+    out, err = proc.communicate()
+    wall = time.perf_counter() - t
+    stop.set()
+    sampler.join()
+    if proc.returncode != 0:
+        last = (err.strip().splitlines() or ["?"])[-1]
+        return {"error": f"exit {proc.returncode}: {last[:160]}"}
+    result = json.loads(out.strip().splitlines()[-1])
+    result["wall"] = wall
+    result["peak"] = peak[0] if peak else 0
+    return result
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--datatrove", help="a venv with datatrove (its bin/python runs the datatrove side)")
+    p.add_argument("--rensa", help="a venv with rensa")
+    p.add_argument("--nemo", help="a venv with NeMo Curator 0.9's CPU parts")
+    p.add_argument("--stages", default=",".join(STAGES))
+    p.add_argument("--docs", type=int, default=100_000, help="documents for fuzzy and exact")
+    p.add_argument("--core-docs", type=int, default=20_000, help="documents for the MinHash rows")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--workdir", default="/tmp/curate-bench-peers")
+    args = p.parse_args()
+
+    sys.path.insert(0, ROOT)
+    from modules.dedup.fuzzy import FuzzyDedupSettings
+
+    prepare(args.workdir, args.docs, args.core_docs)
+    env = {"BENCH_BANDS_ROWS": json.dumps(FuzzyDedupSettings().lsh_params())}
+    peers = {"datatrove": args.datatrove, "rensa": args.rensa, "nemo": args.nemo}
+    impls = {"minhash-core": ["curate", "rensa"], "minhash-text": ["curate", "rensa"],
+             "fuzzy": ["curate", "datatrove", "datasketch"], "exact": ["curate", "datatrove", "nemo"]}
+    print(f"{os.cpu_count()} cores; {args.workers} workers/tasks for fuzzy and exact; median of {args.repeat} "
+          "alternated whole processes\n")
+    for stage in args.stages.split(","):
+        runs: dict[str, list[dict]] = {}
+        for _ in range(args.repeat):
+            for impl in impls[stage]:
+                python = sys.executable if impl in ("curate", "datasketch") else (
+                    os.path.join(peers[impl], "bin", "python") if peers[impl] else None)
+                if python is None:
+                    continue
+                runs.setdefault(impl, []).append(measure(python, impl, stage, args.workdir, args.workers, env))
+        rows = [("implementation", "docs", "removed", "seconds", "docs/s/core", "peak MiB", "curate is x faster")]
+        rate = {}
+        for impl, results in runs.items():
+            ok = [r for r in results if "error" not in r]
+            if not ok:
+                rows.append((impl, "-", "-", results[0]["error"], "", "", ""))
+                continue
+            timed = "cpu" if "cpu" in ok[0] else "wall"
+            seconds = statistics.median(r[timed] for r in ok)
+            rate[impl] = ok[0]["docs"] / seconds / ok[0]["cores"]
+            rows.append((impl, f"{ok[0]['docs']:,}", f"{ok[0].get('removed', '-')}", f"{seconds:.2f}",
+                         f"{rate[impl]:,.0f}", f"{max(r['peak'] for r in ok) / 2**20:,.0f}", ""))
+            if "extra" in ok[0]:
+                for key in ok[0]["extra"]:
+                    s = statistics.median(r["extra"][key] for r in ok)
+                    rate[f"{impl} {key}"] = ok[0]["docs"] / s
+                    rows.append((f"{impl} {key}", f"{ok[0]['docs']:,}", "-", f"{s:.2f}",
+                                 f"{rate[f'{impl} {key}']:,.0f}", "", ""))
+        for k, r in enumerate(rows[1:], start=1):
+            name = r[0]
+            base = "curate" + name[len(name.split(" ")[0]):] if " " in name else "curate"
+            if name in rate and base in rate:
+                rows[k] = (*r[:6], f"{rate[base] / rate[name]:.2f}")
+        print(f"{stage}:")
+        table(rows)
+        print(flush=True)
+    return 0
+
+
+def table(rows) -> None:
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    for k, r in enumerate(rows):
+        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip())
+        if k == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "_one":
+        impl, stage, work, workers = sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+        print(json.dumps(ONE[impl](stage, work, workers)))
+        sys.exit(0)
+    sys.exit(main())
