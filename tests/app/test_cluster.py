@@ -36,16 +36,60 @@ def mpirun(*args):
 
 
 @pytest.mark.slow
-def test_sample_job_local_and_mpi_give_identical_files(tmp_path):
+def test_local_and_mpi_give_identical_files_and_mpi_warns_about_workers(tmp_path):
+    # the sample job across three SLURM nodes against --cluster local: tests/slurm/test_curate_sbatch.py
     assert MPIRUN, "mpirun not found: run scripts/setup.sh (installs OpenMPI)"
     local, mpi = tmp_path / "local", tmp_path / "mpi"
-    curate("run", "jobs/sample.yaml", "--output", local)
-    proc = mpirun("run", "jobs/sample.yaml", "--output", mpi, "--cluster", "mpi")
+    job = tmp_path / "job.yaml"
+    job.write_text(f"input: {ROOT / 'jobs/data/sample.jsonl.gz'}\nstages: [normalize, clean]\n")
+    curate("run", job, "--output", local)
+    proc = mpirun("run", job, "--output", mpi, "--cluster", "mpi", "--workers", "5")
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "Traceback" not in proc.stderr and "CommClosedError" not in proc.stderr, proc.stderr[-4000:]
-    assert "dashboard at http://" in proc.stderr and "ssh -N -L" in proc.stderr
+    assert "scheduler tls://" in proc.stderr and "2 worker(s) on 1 node(s)" in proc.stderr, proc.stderr[-4000:]
+    assert "dashboard at http://127.0.0.1:" in proc.stderr and "ssh -J <login-node> -L " in proc.stderr
+    warnings = [ln for ln in proc.stderr.splitlines() if "--workers" in ln]
+    assert len(warnings) == 1 and "WARNING" in warnings[0] and "ignored with --cluster mpi" in warnings[0], warnings
     assert list((mpi / "_reports").glob("*.html"))
     assert_same_outputs(local, mpi)
+
+
+ATTACKER = """
+import sys
+from distributed import Client
+from distributed.security import Security
+marker = sys.argv[1]
+for address in sys.argv[2:]:
+    host_port = address.split("://", 1)[1]
+    for proto, sec in (("tcp", None), ("tls", None), ("tls", Security.temporary())):
+        try:
+            c = Client(f"{proto}://{host_port}", security=sec, timeout=3)
+        except Exception as e:
+            print("refused", proto, type(e).__name__)
+            continue
+        c.run(lambda: open(marker, "w").write("ran"))
+        print("CONNECTED", proto, host_port)
+"""
+
+
+@pytest.mark.slow
+def test_local_cluster_refuses_a_client_without_its_certificate(tmp_path):
+    from app.cluster import ClusterSettings, connect
+
+    marker = tmp_path / "ran"
+    with connect(ClusterSettings(workers=1)) as client:
+        assert client.scheduler.address.startswith("tls://127.0.0.1:")
+        addresses = [client.scheduler.address, *client.scheduler_info()["workers"]]
+        assert all(a.startswith("tls://") for a in addresses)
+        # the scheduler and the worker alike: plain TCP, TLS without a certificate, TLS with a
+        # certificate from another CA; each is refused and runs nothing
+        proc = subprocess.run([sys.executable, "-c", ATTACKER, str(marker), *addresses], capture_output=True,
+                              text=True, timeout=300)
+        assert proc.stdout.count("refused") == 3 * len(addresses), proc.stdout + proc.stderr[-2000:]
+        assert "CONNECTED" not in proc.stdout
+        # while the client with the certificate works
+        assert client.submit(sum, [1, 2]).result() == 3
+    assert not marker.exists()
 
 
 @pytest.mark.slow
@@ -76,8 +120,11 @@ def test_attach_to_a_scheduler_file(tmp_path):
                                    "--nthreads", "1", "--nworkers", "1"], cwd=ROOT,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         out = tmp_path / "out"
-        proc = curate("normalize", "--input", "jobs/data/sample.jsonl.gz", "--output", out, "--cluster", sched_file)
+        proc = curate("normalize", "--input", "jobs/data/sample.jsonl.gz", "--output", out, "--cluster", sched_file,
+                      "--workers", "3")
         assert "attached to tcp://127.0.0.1:" in proc.stderr
+        warnings = [ln for ln in proc.stderr.splitlines() if "--workers" in ln]
+        assert len(warnings) == 1 and "ignored when attaching" in warnings[0], warnings
         assert (out / "_SUCCESS").exists()
         # the cluster we attached to is left running
         assert scheduler.poll() is None

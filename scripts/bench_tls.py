@@ -1,0 +1,62 @@
+"""What TLS costs: the same job on the same local cluster shape, TLS (curate's default) against
+plain TCP (what curate never starts itself), alternating in one run so that both see the same machine.
+
+    .venv/bin/python scripts/bench_tls.py jobs/sample.yaml [more jobs] --workers 2 --repeat 3 --output out/tls
+
+Prints one line per job: median seconds with and without TLS and their ratio (README, "Security").
+The TCP cluster is made here, for the measurement only; curate has no setting to turn TLS off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+
+def run_once(job_path: str, output: str, workers: int, tls: bool) -> float:
+    from distributed import Client, LocalCluster
+
+    from app import runner
+    from app.cluster import cluster_security
+
+    job = runner.load_job(job_path)
+    kwargs = {"protocol": "tls://", "security": cluster_security()} if tls else {"protocol": "tcp://"}
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None, **kwargs) as cluster, Client(cluster) as client:
+        shutil.rmtree(output, ignore_errors=True)
+        start = time.perf_counter()
+        runner.run_job(job, output, compute=runner.make_compute(client, show_progress=False), force=True)
+        return time.perf_counter() - start
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("jobs", nargs="+")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--output", default="out/tls")
+    args = p.parse_args()
+    from app import logs
+
+    logs.setup("WARNING")
+    for job in args.jobs:
+        seconds = {True: [], False: []}
+        for r in range(args.repeat):
+            # alternate which goes first so that a warming cache or a noisy neighbour does not favour one
+            for tls in ((True, False) if r % 2 == 0 else (False, True)):
+                seconds[tls].append(run_once(job, os.path.join(args.output, "tls" if tls else "tcp"), args.workers, tls))
+        on, off = statistics.median(seconds[True]), statistics.median(seconds[False])
+        print(f"{job}: {args.workers} workers, median of {args.repeat}: TLS {on:.1f}s, TCP {off:.1f}s, "
+              f"TLS/TCP {on / off:.3f}  (TLS runs {', '.join(f'{s:.1f}' for s in seconds[True])}; "
+              f"TCP runs {', '.join(f'{s:.1f}' for s in seconds[False])})", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
