@@ -133,3 +133,49 @@ def test_attach_to_a_scheduler_file(tmp_path):
             if p is not None:
                 p.terminate()
                 p.wait(timeout=30)
+
+
+def test_node_address_without_a_default_route_takes_the_first_interface_that_is_up(monkeypatch):
+    # compute nodes often have no default route: distributed's get_ip then falls back to 127.0.0.1,
+    # which the other nodes cannot reach
+    import socket
+    from types import SimpleNamespace as NS
+
+    import distributed.utils
+    import psutil
+
+    from app.cluster import _node_address
+    from modules.errors import SettingsError
+
+    addrs = {"lo": [NS(family=socket.AF_INET, address="127.0.0.1")],
+             "eth0": [NS(family=socket.AF_INET6, address="fe80::1"), NS(family=socket.AF_INET, address="10.0.0.5")],
+             "ib0": [NS(family=socket.AF_INET, address="10.1.0.7")]}
+    monkeypatch.setattr(psutil, "net_if_addrs", lambda: addrs)
+    monkeypatch.setattr(psutil, "net_if_stats", lambda: {"lo": NS(isup=True), "eth0": NS(isup=False), "ib0": NS(isup=True)})
+    monkeypatch.setattr(distributed.utils, "get_ip", lambda *a, **k: "127.0.0.1")
+    assert _node_address(None) == "10.1.0.7"  # eth0 is down
+    monkeypatch.setattr(distributed.utils, "get_ip", lambda *a, **k: "10.9.8.7")
+    assert _node_address(None) == "10.9.8.7"  # the default route's address wins
+    monkeypatch.setattr(distributed.utils, "get_ip_interface", lambda name: addrs[name][-1].address)
+    assert _node_address("eth0") == "10.0.0.5"  # --interface wins over both
+    monkeypatch.setattr(distributed.utils, "get_ip_interface",
+                        lambda name: (_ for _ in ()).throw(ValueError(f"{name!r} is not a valid network interface")))
+    with pytest.raises(SettingsError, match="--interface nope: 'nope' is not a valid network interface"):
+        _node_address("nope")
+    monkeypatch.setattr(distributed.utils, "get_ip", lambda *a, **k: "127.0.0.1")
+    monkeypatch.setattr(psutil, "net_if_addrs", lambda: {"lo": addrs["lo"]})
+    assert _node_address(None) == "127.0.0.1"  # one machine, loopback only
+
+
+def test_exit_codes_of_the_mpi_ranks(monkeypatch):
+    # a scheduler or worker rank returns its code through NotClientRank: 0 after a finished job,
+    # EXIT_CLUSTER_LOST when the scheduler or the job rank was lost
+    from app import cli, cluster
+
+    for code in (0, cluster.EXIT_CLUSTER_LOST):
+        def fake(args, code=code):
+            raise cluster.NotClientRank(code)
+
+        monkeypatch.setattr(cli, "cmd_run", fake)
+        assert cli.main(["run", "jobs/sample.yaml"]) == code
+    assert cluster.ClusterLost("x").exit_code == cluster.EXIT_CLUSTER_LOST == 3
