@@ -321,7 +321,9 @@ async def _run_worker(info: dict, security, settings: ClusterSettings, rank: int
     from distributed.comm import get_address_host
 
     host = _node_address(settings.interface, towards=get_address_host(info["address"]))
+    # a worker's HTTP server (Prometheus metrics, health) has no authentication either: loopback only
     async with Worker(info["address"], host=host, protocol="tls", security=security, name=rank,
+                      dashboard_address="127.0.0.1:0",
                       nthreads=settings.threads_per_worker, memory_limit=settings.memory_limit or "auto",
                       local_directory=settings.local_directory) as worker:
         await worker.finished()

@@ -74,21 +74,21 @@ ATTACKER = textwrap.dedent("""
     import sys
     from distributed import Client
     from distributed.security import Security
-    host, port, marker = sys.argv[1], sys.argv[2], sys.argv[3]
-    tries = [("tcp", None), ("tls", None), ("tls", Security.temporary())]
-    for proto, sec in tries:
-        try:
-            c = Client(f"{proto}://{host}:{port}", security=sec, timeout=5)
-        except Exception as e:
-            print(f"refused {proto} {'own-ca' if sec else 'no-cert'}: {type(e).__name__}")
-            continue
-        c.run(lambda: open(marker, "w").write("ran"))
-        print(f"CONNECTED {proto}")
+    marker = sys.argv[1]
+    for address in sys.argv[2:]:
+        for proto, sec in [("tcp", None), ("tls", None), ("tls", Security.temporary())]:
+            try:
+                c = Client(f"{proto}://{address}", security=sec, timeout=5)
+            except Exception as e:
+                print(f"refused {address} {proto} {'own-ca' if sec else 'no-cert'}: {type(e).__name__}")
+                continue
+            c.run(lambda: open(marker, "w").write("ran"))
+            print(f"CONNECTED {address} {proto}")
 """)
 
 
-def attack(mini, where, host, port, marker):
-    cmd = [sys.executable, "-c", ATTACKER, host, port, marker]
+def attack(mini, where, addresses, marker):
+    cmd = [sys.executable, "-c", ATTACKER, marker, *addresses]
     if where == "machine":
         return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
     return mini.in_node(where, *cmd, timeout=120)
@@ -132,10 +132,24 @@ def test_sample_on_three_nodes_secure_and_survives_a_killed_worker(mini, tmp_pat
     dash = wait_for_line(log, r"dashboard at http://127\.0\.0\.1:(\d+)/status on (\w+)", job, mini)
     assert dash.group(2) == sched_node and f"ssh -J <login-node> -L {dash.group(1)}:localhost:" in log.read_text()
 
+    # every socket the job's ranks listen on, on every node: the scheduler and the workers (TLS) on
+    # the network; the dashboard and each worker's metrics page (HTTP) on loopback; nothing else
+    ranks = mini.rank_pids(job)
+    assert sorted(ranks) == [0, 1, 2, 3, 4, 5], ranks
+    pids = set(ranks.values())
+    exposed, loopback = [], []
+    for node in mini.node:
+        for line in mini.in_node(node, "ss", "-ltnpH").stdout.splitlines():
+            local = line.split()[3]
+            if pids & {int(p) for p in re.findall(r"pid=(\d+)", line)}:
+                (loopback if local.startswith("127.") else exposed).append((node, local))
+    assert (sched_node, f"127.0.0.1:{dash.group(1)}") in loopback and len(loopback) == 1 + 4, loopback
+    assert f"{host}:{port}" in [a for _, a in exposed] and len(exposed) == 1 + 4, exposed
     # no certificate, no entry: from the scheduler's own node, another node and the machine itself
     for where in (sched_node, "node3", "machine"):
-        tried = attack(mini, where, host, port, str(marker))
-        assert tried.stdout.count("refused") == 3 and "CONNECTED" not in tried.stdout, (where, tried.stdout, tried.stderr[-2000:])
+        tried = attack(mini, where, [a for _, a in exposed], str(marker))
+        assert tried.stdout.count("refused") == 3 * len(exposed) and "CONNECTED" not in tried.stdout, \
+            (where, tried.stdout, tried.stderr[-2000:])
     # the dashboard answers on the scheduler node's loopback, not on its network address
     dport = dash.group(1)
     assert http_status(mini, sched_node, f"http://127.0.0.1:{dport}/status") == "200"
@@ -144,8 +158,6 @@ def test_sample_on_three_nodes_secure_and_survives_a_killed_worker(mini, tmp_pat
 
     # SIGKILL a worker on another node while a stage runs: Dask re-runs its tasks elsewhere
     wait_for_line(log, r"stage filter:", job, mini)
-    ranks = mini.rank_pids(job)
-    assert sorted(ranks) == [0, 1, 2, 3, 4, 5], ranks
     os.kill(ranks[5], signal.SIGKILL)
 
     state = mini.wait(job, timeout=900)
