@@ -184,7 +184,7 @@ EXIT_CLUSTER_LOST = 3
 #: thread is still busy (Python would otherwise wait for it at exit)
 EXIT_GRACE_SECONDS = 10
 #: the scheduler stops when no job rank has connected within this time
-JOB_START_TIMEOUT = 300
+JOB_START_TIMEOUT = 120
 #: how long the job waits for all MPI workers to join before it starts with those that did
 WORKERS_JOIN_TIMEOUT = 120
 
@@ -265,6 +265,12 @@ def _job_watch(start_timeout: float):
         def _check_started(self):
             if self.job_client is None and not self.done:
                 self._stop(f"no job rank connected within {start_timeout:.0f}s")
+
+        def add_client(self, scheduler, client):
+            # the job rank's client is the first to connect (workers only make clients of their own
+            # later, inside tasks); it confirms itself through _watch_job right after
+            if self.job_client is None:
+                self.job_client = client
 
         def remove_client(self, scheduler, client):
             if client == self.job_client and not self.done:

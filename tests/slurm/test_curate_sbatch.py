@@ -216,6 +216,7 @@ def test_losing_the_scheduler_or_the_job_rank_stops_every_rank_and_resubmit_resu
     os.kill(ranks[victim], signal.SIGKILL)
     state = mini.wait(job_id, timeout=LOST_RANK_BOUND + 30)
     took = time.time() - killed
+    print(f"rank {victim} killed: job over {took:.1f}s later")
     text = log.read_text()
     assert state["JobState"] == "FAILED" and state["ExitCode"] != "0:0", f"{state}\n{text[-4000:]}"
     assert took < LOST_RANK_BOUND, f"the other ranks took {took:.0f}s to stop\n{text[-4000:]}"
