@@ -129,8 +129,9 @@ def test_sample_on_three_nodes_secure_and_survives_a_killed_worker(mini, tmp_pat
     host, port, sched_node, n_nodes, worker_hosts = m.groups()
     # the scheduler's worker list: workers sit on at least two different node addresses
     assert int(n_nodes) >= 2 and len(re.findall(r"10\.77\.\d+\.\d+", worker_hosts)) >= 2, m.group(0)
-    dash = wait_for_line(log, r"dashboard at http://127\.0\.0\.1:(\d+)/status on (\w+)", job, mini)
-    assert dash.group(2) == sched_node and f"ssh -J <login-node> -L {dash.group(1)}:localhost:" in log.read_text()
+    dash = wait_for_line(log, r"dashboard at http://127\.0\.0\.1:(\d+)/status on (\w+).*\n.*loopback only; from your "
+                              r"machine: ssh -J <login-node> -L (\d+):localhost:(\d+) (\w+)", job, mini)
+    assert dash.group(2) == dash.group(5) == sched_node and dash.group(1) == dash.group(3) == dash.group(4), dash.group(0)
 
     # every socket the job's ranks listen on, on every node: the scheduler and the workers (TLS) on
     # the network; the dashboard and each worker's metrics page (HTTP) on loopback; nothing else
