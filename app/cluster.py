@@ -150,7 +150,22 @@ def _local(settings: ClusterSettings):
                              f"scheduler {client.scheduler.address} (TLS)")
             yield client
     finally:
+        _close_local(cluster)
+
+
+def _close_local(cluster) -> None:
+    """Stop a LocalCluster; on an overloaded machine a worker process may outlive the nannies' few
+    seconds' grace: they kill it, and the timeout that follows is reported as one warning line
+    instead of failing a job whose output is complete."""
+    tornado_log = logging.getLogger("tornado.application")  # logs the same timeout with a traceback
+    level = tornado_log.level
+    tornado_log.setLevel(logging.CRITICAL)
+    try:
         cluster.close()
+    except TimeoutError:
+        log.warning("the local cluster did not stop in time; its worker processes were killed")
+    finally:
+        tornado_log.setLevel(level)
 
 
 # --------------------------------------------------------------------------- security
