@@ -116,6 +116,7 @@ def test_nodes_reach_only_each_other(mini):
     assert sorted(seen.split("\n")[:-1]) == [f"{n} {a}" for n, (_, a) in sorted(mini.node.items())], seen
 
 
+@pytest.mark.timeout(1800)  # two full sample runs; minutes on a busy CI machine
 def test_sample_on_three_nodes_secure_and_survives_a_killed_worker(mini, tmp_path):
     local = tmp_path / "local"
     proc = subprocess.run([*CURATE, "run", "jobs/sample.yaml", "--output", str(local)], cwd=ROOT,
