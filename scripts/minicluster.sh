@@ -23,6 +23,14 @@ die() { echo "minicluster: $*" >&2; exit 1; }
 
 run_ip() { ip "$@" >/dev/null; }
 
+free_port() {
+  local p
+  while :; do
+    p=$((20000 + RANDOM % 20000))
+    [ -z "$(ss -Hltn "sport = :$p" 2>/dev/null)" ] && { echo "$p"; return; }
+  done
+}
+
 start_bg() {  # start_bg NAME LOG CMD...: start CMD in the background, record its pid under NAME
   local name=$1 log=$2
   shift 2
@@ -32,7 +40,7 @@ start_bg() {  # start_bg NAME LOG CMD...: start CMD in the background, record it
 
 up() {
   [ "$(id -u)" = 0 ] || die "needs root (network namespaces, slurmd)"
-  for tool in ip unshare nsenter /usr/sbin/slurmctld /usr/sbin/slurmd /usr/sbin/munged mungekey sinfo; do
+  for tool in ip ss unshare nsenter /usr/sbin/slurmctld /usr/sbin/slurmd /usr/sbin/munged mungekey sinfo; do
     command -v "$tool" >/dev/null || die "$tool not found: run scripts/setup.sh (slurm-wlm, munge) and install iproute2"
   done
   [ ! -e "$dir/pids" ] || die "$dir/pids exists: a cluster is up there (scripts/minicluster.sh down $dir)"
@@ -86,8 +94,11 @@ up() {
     --key-file="$dir/munge/munge.key" --pid-file="$dir/run/munged.pid" --log-file="$dir/log/munged.log" \
     --seed-file="$dir/munge/munged.seed"
 
-  local host cpus
+  local host cpus ctld_port
   host=$(hostname -s)
+  # slurmctld listens on all of the machine's addresses: a port no one else (another minicluster,
+  # the machine's own SLURM) uses
+  ctld_port=$(free_port)
   cpus=$(nproc)
   {
     echo "ClusterName=curatemini"
@@ -103,8 +114,8 @@ up() {
     echo "SlurmdPidFile=$dir/run/slurmd-%n.pid"
     echo "SlurmctldLogFile=$dir/log/slurmctld.log"
     echo "SlurmdLogFile=$dir/log/slurmd-%n.log"
-    echo "SlurmctldPort=$((6817 + 0x${tag:0:2} % 100))"
-    echo "SlurmdPort=$((6917 + 0x${tag:0:2} % 100))"
+    echo "SlurmctldPort=$ctld_port"
+    echo "SlurmdPort=6818"  # each slurmd listens in its own namespace
     echo "ProctrackType=proctrack/linuxproc"
     echo "TaskPlugin=task/none"
     echo "MpiDefault=none"

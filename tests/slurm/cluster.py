@@ -65,7 +65,9 @@ class MiniCluster:
                               timeout=timeout, check=check)
 
     def sbatch(self, *args) -> str:
-        proc = self.run("sbatch", "--parsable", *args)
+        proc = self.run("sbatch", "--parsable", *args, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"sbatch {' '.join(map(str, args))}: {proc.stderr.strip()}\n{self.logs()}")
         return proc.stdout.strip().split(";")[0]
 
     def state(self, job_id: str) -> dict:
