@@ -394,6 +394,7 @@ def _mpi(settings: ClusterSettings):
         _exit_rank(asyncio.run(_run_worker(info, security, settings, rank)))
 
     client = Client(info["address"], security=security)
+    job_over = _watch_scheduler(client, info["node"])
     try:
         client.run_on_scheduler(_watch_job, client.id)
         if settings.workers is not None:
@@ -414,11 +415,41 @@ def _mpi(settings: ClusterSettings):
             ) from e
         raise
     finally:
+        job_over.set()
         if _scheduler_lost(client):
             with contextlib.suppress(Exception):
                 client.close(timeout=2)
         else:
             _shutdown_quietly(client)
+
+
+def _watch_scheduler(client, node: str):
+    """On the job rank: once the scheduler is gone, give the job EXIT_GRACE_SECONDS to fail and
+    unwind by itself (its error names the loss), then end the process with EXIT_CLUSTER_LOST.
+
+    Without this the job rank can sit out distributed's reconnection timeout (30 s) in whatever
+    still talks to the scheduler on the way out (the performance report, for one). Returns the event
+    that switches the watch off when the job ends on its own.
+    """
+    import threading
+    import time
+
+    job_over = threading.Event()
+
+    def watch():
+        while not job_over.wait(0.5):
+            if _scheduler_lost(client):
+                deadline = time.monotonic() + EXIT_GRACE_SECONDS
+                while time.monotonic() < deadline:
+                    if job_over.wait(0.5):
+                        return
+                print(f"curate: error: lost the Dask scheduler (MPI rank 0 on {node}); every rank stops; "
+                      "submit the same command again to resume from the finished stages", file=sys.stderr,
+                      flush=True)
+                os._exit(EXIT_CLUSTER_LOST)
+
+    threading.Thread(target=watch, name="curate-scheduler-watch", daemon=True).start()
+    return job_over
 
 
 def _scheduler_lost(client) -> bool:
