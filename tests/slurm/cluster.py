@@ -95,7 +95,9 @@ class MiniCluster:
                 comm = Path(f"/proc/{pid}/comm").read_text().strip()
             except OSError:
                 continue
-            if comm == "bash" or f"SLURM_JOB_ID={job_id}".encode() not in env:
+            # job ids of two clusters (two test runs at once) can be equal: the cluster's folder tells
+            if comm == "bash" or f"SLURM_JOB_ID={job_id}".encode() not in env \
+                    or not any(str(self.dir).encode() in kv for kv in env):
                 continue
             if not any(b"app.cli" in a or a.endswith(b"/curate") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")):
                 continue
