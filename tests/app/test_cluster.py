@@ -54,21 +54,41 @@ def test_local_and_mpi_give_identical_files_and_mpi_warns_about_workers(tmp_path
     assert_same_outputs(local, mpi)
 
 
+#: a process without the cluster's certificate tries every address three ways, all at once: plain
+#: TCP, TLS without a client certificate, TLS with a certificate of another CA; were one to connect,
+#: it would run code that leaves a marker file. Prints one line per try.
 ATTACKER = """
-import sys
+import asyncio, ssl, sys
 from distributed import Client
+from distributed.comm import connect
 from distributed.security import Security
 marker = sys.argv[1]
-for address in sys.argv[2:]:
-    host_port = address.split("://", 1)[1]
-    for proto, sec in (("tcp", None), ("tls", None), ("tls", Security.temporary())):
-        try:
-            c = Client(f"{proto}://{host_port}", security=sec, timeout=3)
-        except Exception as e:
-            print("refused", proto, type(e).__name__)
-            continue
-        c.run(lambda: open(marker, "w").write("ran"))
-        print("CONNECTED", proto, host_port)
+no_cert = ssl.create_default_context()
+no_cert.check_hostname, no_cert.verify_mode = False, ssl.CERT_NONE
+other_ca = Security.temporary()
+ways = [("tcp", {}, "plain"), ("tls", {"ssl_context": no_cert}, "no-cert"),
+        ("tls", other_ca.get_connection_args("client"), "other-ca")]
+
+async def attempt(address, proto, kwargs, how):
+    try:
+        comm = await connect(f"{proto}://{address}", timeout=5, **kwargs)
+    except Exception as e:
+        return f"refused {address} {how}: {type(e).__name__}"
+    await comm.close()
+    try:
+        async with Client(f"{proto}://{address}", security=other_ca if how == "other-ca" else None,
+                          asynchronous=True, timeout=5) as c:
+            await c.run(lambda: open(marker, "w").write("ran"))
+    except Exception:
+        pass
+    return f"CONNECTED {address} {how}"
+
+async def main():
+    tries = [attempt(a.split("://")[-1], p, k, h) for a in sys.argv[2:] for p, k, h in ways]
+    for line in await asyncio.gather(*tries):
+        print(line)
+
+asyncio.run(main())
 """
 
 
