@@ -126,10 +126,10 @@ def test_sample_on_three_nodes_secure_and_survives_a_killed_worker(mini, tmp_pat
     for node in mini.node:
         seen[node] = mini.in_node(node, "ss", "-ltnpH").stdout
         for line in seen[node].splitlines():
-            local, owners = line.split()[3], {int(p) for p in re.findall(r"pid=(\d+)", line)}
+            bound, owners = line.split()[3], {int(p) for p in re.findall(r"pid=(\d+)", line)}
             # sockets of the ranks' own (slurmstepd's, inherited by every task, are SLURM's)
             if owners and owners <= pids:
-                (loopback if local.startswith("127.") else exposed).append((node, local))
+                (loopback if bound.startswith("127.") else exposed).append((node, bound))
     assert (sched_node, f"127.0.0.1:{dash.group(1)}") in loopback and len(loopback) == 1 + 4, (loopback, ranks, seen)
     assert f"{host}:{port}" in [a for _, a in exposed] and len(exposed) == 1 + 4, (exposed, ranks, seen)
     # no certificate, no entry: from the scheduler's own node, another node and the machine itself
