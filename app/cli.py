@@ -47,13 +47,18 @@ class ArgumentParser(argparse.ArgumentParser):
 def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("cluster")
     g.add_argument("--cluster", default="local",
-                   help="local (default), mpi (under mpirun/srun), a scheduler file, or tcp://host:port")
-    g.add_argument("--workers", type=int, default=None, help="local cluster: worker processes (default: one per core)")
+                   help="local (default), mpi (under mpirun/srun), a scheduler file, or tcp:// / tls://host:port")
+    g.add_argument("--workers", type=int, default=None,
+                   help="local cluster: worker processes (default: one per core); ignored, with a warning, otherwise")
     g.add_argument("--threads-per-worker", type=int, default=1, help="threads per worker (default 1)")
     g.add_argument("--memory-limit", default=None, help="memory limit per worker, e.g. 4GiB (default: even split)")
     g.add_argument("--dashboard-address", default=None,
-                   help="dashboard host:port (local default 127.0.0.1:8787, or a free port; mpi default :8787)")
+                   help="dashboard host:port (default 127.0.0.1:8787 on the scheduler's machine: the dashboard "
+                        "has no authentication; ':8787' opens it to the network)")
     g.add_argument("--local-directory", default=None, help="scratch space for workers (spilling)")
+    g.add_argument("--interface", default=None,
+                   help="mpi: network interface the scheduler and workers listen on, e.g. ib0 (default: the "
+                        "one with the default route, else the first that is not loopback)")
 
 
 def cluster_settings(args):
@@ -62,7 +67,7 @@ def cluster_settings(args):
     return ClusterSettings(
         mode=args.cluster, workers=args.workers, threads_per_worker=args.threads_per_worker,
         memory_limit=args.memory_limit, dashboard_address=args.dashboard_address,
-        local_directory=args.local_directory,
+        local_directory=args.local_directory, interface=args.interface,
     )
 
 
@@ -252,8 +257,8 @@ def main(argv=None) -> int:
             parser.print_help()
             return 2
         return int(args.handler(args) or 0)
-    except NotClientRank:
-        return 0
+    except NotClientRank as e:  # an MPI scheduler or worker rank: 0, or EXIT_CLUSTER_LOST
+        return e.exit_code
     except CurateError as e:
         if debug:
             raise

@@ -36,16 +36,80 @@ def mpirun(*args):
 
 
 @pytest.mark.slow
-def test_sample_job_local_and_mpi_give_identical_files(tmp_path):
+def test_local_and_mpi_give_identical_files_and_mpi_warns_about_workers(tmp_path):
+    # the sample job across three SLURM nodes against --cluster local: tests/slurm/test_curate_sbatch.py
     assert MPIRUN, "mpirun not found: run scripts/setup.sh (installs OpenMPI)"
     local, mpi = tmp_path / "local", tmp_path / "mpi"
-    curate("run", "jobs/sample.yaml", "--output", local)
-    proc = mpirun("run", "jobs/sample.yaml", "--output", mpi, "--cluster", "mpi")
+    job = tmp_path / "job.yaml"
+    job.write_text(f"input: {ROOT / 'jobs/data/sample.jsonl.gz'}\nstages: [normalize, clean]\n")
+    curate("run", job, "--output", local)
+    proc = mpirun("run", job, "--output", mpi, "--cluster", "mpi", "--workers", "5")
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "Traceback" not in proc.stderr and "CommClosedError" not in proc.stderr, proc.stderr[-4000:]
-    assert "dashboard at http://" in proc.stderr and "ssh -N -L" in proc.stderr
+    assert "scheduler tls://" in proc.stderr and "2 worker(s) on 1 node(s)" in proc.stderr, proc.stderr[-4000:]
+    assert "dashboard at http://127.0.0.1:" in proc.stderr and "ssh -J <login-node> -L " in proc.stderr
+    warnings = [ln for ln in proc.stderr.splitlines() if "--workers" in ln]
+    assert len(warnings) == 1 and "WARNING" in warnings[0] and "ignored with --cluster mpi" in warnings[0], warnings
     assert list((mpi / "_reports").glob("*.html"))
     assert_same_outputs(local, mpi)
+
+
+#: a process without the cluster's certificate tries every address three ways, all at once: plain
+#: TCP, TLS without a client certificate, TLS with a certificate of another CA; were one to connect,
+#: it would run code that leaves a marker file. Prints one line per try.
+ATTACKER = """
+import asyncio, ssl, sys
+from distributed import Client
+from distributed.comm import connect
+from distributed.security import Security
+marker = sys.argv[1]
+no_cert = ssl.create_default_context()
+no_cert.check_hostname, no_cert.verify_mode = False, ssl.CERT_NONE
+other_ca = Security.temporary()
+ways = [("tcp", {}, "plain"), ("tls", {"ssl_context": no_cert}, "no-cert"),
+        ("tls", other_ca.get_connection_args("client"), "other-ca")]
+
+async def attempt(address, proto, kwargs, how):
+    try:
+        comm = await connect(f"{proto}://{address}", timeout=5, **kwargs)
+    except Exception as e:
+        return f"refused {address} {how}: {type(e).__name__}"
+    await comm.close()
+    try:
+        async with Client(f"{proto}://{address}", security=other_ca if how == "other-ca" else None,
+                          asynchronous=True, timeout=5) as c:
+            await c.run(lambda: open(marker, "w").write("ran"))
+    except Exception:
+        pass
+    return f"CONNECTED {address} {how}"
+
+async def main():
+    tries = [attempt(a.split("://")[-1], p, k, h) for a in sys.argv[2:] for p, k, h in ways]
+    for line in await asyncio.gather(*tries):
+        print(line)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.slow
+def test_local_cluster_refuses_a_client_without_its_certificate(tmp_path):
+    from app.cluster import ClusterSettings, connect
+
+    marker = tmp_path / "ran"
+    with connect(ClusterSettings(workers=1)) as client:
+        assert client.scheduler.address.startswith("tls://127.0.0.1:")
+        addresses = [client.scheduler.address, *client.scheduler_info()["workers"]]
+        assert all(a.startswith("tls://") for a in addresses)
+        # the scheduler and the worker alike: plain TCP, TLS without a certificate, TLS with a
+        # certificate from another CA; each is refused and runs nothing
+        proc = subprocess.run([sys.executable, "-c", ATTACKER, str(marker), *addresses], capture_output=True,
+                              text=True, timeout=300)
+        assert proc.stdout.count("refused") == 3 * len(addresses), proc.stdout + proc.stderr[-2000:]
+        assert "CONNECTED" not in proc.stdout
+        # while the client with the certificate works
+        assert client.submit(sum, [1, 2]).result() == 3
+    assert not marker.exists()
 
 
 @pytest.mark.slow
@@ -76,8 +140,11 @@ def test_attach_to_a_scheduler_file(tmp_path):
                                    "--nthreads", "1", "--nworkers", "1"], cwd=ROOT,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         out = tmp_path / "out"
-        proc = curate("normalize", "--input", "jobs/data/sample.jsonl.gz", "--output", out, "--cluster", sched_file)
+        proc = curate("normalize", "--input", "jobs/data/sample.jsonl.gz", "--output", out, "--cluster", sched_file,
+                      "--workers", "3")
         assert "attached to tcp://127.0.0.1:" in proc.stderr
+        warnings = [ln for ln in proc.stderr.splitlines() if "--workers" in ln]
+        assert len(warnings) == 1 and "ignored when attaching" in warnings[0], warnings
         assert (out / "_SUCCESS").exists()
         # the cluster we attached to is left running
         assert scheduler.poll() is None
@@ -86,3 +153,49 @@ def test_attach_to_a_scheduler_file(tmp_path):
             if p is not None:
                 p.terminate()
                 p.wait(timeout=30)
+
+
+def test_node_address_without_a_default_route_takes_the_first_interface_that_is_up(monkeypatch):
+    # compute nodes often have no default route: distributed's get_ip then falls back to 127.0.0.1,
+    # which the other nodes cannot reach
+    import socket
+    from types import SimpleNamespace as NS
+
+    import distributed.utils
+    import psutil
+
+    from app.cluster import _node_address
+    from modules.errors import SettingsError
+
+    addrs = {"lo": [NS(family=socket.AF_INET, address="127.0.0.1")],
+             "eth0": [NS(family=socket.AF_INET6, address="fe80::1"), NS(family=socket.AF_INET, address="10.0.0.5")],
+             "ib0": [NS(family=socket.AF_INET, address="10.1.0.7")]}
+    monkeypatch.setattr(psutil, "net_if_addrs", lambda: addrs)
+    monkeypatch.setattr(psutil, "net_if_stats", lambda: {"lo": NS(isup=True), "eth0": NS(isup=False), "ib0": NS(isup=True)})
+    monkeypatch.setattr(distributed.utils, "get_ip", lambda *a, **k: "127.0.0.1")
+    assert _node_address(None) == "10.1.0.7"  # eth0 is down
+    monkeypatch.setattr(distributed.utils, "get_ip", lambda *a, **k: "10.9.8.7")
+    assert _node_address(None) == "10.9.8.7"  # the default route's address wins
+    monkeypatch.setattr(distributed.utils, "get_ip_interface", lambda name: addrs[name][-1].address)
+    assert _node_address("eth0") == "10.0.0.5"  # --interface wins over both
+    monkeypatch.setattr(distributed.utils, "get_ip_interface",
+                        lambda name: (_ for _ in ()).throw(ValueError(f"{name!r} is not a valid network interface")))
+    with pytest.raises(SettingsError, match="--interface nope: 'nope' is not a valid network interface"):
+        _node_address("nope")
+    monkeypatch.setattr(distributed.utils, "get_ip", lambda *a, **k: "127.0.0.1")
+    monkeypatch.setattr(psutil, "net_if_addrs", lambda: {"lo": addrs["lo"]})
+    assert _node_address(None) == "127.0.0.1"  # one machine, loopback only
+
+
+def test_exit_codes_of_the_mpi_ranks(monkeypatch):
+    # a scheduler or worker rank returns its code through NotClientRank: 0 after a finished job,
+    # EXIT_CLUSTER_LOST when the scheduler or the job rank was lost
+    from app import cli, cluster
+
+    for code in (0, cluster.EXIT_CLUSTER_LOST):
+        def fake(args, code=code):
+            raise cluster.NotClientRank(code)
+
+        monkeypatch.setattr(cli, "cmd_run", fake)
+        assert cli.main(["run", "jobs/sample.yaml"]) == code
+    assert cluster.ClusterLost("x").exit_code == cluster.EXIT_CLUSTER_LOST == 3

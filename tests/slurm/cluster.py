@@ -1,124 +1,110 @@
-"""A one-node SLURM cluster on localhost for tests: munged, slurmctld and slurmd with a config
-written into a temporary folder. Needs root (slurmd runs jobs as their user) and the Debian packages
-slurm-wlm and munge, which scripts/setup.sh installs."""
+"""A multi-node SLURM cluster on this machine for tests: scripts/minicluster.sh (network namespaces on
+a private bridge, one slurmd per node, slurmctld and a private munged on the bridge side), plus what
+tests need to poke at it: run a command inside a node, find a job's rank processes, wait for a job."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
 
-CONF = """\
-ClusterName=curatetest
-SlurmctldHost={host}(127.0.0.1)
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-StateSaveLocation={dir}/state
-SlurmdSpoolDir={dir}/spool
-SlurmctldPidFile={dir}/slurmctld.pid
-SlurmdPidFile={dir}/slurmd.pid
-SlurmctldPort={ctld_port}
-SlurmdPort={slurmd_port}
-SlurmctldLogFile={dir}/slurmctld.log
-SlurmdLogFile={dir}/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-MpiDefault=none
-SchedulerType=sched/builtin
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-ReturnToService=2
-JobCompType=jobcomp/none
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
-NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} State=UNKNOWN
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
-"""
+from tests.conftest import ROOT
+
+SCRIPT = ROOT / "scripts" / "minicluster.sh"
+ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def why_not() -> str | None:
+    """The reason this machine cannot host the cluster, or None."""
+    if os.geteuid() != 0:
+        return "the SLURM minicluster needs root (network namespaces, slurmd)"
+    for tool in ("ip", "unshare", "nsenter", "/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/sbin/munged", "sbatch"):
+        if not shutil.which(tool):
+            return f"{tool} not found: run scripts/setup.sh (slurm-wlm, munge, iproute2)"
+    probe = subprocess.run(["unshare", "--net", "--uts", "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"the kernel refuses network/UTS namespaces: {probe.stderr.strip()}"
+    return None
 
 
-def munge_running() -> bool:
-    return subprocess.run(["sh", "-c", "munge -n | unmunge"], capture_output=True).returncode == 0
-
-
-class LocalSlurm:
-    def __init__(self, folder: Path):
+class MiniCluster:
+    def __init__(self, folder: Path, nodes: int = 3):
         self.dir = Path(folder)
+        self.nodes = nodes
         self.conf = self.dir / "slurm.conf"
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
-        self.procs: list[subprocess.Popen] = []
-        self.started_munge = False
+        self.up = False
 
-    def start(self, timeout: float = 60) -> LocalSlurm:
-        for tool in ("slurmctld", "slurmd", "sbatch", "munged"):
-            if not shutil.which(tool) and not os.path.exists(f"/usr/sbin/{tool}"):
-                raise RuntimeError(f"{tool} not found: run scripts/setup.sh (installs slurm-wlm and munge)")
-        if not munge_running():
-            self._start_munge()
-        for sub in ("state", "spool"):
-            (self.dir / sub).mkdir(parents=True, exist_ok=True)
-        self.conf.write_text(CONF.format(host=socket.gethostname().split(".")[0], dir=self.dir,
-                                         ctld_port=free_port(), slurmd_port=free_port(), cpus=os.cpu_count()))
-        for daemon in ("slurmctld", "slurmd"):
-            self.procs.append(subprocess.Popen([f"/usr/sbin/{daemon}", "-D", "-f", str(self.conf)], env=self.env,
-                                               stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT))
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            out = self.run("sinfo", "-h", "-o", "%T", check=False).stdout.strip()
-            if out in ("idle", "mixed", "allocated"):
-                return self
-            time.sleep(0.5)
-        raise RuntimeError(f"SLURM did not come up: {self.logs()}")
+    def start(self) -> MiniCluster:
+        proc = subprocess.run([str(SCRIPT), "up", str(self.dir), str(self.nodes)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"minicluster up failed:\n{proc.stdout}\n{proc.stderr}")
+        self.up = True
+        # node name -> (namespace, address)
+        self.node = {}
+        for line in (self.dir / "nodes").read_text().splitlines():
+            name, ns, addr = line.split()
+            self.node[name] = (ns, addr)
+        self.subnet = (self.dir / "subnet").read_text().strip()
+        return self
 
-    def _start_munge(self):
-        os.makedirs("/run/munge", exist_ok=True)
-        shutil.chown("/run/munge", "munge", "munge")
-        if not os.path.exists("/etc/munge/munge.key"):
-            subprocess.run(["runuser", "-u", "munge", "--", "mungekey", "--create"], check=True)
-        subprocess.run(["runuser", "-u", "munge", "--", "/usr/sbin/munged"], check=True)
-        self.started_munge = True
-        for _ in range(50):
-            if munge_running():
-                return
-            time.sleep(0.1)
-        raise RuntimeError("munged did not start")
+    def stop(self):
+        if self.up:
+            subprocess.run([str(SCRIPT), "down", str(self.dir)], capture_output=True, text=True)
+            self.up = False
 
     def run(self, *args, check=True):
-        return subprocess.run(list(args), env=self.env, capture_output=True, text=True, check=check)
+        return subprocess.run(list(map(str, args)), env=self.env, capture_output=True, text=True, check=check)
+
+    def in_node(self, node: str, *args, timeout: float = 60, check=False):
+        """Run a command inside a node's network namespace."""
+        ns = self.node[node][0]
+        return subprocess.run(["ip", "netns", "exec", ns, *map(str, args)], capture_output=True, text=True,
+                              timeout=timeout, check=check)
+
+    def sbatch(self, *args) -> str:
+        proc = self.run("sbatch", "--parsable", *args, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"sbatch {' '.join(map(str, args))}: {proc.stderr.strip()}\n{self.logs()}")
+        return proc.stdout.strip().split(";")[0]
+
+    def state(self, job_id: str) -> dict:
+        out = self.run("scontrol", "-o", "show", "job", job_id, check=False).stdout
+        return dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
 
     def wait(self, job_id: str, timeout: float) -> dict:
         """Wait for a job to end; return scontrol's fields (JobState, ExitCode, ...)."""
         deadline = time.time() + timeout
         while True:
-            out = self.run("scontrol", "-o", "show", "job", job_id, check=False).stdout
-            fields = dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
-            if fields.get("JobState") in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"):
+            fields = self.state(job_id)
+            if fields.get("JobState") in ENDED:
                 return fields
             if time.time() > deadline:
                 self.run("scancel", job_id, check=False)
-                raise TimeoutError(f"job {job_id} still {fields.get('JobState')} after {timeout}s")
-            time.sleep(1)
+                raise TimeoutError(f"job {job_id} still {fields.get('JobState')} after {timeout}s\n{self.logs()}")
+            time.sleep(0.5)
+
+    def rank_pids(self, job_id: str) -> dict[int, int]:
+        """MPI rank -> pid of the curate (python) process of each task of the job's running steps."""
+        ranks = {}
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                comm = Path(f"/proc/{pid}/comm").read_text().strip()
+            except OSError:
+                continue
+            # job ids of two clusters (two test runs at once) can be equal: the cluster's folder tells
+            if comm == "bash" or f"SLURM_JOB_ID={job_id}".encode() not in env \
+                    or not any(str(self.dir).encode() in kv for kv in env):
+                continue
+            if not any(b"app.cli" in a or a.endswith(b"/curate") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")):
+                continue
+            for kv in env:
+                if kv.startswith(b"SLURM_PROCID="):
+                    ranks[int(kv.split(b"=", 1)[1])] = int(pid)
+        return ranks
 
     def logs(self) -> str:
-        return "\n".join(p.read_text()[-2000:] for p in self.dir.glob("*.log"))
-
-    def stop(self):
-        self.run("scancel", "--user", os.environ.get("USER", "root"), check=False)
-        for p in reversed(self.procs):
-            p.terminate()
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-        if self.started_munge:
-            subprocess.run(["pkill", "-x", "munged"], check=False)
+        return "\n".join(f"== {p.name}\n" + p.read_text()[-1500:] for p in sorted((self.dir / "log").glob("*.log")))
