@@ -130,6 +130,20 @@ def extract_resiliparse(html: str) -> str:
     return tidy_text(text)
 
 
+def stopword_lines(text: str, stoplist: frozenset[str], min_density: float) -> str:
+    """The lines of ``text`` whose share of stop words is at least ``min_density`` (NeMo Curator's
+    post-filter of resiliparse output: words split on whitespace, compared case-sensitively, as
+    NeMo does; paragraph breaks are kept)."""
+    kept = []
+    for line in text.split("\n"):
+        words = line.split()
+        if not words:
+            kept.append("")  # paragraph breaks stay
+        elif sum(w in stoplist for w in words) >= min_density * len(words):
+            kept.append(line)
+    return tidy_text("\n".join(kept))
+
+
 @functools.cache
 def justext_stoplist(language: str) -> frozenset[str]:
     """jusText's stop list for an ISO code; empty when jusText has none."""
@@ -139,11 +153,42 @@ def justext_stoplist(language: str) -> frozenset[str]:
     return justext.get_stoplist(name) if name else frozenset()
 
 
-def extract_justext(html: str) -> str:
+#: cld2's language name -> jusText's stop-list name, where they differ (NeMo Curator's table)
+_CLD2_NAMES = {"Haitian": "HAITIAN_CREOLE", "Norwegian_Bokmal": "NORWEGIAN",
+               "Norwegian_Nynorsk": "NORWEGIAN_N", "Waray_Waray": "WARAY_PHILIPPINES"}
+#: languages written without spaces between words: no stop-word test (NeMo keeps every paragraph)
+NON_SPACED = frozenset({"THAI", "CHINESE", "JAPANESE", "KOREAN"})
+
+
+@functools.cache
+def stoplists(with_latin: bool = False) -> dict[str, frozenset[str]]:
+    """jusText's stop lists keyed by cld2's upper-case language name, as NeMo Curator keys them.
+
+    Latin is left out unless asked for (NeMo removes it: it "yields a lot of low quality
+    documents"). Thai, Chinese and Japanese have no jusText list: they are non-spaced languages,
+    whose pages are kept without a stop-word test (:data:`NON_SPACED`)."""
+    import justext
+
+    lists = {}
+    for name in justext.get_stoplists():
+        if name == "Latin" and not with_latin:
+            continue
+        lists[_CLD2_NAMES.get(name, name.upper())] = justext.get_stoplist(name)
+    for name in NON_SPACED:
+        lists.setdefault(name, frozenset())
+    return lists
+
+
+def extract_justext(html: str, stoplist: frozenset[str] | None = None, keep_all: bool = False) -> str:
+    """jusText in NeMo Curator's sequence: context-free classes, copied into ``class_type``, then
+    the context-sensitive revision (jusText's own revision copies each class only as it reaches it,
+    so a heading never sees the good paragraph after it).
+
+    ``stoplist``: the page language's list (None: identify the language on the paragraphs and use
+    its list, the stop-word test off when jusText has none). ``keep_all``: keep every paragraph
+    (NeMo's rule for non-spaced languages)."""
     import justext.core as jt
     import lxml.etree
-
-    from modules.extract.language import identify
 
     try:
         dom = jt.preprocessor(jt.html_to_dom(html))
@@ -155,15 +200,19 @@ def extract_justext(html: str) -> str:
         raise
     if not paragraphs:
         return ""
-    language, _ = identify(" ".join(p.text for p in paragraphs))
-    stoplist = justext_stoplist(language)
+    if stoplist is None:
+        from modules.extract.language import identify
+
+        stoplist = justext_stoplist(identify(" ".join(p.text for p in paragraphs))[0])
     params = dict(JUSTEXT)
     if not stoplist:
         params.update(stopwords_low=0.0, stopwords_high=0.0)
     heading_distance = params.pop("max_heading_distance")
     jt.classify_paragraphs(paragraphs, stoplist, no_headings=False, **params)
+    for p in paragraphs:
+        p.class_type = p.cf_class
     jt.revise_paragraph_classification(paragraphs, heading_distance)
-    return tidy_text("\n\n".join(p.text for p in paragraphs if not p.is_boilerplate))
+    return tidy_text("\n\n".join(p.text for p in paragraphs if keep_all or not p.is_boilerplate))
 
 
 def extract_trafilatura(html: str) -> str:

@@ -1,7 +1,7 @@
 """MediaWiki wikitext to plain text with mwparserfromhell.
 
-Removed: templates (infoboxes, navboxes, citations), ``<ref>`` and other invisible tags, tables,
-galleries, file/image links, category links, interlanguage links, magic words (``__NOTOC__``) and
+Removed: templates (infoboxes, navboxes, citations), ``<ref>`` and other invisible tags, tables
+(unless ``tables=True``: then each cell's text is kept, one cell per line), galleries, file/image links, category links, interlanguage links, magic words (``__NOTOC__``) and
 HTML comments. Kept: headings (as their own line), paragraphs, list items, and the visible text
 of links and of formatting (bold, italic).
 """
@@ -18,6 +18,8 @@ DEFAULT_DROP_NAMESPACES = frozenset({"file", "image", "media", "category"})
 DROP_TAGS = frozenset({"ref", "references", "table", "gallery", "imagemap", "timeline", "graph",
                        "templatedata", "score", "math", "chem", "syntaxhighlight", "source", "mapframe"})
 
+_TABLE_TAGS = frozenset({"table"})
+_CELL_TAGS = frozenset({"td", "th", "caption", "tr"})
 _MAGIC_WORDS = re.compile(r"__[A-Z]+__")
 _INTERLANGUAGE = re.compile(r"^[a-z]{2,3}(?:-[a-z]+){0,2}$")
 _EDGE_SPACE = re.compile(r"(?m)^[ \t]+|[ \t]+$")
@@ -43,8 +45,10 @@ def _remove(code, node) -> None:
         pass
 
 
-def wikitext_to_text(wikitext: str, drop_namespaces: frozenset[str] = DEFAULT_DROP_NAMESPACES) -> str:
-    """Plain text of a page's wikitext; ``drop_namespaces`` are lowercase file/category prefixes."""
+def wikitext_to_text(wikitext: str, drop_namespaces: frozenset[str] = DEFAULT_DROP_NAMESPACES,
+                     tables: bool = False) -> str:
+    """Plain text of a page's wikitext; ``drop_namespaces`` are lowercase file/category prefixes;
+    ``tables``: keep table cell text."""
     import mwparserfromhell
 
     code = mwparserfromhell.parse(wikitext)
@@ -54,9 +58,19 @@ def wikitext_to_text(wikitext: str, drop_namespaces: frozenset[str] = DEFAULT_DR
             _remove(code, link)
         elif title.startswith(":") and link.text is None:
             link.title = title[1:]  # [[:Category:X]] shows as "Category:X"
+    drop = DROP_TAGS - _TABLE_TAGS if tables else DROP_TAGS
+    cells = []
     for tag in code.filter_tags(recursive=True):
-        if str(tag.tag).strip().lower() in DROP_TAGS:
+        name = str(tag.tag).strip().lower()
+        if name in drop:
             _remove(code, tag)
+        elif tables and name in _CELL_TAGS:
+            cells.append(tag)
+    for tag in cells:  # each cell and row on its own line (strip_code trims newlines inside a tag)
+        try:
+            code.insert_after(tag, "\n")
+        except ValueError:  # gone with a removed enclosing node
+            pass
     for template in code.filter_templates(recursive=False):
         _remove(code, template)
     text = code.strip_code(normalize=True, collapse=True, keep_template_params=False)
