@@ -45,6 +45,24 @@ def _remove(code, node) -> None:
         pass
 
 
+def _cells_on_lines(code) -> None:
+    """A line break after every table cell and row, so cells are not run together (strip_code
+    trims the newlines inside a tag). Walks the tag tree once: ``insert_after`` would search the
+    whole page for every cell."""
+    from mwparserfromhell.nodes import Tag, Text
+
+    stack = [code]
+    while stack:
+        wikicode = stack.pop()
+        nodes = wikicode.nodes
+        for i in range(len(nodes) - 1, -1, -1):
+            node = nodes[i]
+            if isinstance(node, Tag) and node.contents is not None:
+                stack.append(node.contents)
+                if str(node.tag).strip().lower() in _CELL_TAGS:
+                    nodes.insert(i + 1, Text("\n"))
+
+
 def wikitext_to_text(wikitext: str, drop_namespaces: frozenset[str] = DEFAULT_DROP_NAMESPACES,
                      tables: bool = False) -> str:
     """Plain text of a page's wikitext; ``drop_namespaces`` are lowercase file/category prefixes;
@@ -59,18 +77,11 @@ def wikitext_to_text(wikitext: str, drop_namespaces: frozenset[str] = DEFAULT_DR
         elif title.startswith(":") and link.text is None:
             link.title = title[1:]  # [[:Category:X]] shows as "Category:X"
     drop = DROP_TAGS - _TABLE_TAGS if tables else DROP_TAGS
-    cells = []
     for tag in code.filter_tags(recursive=True):
-        name = str(tag.tag).strip().lower()
-        if name in drop:
+        if str(tag.tag).strip().lower() in drop:
             _remove(code, tag)
-        elif tables and name in _CELL_TAGS:
-            cells.append(tag)
-    for tag in cells:  # each cell and row on its own line (strip_code trims newlines inside a tag)
-        try:
-            code.insert_after(tag, "\n")
-        except ValueError:  # gone with a removed enclosing node
-            pass
+    if tables:
+        _cells_on_lines(code)
     for template in code.filter_templates(recursive=False):
         _remove(code, template)
     text = code.strip_code(normalize=True, collapse=True, keep_template_params=False)
