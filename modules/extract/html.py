@@ -7,13 +7,20 @@ less than 1% damage is rejected as undecodable.
 
 Algorithms (``ALGORITHMS``):
 
-- ``resiliparse``: resiliparse's main-content heuristics (fast, C++); the default.
+- ``resiliparse``: resiliparse's main-content heuristics (fast, C++), with NeMo Curator's
+  arguments; the default. NeMo's stop-word post-filter then keeps only lines whose share of stop
+  words of the page's language is at least ``min_stopword_density`` (0.32; see
+  :func:`stopword_lines`).
 - ``justext``: jusText with NeMo Curator's parameters (length_low 70, length_high 200,
-  stopwords_low 0.30, stopwords_high 0.32, max_link_density 0.2, max_heading_distance 200). The
-  stop list is the one of the page's language, identified on the page's paragraphs first; for a
-  language jusText has no list for (Chinese, Japanese, Thai, ...) the stop-word criterion is
-  switched off and only length and link density decide, as NeMo does for non-spaced languages.
+  stopwords_low 0.30, stopwords_high 0.32, max_link_density 0.2, max_heading_distance 200) and its
+  sequence (context-free classes copied before the context-sensitive revision).
 - ``trafilatura``: trafilatura's extractor, comments excluded.
+
+Stop lists, as NeMo Curator picks them (:func:`stoplists`): CLD2 identifies the language of the
+whole page (markup skipped); jusText's list of that language is used, except Latin's (NeMo drops
+it). A page in a language without a list is dropped by default (``unlisted_languages``); pages in
+Thai, Chinese, Japanese and Korean keep every paragraph (jusText) or line (resiliparse), NeMo's
+rule for languages written without spaces.
 
 Every algorithm returns paragraphs separated by blank lines, or "" when nothing is left.
 """
@@ -125,8 +132,10 @@ def extract_resiliparse(html: str) -> str:
     from resiliparse.extract.html2text import extract_plain_text
     from resiliparse.parse.html import HTMLTree
 
+    # NeMo Curator's arguments; comments=False would also drop headings whose id merely contains
+    # "comment" (resiliparse matches class and id names)
     text = extract_plain_text(HTMLTree.parse(html), main_content=True, alt_texts=False, links=False,
-                              form_fields=False, noscript=False, comments=False)
+                              form_fields=False, noscript=False, comments=True)
     return tidy_text(text)
 
 
