@@ -128,29 +128,30 @@ def decode_html(data: bytes, header_charset: str | None = None) -> tuple[str, st
     raise UndecodableError(f"no charset decodes the page (tried {', '.join(tried)})")
 
 
-def extract_resiliparse(html: str) -> str:
+def extract_resiliparse(html: str, tidy: bool = True) -> str:
     from resiliparse.extract.html2text import extract_plain_text
-    from resiliparse.parse.html import HTMLTree
 
     # NeMo Curator's arguments; comments=False would also drop headings whose id merely contains
     # "comment" (resiliparse matches class and id names)
-    text = extract_plain_text(HTMLTree.parse(html), main_content=True, alt_texts=False, links=False,
+    text = extract_plain_text(html, main_content=True, alt_texts=False, links=False,
                               form_fields=False, noscript=False, comments=True)
-    return tidy_text(text)
+    return tidy_text(text) if tidy else text
 
 
 def stopword_lines(text: str, stoplist: frozenset[str], min_density: float) -> str:
     """The lines of ``text`` whose share of stop words is at least ``min_density`` (NeMo Curator's
     post-filter of resiliparse output: words split on whitespace, compared case-sensitively, as
-    NeMo does; paragraph breaks are kept)."""
-    kept = []
+    NeMo does), tidied as :func:`modules.extract.tidy_text` does (paragraph breaks are kept)."""
+    kept: list[str] = []
+    contains = stoplist.__contains__
     for line in text.split("\n"):
         words = line.split()
         if not words:
-            kept.append("")  # paragraph breaks stay
-        elif sum(w in stoplist for w in words) >= min_density * len(words):
-            kept.append(line)
-    return tidy_text("\n".join(kept))
+            if kept and kept[-1]:
+                kept.append("")  # one paragraph break
+        elif sum(map(contains, words)) / len(words) >= min_density:  # NeMo's comparison, to the last bit
+            kept.append(line.rstrip(" \t"))
+    return "\n".join(kept).strip()
 
 
 @functools.cache
