@@ -72,6 +72,7 @@ class UndecodableError(ValueError):
     """No charset decodes the page."""
 
 
+@functools.lru_cache(maxsize=256)
 def _normalise_charset(name: str | None) -> str | None:
     if not name:
         return None
@@ -96,6 +97,12 @@ def decode_html(data: bytes, header_charset: str | None = None) -> tuple[str, st
 
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
+    first = _normalise_charset(header_charset)
+    if first:  # the common case: the header's charset decodes the page (tried first below anyway)
+        try:
+            return data.decode(first), first
+        except (UnicodeDecodeError, LookupError):
+            pass
     meta = _META_CHARSET.search(data, 0, META_WINDOW)
     declared = [_normalise_charset(header_charset),
                 _normalise_charset(meta.group(1).decode("ascii") if meta else None)]

@@ -56,15 +56,18 @@ def parse_headers(data: bytes) -> dict | None:
     """Header lines (after the version line) as a dict; None when a line is not ``Name: value``."""
     headers: dict[str, str] = {}
     last = None
-    for line in data.split(b"\r\n")[1:]:
-        if line[:1] in (b" ", b"\t") and last is not None:  # a folded continuation line
-            headers[last] += " " + line.strip().decode("utf-8", "replace")
-            continue
-        name, sep, value = line.partition(b":")
+    for line in data.decode("utf-8", "replace").split("\r\n")[1:]:
+        name, sep, value = line.partition(":")
         if not sep or not name.strip():
+            if line[:1] in (" ", "\t") and last is not None:  # a folded continuation line
+                headers[last] += " " + line.strip()
+                continue
             return None
-        last = name.strip().decode("latin-1")
-        headers[last] = value.strip().decode("utf-8", "replace")
+        if name[:1] in (" ", "\t") and last is not None:  # a folded line that holds a colon
+            headers[last] += " " + line.strip()
+            continue
+        last = name.strip()
+        headers[last] = value.strip()
     return headers
 
 
@@ -87,6 +90,9 @@ class Http:
     payload: int  # where the payload starts in the block
 
 
+_CONTENT_TYPE = re.compile(rb"\ncontent-type[ \t]*:[ \t]*([^\r\n]*)", re.IGNORECASE)
+
+
 def parse_http(block: bytes) -> Http | None:
     """The HTTP response head of a response record's block; None when it is not one."""
     end, sep = block.find(b"\r\n\r\n", 0, HTTP_PEEK), 4
@@ -94,18 +100,15 @@ def parse_http(block: bytes) -> Http | None:
         end, sep = block.find(b"\n\n", 0, HTTP_PEEK), 2
         if end < 0:
             return None
-    lines = block[:end].split(b"\r\n" if sep == 4 else b"\n")
-    status = lines[0].split(None, 2)
+    first = block.find(b"\n", 0, end)
+    status = block[: first if first >= 0 else end].split(None, 2)
     if len(status) < 2 or not status[0].startswith(b"HTTP/") or not status[1].isdigit():
         return None
-    content_type = ""
-    for line in lines[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-type":
-            content_type = value.strip().decode("latin-1")
+    m = _CONTENT_TYPE.search(block, 0, end)
+    content_type = m.group(1).decode("latin-1").strip() if m else ""
     mime, _, params = content_type.partition(";")
-    m = _CHARSET.search(params)
-    return Http(int(status[1]), mime.strip().lower(), m.group(1) if m else None, end + sep)
+    c = _CHARSET.search(params) if params else None
+    return Http(int(status[1]), mime.strip().lower(), c.group(1) if c else None, end + sep)
 
 
 class WarcReader:
