@@ -9,6 +9,7 @@ file and row; ``--debug`` shows the traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import importlib
 import importlib.util
@@ -178,10 +179,13 @@ def cmd_stage(args) -> int:
     io = collect_settings(args, IOSettings, "io")
     cs = cluster_settings(args)
     inputs = tuple(getattr(args, "input", None) or ())
-    runner.check_inputs(args.stage, inputs, io)
-    with connect(cs) as client, runner.performance_report(args.output, args.stage, client):
+    runner.preflight_stage(args.stage, settings, inputs, args.output, io)
+    # the lock is held from before the cluster starts; under MPI only the client rank may take it
+    early = cs.mode != "mpi"
+    with runner.stage_lock(args.stage, settings, args.output) if early else contextlib.nullcontext(), \
+            connect(cs) as client, runner.performance_report(args.output, args.stage, client):
         outcome = runner.run_stage(args.stage, settings, inputs, args.output, io,
-                                   compute=runner.make_compute(client), force=args.force)
+                                   compute=runner.make_compute(client), force=args.force, lock=not early)
     print(runner.summary_table([outcome]))
     print(f"curate: output in {_shown(args.output)}")
     return 0
@@ -198,11 +202,12 @@ def cmd_run(args) -> int:
     if not output:
         raise SettingsError(f"job file {args.job}: no 'output'; pass --output DIR")
     cs = cluster_settings(args)
-    first = job.stages[0]
-    runner.check_inputs(first.name, first.input or job.input, job.io)
-    with connect(cs) as client, runner.performance_report(output, "run", client):
+    runner.preflight_job(job, output, args.stop_after)
+    early = cs.mode != "mpi"  # see cmd_stage
+    with runner.job_lock(job, output) if early else contextlib.nullcontext(), \
+            connect(cs) as client, runner.performance_report(output, "run", client):
         outcomes = runner.run_job(job, output, compute=runner.make_compute(client), force=args.force,
-                                  stop_after=args.stop_after)
+                                  stop_after=args.stop_after, lock=not early)
     print(runner.summary_table(outcomes))
     print(f"curate: output in {_shown(outcomes[-1].output)}")
     return 0

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from modules import dataset, registry
+from modules import output as output_mod
 from modules.errors import SettingsError
 from modules.stage import IOSettings, StageContext, coerce, fingerprint, settings_files, settings_from_mapping
 
@@ -38,6 +39,8 @@ class Job:
     output: str | None = None
     io: IOSettings = field(default_factory=IOSettings)
     source: str = "<job>"
+    #: owns the job's output root (its 'name', else the job file's stem)
+    name: str = "job"
 
 
 def _as_inputs(value, where: str) -> tuple[str, ...]:
@@ -62,6 +65,7 @@ def load_job(path: str, io_overrides: dict | None = None) -> Job:
     if not isinstance(doc, dict):
         raise SettingsError(f"job file {path}: expected a mapping with 'stages'")
     unknown = sorted(set(doc) - {"input", "output", "io", "stages", "name", "description"})
+    job_name = coerce(doc.get("name") or os.path.splitext(os.path.basename(path))[0], str, f"{path}: name")
     if unknown:
         raise SettingsError(f"job file {path}: unknown key {unknown[0]!r}")
     io_values = dict(doc.get("io") or {})
@@ -89,7 +93,7 @@ def load_job(path: str, io_overrides: dict | None = None) -> Job:
     output = doc.get("output")
     if output is not None:
         output = coerce(output, str, f"{path}: output")
-    return Job(tuple(stages), job_input, output, io, path)
+    return Job(tuple(stages), job_input, output, io, path, job_name)
 
 
 def stage_dir(output: str, k: int, name: str) -> str:
@@ -120,35 +124,119 @@ def check_inputs(name: str, inputs, io: IOSettings) -> None:
         dataset.expand_inputs(inputs, allow_incomplete=io.allow_incomplete)
 
 
+def stage_owner(name: str, job: str | None = None) -> dict:
+    return {"kind": "stage", "stage": name, "job": job}
+
+
+def job_owner(job: Job) -> dict:
+    return {"kind": "job", "job": job.name}
+
+
+def unit_of(name: str, settings) -> str:
+    """The ownership unit a stage writes in its directory: tokenize's --prefix, else the whole directory."""
+    prefix = getattr(settings, "prefix", "part") if name == "tokenize" else "part"
+    return "" if prefix == "part" else prefix
+
+
+def preflight_stage(name: str, settings, inputs, output: str, io: IOSettings, job: str | None = None,
+                    check_locks: bool = True) -> None:
+    """Every refusal a stage run can meet, before any cluster starts or any file is touched:
+    missing inputs, an output that is (inside) an input, an output curate does not own, a live lock."""
+    check_inputs(name, inputs, io)
+    output_mod.check_not_input(output, inputs)
+    out = output_mod.Output.at(output, unit_of(name, settings))
+    output_mod.check_claim(out, stage_owner(name, job))
+    if check_locks and not out.remote:
+        output_mod.Lock(out)._check_others()
+
+
 def run_stage(name: str, settings, inputs, output: str, io: IOSettings, compute=None,
-              force: bool = False) -> StageOutcome:
-    """Run one stage unless its output is complete with the same fingerprint."""
+              force: bool = False, job: str | None = None, lock: bool = True) -> StageOutcome:
+    """Run one stage unless its output is complete with the same fingerprint.
+
+    The output is checked (see :func:`preflight_stage`) and locked for the run; a job holds one lock
+    on its root for all its stages (``lock=False`` here).
+    """
     cls = registry.get(name)
     inputs = tuple(inputs)
-    check_inputs(name, inputs, io)
-    identity = dataset.input_identity(inputs, io.allow_incomplete) + dataset.input_identity(settings_files(settings))
-    fp = fingerprint(name, settings, identity, io)
-    previous = dataset.read_manifest(output)
-    if not force and dataset.is_complete(output) and previous and previous.get("fingerprint") == fp:
-        log.info("stage %s: %s is up to date (fingerprint %s); skipped", name, output, fp)
-        return StageOutcome(name, output, previous, True, 0.0)
-    log.info("stage %s: %s -> %s", name, ", ".join(inputs), output)
-    started = time.perf_counter()
-    ctx = StageContext(input=inputs, output=output, io=io, fingerprint=fp, compute=compute, force=force)
-    manifest = cls().run(settings, ctx)
-    return StageOutcome(name, output, manifest, False, time.perf_counter() - started)
+    preflight_stage(name, settings, inputs, output, io, job, check_locks=lock)
+    unit = unit_of(name, settings)
+    out = output_mod.Output.at(output, unit)
+    with stage_lock(name, settings, output) if lock else contextlib.nullcontext():
+        identity = dataset.input_identity(inputs, io.allow_incomplete) + dataset.input_identity(settings_files(settings))
+        fp = fingerprint(name, settings, identity, io)
+        previous = out.manifest()
+        if not force and out.complete() and previous and previous.get("fingerprint") == fp:
+            log.info("stage %s: %s is up to date (fingerprint %s); skipped", name, output, fp)
+            return StageOutcome(name, output, previous, True, 0.0)
+        log.info("stage %s: %s -> %s", name, ", ".join(inputs), output)
+        started = time.perf_counter()
+        ctx = StageContext(input=inputs, output=output, io=io, fingerprint=fp, compute=compute, force=force,
+                           owner=stage_owner(name, job))
+        manifest = cls().run(settings, ctx)
+        return StageOutcome(name, output, manifest, False, time.perf_counter() - started)
 
 
-def run_job(job: Job, output: str, compute=None, force: bool = False, stop_after: int | None = None):
-    outcomes = []
-    previous_output = None
+def job_plan(job: Job, output: str, stop_after: int | None = None) -> list[tuple[int, StageSpec, tuple, str]]:
+    """(k, stage, inputs, output directory) of every stage the job runs."""
+    plan, previous_output = [], None
     for k, spec in enumerate(job.stages, start=1):
         inputs = spec.input or (job.input if k == 1 else (previous_output,))
         out = stage_dir(output, k, spec.name)
-        outcomes.append(run_stage(spec.name, spec.settings, inputs, out, job.io, compute, force))
+        plan.append((k, spec, tuple(inputs), out))
         previous_output = out
         if stop_after is not None and k >= stop_after:
             break
+    return plan
+
+
+def preflight_job(job: Job, output: str, stop_after: int | None = None, check_locks: bool = True) -> None:
+    """The job's refusals before any work: the first stage's inputs, the root and every stage output."""
+    root = output_mod.Output.at(output)
+    plan = job_plan(job, output, stop_after)
+    first_inputs = plan[0][2]
+    check_inputs(plan[0][1].name, first_inputs, job.io)
+    output_mod.check_not_input(output, [i for _, _, inputs, out in plan for i in inputs
+                                        if os.path.abspath(i) != os.path.abspath(out) and not _is_stage_dir(i, plan)])
+    output_mod.check_claim(root, job_owner(job))
+    for _k, spec, _inputs, out in plan:
+        output_mod.check_claim(output_mod.Output.at(out, unit_of(spec.name, spec.settings)),
+                               stage_owner(spec.name, job.name))
+    if check_locks and not root.remote:
+        output_mod.Lock(root)._check_others()
+
+
+def _is_stage_dir(path: str, plan) -> bool:
+    return any(os.path.abspath(path) == os.path.abspath(out) for _, _, _, out in plan)
+
+
+def job_lock(job: Job, output: str) -> output_mod.Lock:
+    return output_mod.Lock(output_mod.Output.at(output), f"curate run {job.source}")
+
+
+def stage_lock(name: str, settings, output: str) -> output_mod.Lock:
+    return output_mod.Lock(output_mod.Output.at(output, unit_of(name, settings)), f"curate {name}")
+
+
+def run_job(job: Job, output: str, compute=None, force: bool = False, stop_after: int | None = None,
+            lock: bool = True):
+    """Run the job's stages in order (``lock=False``: the caller already holds :func:`job_lock`)."""
+    preflight_job(job, output, stop_after, check_locks=lock)
+    root = output_mod.Output.at(output)
+    outcomes = []
+    with job_lock(job, output) if lock else contextlib.nullcontext():
+        started = time.time()
+        root.begin(job_owner(job))
+        for _k, spec, inputs, out in job_plan(job, output, stop_after):
+            outcomes.append(run_stage(spec.name, spec.settings, inputs, out, job.io, compute, force,
+                                      job=job.name, lock=False))
+        root.finish({
+            "job": job.name, "source": os.path.abspath(job.source) if os.path.exists(job.source) else job.source,
+            "stages": [{"name": o.name, "output": os.path.basename(o.output), "skipped": o.skipped,
+                        "fingerprint": o.manifest.get("fingerprint"), "counts": o.manifest.get("counts")}
+                       for o in outcomes],
+            "seconds": round(time.time() - started, 3),
+        }, [])
     return outcomes
 
 

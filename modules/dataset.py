@@ -39,9 +39,12 @@ import numpy as np
 import pandas as pd
 
 from modules.errors import DataError, SettingsError
-from modules.stage import REASON, IOSettings, parse_bytes, settings_dict
+from modules.settings import IOSettings, parse_bytes, settings_dict
 
 log = logging.getLogger(__name__)
+
+#: column that marks a dropped row with the reason; NA for kept rows
+REASON = "_reason"
 
 #: every string column uses Dask's own string dtype (Arrow-backed, NA for missing), so a frame we
 #: build and the meta Dask derives always agree
@@ -73,7 +76,9 @@ def expand_named(specs, allow_incomplete: bool = False) -> list[tuple[str, str]]
         specs = [specs]
     named: list[tuple[str, str]] = []
     for spec in map(str, specs):
-        if os.path.isdir(spec):
+        if is_url(spec):
+            named.extend(_expand_url(spec, allow_incomplete))
+        elif os.path.isdir(spec):
             named.extend((f, os.path.relpath(f, spec)) for f in _dataset_dir_files(spec, allow_incomplete))
         elif os.path.isfile(spec):
             named.append((spec, os.path.basename(spec)))
@@ -87,7 +92,7 @@ def expand_named(specs, allow_incomplete: bool = False) -> list[tuple[str, str]]
             raise SettingsError(f"input {spec}: no such file or directory")
     seen, unique = set(), []
     for f, name in named:
-        key = os.path.abspath(f)
+        key = f if is_url(f) else os.path.abspath(f)
         if key not in seen:
             seen.add(key)
             unique.append((f, name))
@@ -97,6 +102,47 @@ def expand_named(specs, allow_incomplete: bool = False) -> list[tuple[str, str]]
                 f"input {f}: unknown format (expected {', '.join(JSONL_SUFFIXES + PARQUET_SUFFIXES)})"
             )
     return unique
+
+
+def is_url(path) -> bool:
+    """An fsspec URL (s3://, gs://, hf://, https://, ...); file:// counts as local."""
+    return "://" in str(path) and not str(path).startswith("file://")
+
+
+def url_fs(url: str):
+    """(filesystem, path inside it) of a URL; credentials come from the usual places (environment,
+    config files), never from the command line."""
+    import fsspec
+
+    return fsspec.core.url_to_fs(url)
+
+
+def open_input(path: str):
+    """A binary file object for a local path or a URL."""
+    if not is_url(path):
+        return open(path, "rb")
+    fs, p = url_fs(path)
+    return fs.open(p, "rb")
+
+
+def _expand_url(spec: str, allow_incomplete: bool) -> list[tuple[str, str]]:
+    fs, path = url_fs(spec)
+    full = fs.unstrip_protocol
+    if globlib.has_magic(path):
+        hits = sorted(p for p in fs.glob(path) if _kind(p) and fs.isfile(p))
+        if not hits:
+            raise SettingsError(f"input {spec}: no JSONL or Parquet file matches")
+        root = _glob_root(path)
+        return [(full(p), os.path.relpath(p, root)) for p in hits]
+    if fs.isdir(path):
+        spec = spec.rstrip("/")
+        return [(f, f[len(spec) + 1:]) for f in _dataset_dir_files(spec, allow_incomplete)]
+    try:
+        if fs.isfile(path):
+            return [(spec, path.rstrip("/").rsplit("/", 1)[-1])]
+    except (FileNotFoundError, OSError):
+        pass
+    raise SettingsError(f"input {spec}: no such file or directory")
 
 
 def _glob_root(pattern: str) -> str:
@@ -111,11 +157,24 @@ def _glob_root(pattern: str) -> str:
 
 
 def _dataset_dir_files(path: str, allow_incomplete: bool) -> list[str]:
-    if not os.path.exists(os.path.join(path, SUCCESS)) and not allow_incomplete:
+    from modules.output import Output
+
+    out = Output.at(path)
+    if not out.exists(SUCCESS) and not allow_incomplete:
         raise SettingsError(
             f"input {path}: no {SUCCESS} in this directory (an unfinished stage output?); "
-            f"pass --allow-incomplete to read it anyway, or a glob such as {os.path.join(path, '*.jsonl')}"
+            f"pass --allow-incomplete to read it anyway, or a glob such as {path.rstrip('/')}/*.jsonl"
         )
+    manifest = out.manifest()
+    if manifest and manifest.get("curate_output"):
+        return _manifest_parts(path, manifest)
+    if is_url(path):
+        # not a curate output: every data file below, skipping curate's _folders and hidden files
+        parts = [f"{path.rstrip('/')}/{rel}" for rel in sorted(out.listing())
+                 if _kind(rel) and not any(seg.startswith(("_", ".")) for seg in rel.split("/"))]
+        if not parts:
+            raise SettingsError(f"input {path}: no JSONL or Parquet files in this directory")
+        return parts
     parts = sorted(globlib.glob(os.path.join(path, "part-*")))
     parts = [p for p in parts if _kind(p)]
     if not parts:
@@ -132,6 +191,36 @@ def _dataset_dir_files(path: str, allow_incomplete: bool) -> list[str]:
     return parts
 
 
+def _manifest_parts(path: str, manifest: dict) -> list[str]:
+    """The data parts a curate output lists, checked against the directory: every listed part
+    present with its size, and no other data file beside them (a stray copy, another run's part).
+
+    An unfinished output (read with --allow-incomplete) lists the parts its journal records as done.
+    """
+    from modules.output import Output, is_control, is_temporary
+
+    out = Output.at(path)
+    listing = out.listing()
+    if manifest.get("status") == "complete":
+        records = manifest.get("outputs", [])
+    else:
+        records = [f for rec in out.journal().values() if rec.get("status") == "done" for f in rec.get("files", [])]
+    parts = {r["path"]: r for r in records if "/" not in r["path"] and _kind(r["path"])}
+    for rel, r in sorted(parts.items()):
+        if rel not in listing:
+            raise DataError(f"input {path}: {rel} is listed in {MANIFEST} but missing")
+        if listing[rel] != r["bytes"]:
+            raise DataError(f"input {path}: {rel} has {listing[rel]} bytes, {MANIFEST} says {r['bytes']}")
+    extra = sorted(rel for rel in listing if "/" not in rel and _kind(rel) and rel not in parts
+                   and not is_temporary(rel) and not is_control(rel))
+    if extra:
+        raise DataError(f"input {path}: {extra[0]} is not listed in {MANIFEST} (a stray or foreign file"
+                        f"{f', and {len(extra) - 1} more' if len(extra) > 1 else ''}); remove it or rerun the stage")
+    if not parts:
+        raise SettingsError(f"input {path}: {MANIFEST} lists no data parts")
+    return [out.url_of(rel) for rel in sorted(parts)]
+
+
 def _kind(path: str) -> str | None:
     name = os.path.basename(str(path)).lower()
     if name.endswith(PARQUET_SUFFIXES):
@@ -142,15 +231,15 @@ def _kind(path: str) -> str | None:
 
 
 def is_complete(path: str) -> bool:
-    return os.path.exists(os.path.join(path, SUCCESS))
+    from modules.output import Output
+
+    return Output.at(path).exists(SUCCESS)
 
 
 def read_manifest(path: str) -> dict | None:
-    try:
-        with open(os.path.join(path, MANIFEST), encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        return None
+    from modules.output import Output
+
+    return Output.at(path).manifest()
 
 
 def input_identity(specs, allow_incomplete: bool = False) -> list:
@@ -161,6 +250,9 @@ def input_identity(specs, allow_incomplete: bool = False) -> list:
     """
     ident = []
     for spec in ([specs] if isinstance(specs, str) else specs):
+        if is_url(spec):
+            ident.extend(_url_identity(spec))
+            continue
         manifest = read_manifest(spec) if os.path.isdir(spec) else None
         if manifest and "fingerprint" in manifest:
             ident.append({"dataset": manifest["fingerprint"]})
@@ -172,6 +264,27 @@ def input_identity(specs, allow_incomplete: bool = False) -> list:
             st = os.stat(f)
             ident.append({"file": os.path.abspath(f), "size": st.st_size, "mtime_ns": st.st_mtime_ns})
     return ident
+
+
+def _url_identity(spec: str) -> list:
+    fs, path = url_fs(spec)
+    try:
+        if fs.isdir(path):
+            manifest = read_manifest(spec)
+            if manifest and "fingerprint" in manifest:
+                return [{"dataset": manifest["fingerprint"]}]
+            files = sorted(fs.find(path))
+        else:
+            files = sorted(fs.glob(path)) if globlib.has_magic(path) else [path]
+    except OSError:
+        return [{"spec": spec}]
+    out = []
+    for f in files:
+        info = fs.info(f)
+        # an object store's version of "modified": its ETag or modification time, whichever it gives
+        version = info.get("ETag") or info.get("mtime") or info.get("LastModified") or info.get("last_modified")
+        out.append({"file": fs.unstrip_protocol(f), "size": info.get("size"), "version": str(version)})
+    return out or [{"spec": spec}]
 
 
 def _all_files(spec: str) -> list[str]:
@@ -205,7 +318,7 @@ def plan_pieces(files: list[tuple[str, str]], blocksize: int) -> list[Piece]:
     for f, name in files:
         kind = _kind(f)
         if kind == "jsonl" and f.lower().endswith((".jsonl", ".ndjson")):
-            size = os.path.getsize(f)
+            size = url_fs(f)[0].size(url_fs(f)[1]) if is_url(f) else os.path.getsize(f)
             starts = range(0, max(size, 1), blocksize)
             pieces.extend(Piece(f, name, kind, s, min(s + blocksize, size)) for s in starts)
         elif kind == "parquet":
@@ -218,7 +331,7 @@ def plan_pieces(files: list[tuple[str, str]], blocksize: int) -> list[Piece]:
 def _parquet_pieces(path: str, name: str, blocksize: int) -> list[Piece]:
     import pyarrow.parquet as pq
 
-    md = pq.ParquetFile(path).metadata
+    md = pq.ParquetFile(parquet_source(path)).metadata
     groups, current, size = [], [], 0
     for rg in range(md.num_row_groups):
         current.append(rg)
@@ -255,7 +368,7 @@ def infer_meta(pieces: list[Piece], io_settings: IOSettings, max_pieces: int = 1
     if first.kind == "parquet":
         import pyarrow.parquet as pq
 
-        sample = pq.ParquetFile(first.path).schema_arrow.empty_table().to_pandas()
+        sample = pq.ParquetFile(parquet_source(first.path)).schema_arrow.empty_table().to_pandas()
         return _standardise(sample, first, io_settings, meta=None).iloc[:0]
     records = []
     for piece in pieces[:max_pieces]:
@@ -276,7 +389,7 @@ def read_piece(piece: Piece, io_settings: IOSettings, schema: pd.DataFrame | Non
         import pyarrow.parquet as pq
 
         try:
-            pf = pq.ParquetFile(piece.path)
+            pf = pq.ParquetFile(parquet_source(piece.path))
             table = pf.read_row_groups(list(piece.row_groups)) if piece.row_groups is not None else pf.read()
         except Exception as e:
             raise DataError(f"{piece.path}: cannot read Parquet: {e}") from e
@@ -284,15 +397,24 @@ def read_piece(piece: Piece, io_settings: IOSettings, schema: pd.DataFrame | Non
     return _read_jsonl_piece(piece, io_settings, meta)
 
 
+def parquet_source(path: str):
+    """What pyarrow reads a Parquet file from: the local path (memory-mapped), else a file object."""
+    return open_input(path) if is_url(path) else path
+
+
 def _open_bytes(path: str):
     lower = path.lower()
     if lower.endswith(".gz"):
-        return gzip.open(path, "rb")
+        if not is_url(path):
+            return gzip.open(path, "rb")
+        g = gzip.GzipFile(fileobj=open_input(path), mode="rb")
+        g.myfileobj = g.fileobj  # GzipFile closes ``myfileobj`` with itself, as gzip.open(filename) arranges
+        return g
     if lower.endswith(".zst"):
         import zstandard
 
-        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), closefd=True))
-    return open(path, "rb")
+        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(open_input(path), closefd=True))
+    return open_input(path)
 
 
 _LONE_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
@@ -510,24 +632,16 @@ def part_name(i: int, fmt: str) -> str:
 
 
 def atomic_write(path: str, write) -> None:
-    """Call ``write(tmp_path)`` then rename to ``path``: a killed run never leaves a half file under a final name."""
-    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp-{os.getpid()}")
+    """Call ``write(tmp_path)`` then rename to ``path`` (local files that are not part of an output)."""
+    from modules.output import TMP_MARK
+
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}{TMP_MARK}{os.getpid()}")
     try:
         write(tmp)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
-
-
-def write_frame(df: pd.DataFrame, path: str, fmt: str) -> None:
-    df = df.reset_index(drop=True)
-    if fmt == "parquet":
-        atomic_write(path, lambda p: df.to_parquet(p, index=False))
-    else:
-        # double_precision=15: pandas' default (10) would round metadata floats
-        atomic_write(path, lambda p: df.to_json(p, orient="records", lines=True, force_ascii=False,
-                                                double_precision=15))
 
 
 def write_json(path: str, obj) -> None:
@@ -539,51 +653,74 @@ def write_json(path: str, obj) -> None:
     atomic_write(path, _w)
 
 
-def write_partition(df: pd.DataFrame, i: int, out: str, fmt: str, reject_columns=None) -> dict:
-    """Write partition ``i`` (kept rows, and rejected rows into _rejects/); return its counts."""
+def stage_output(ctx, unit: str = ""):
+    """The :class:`modules.output.Output` a stage writes (``ctx.output``)."""
+    from modules.output import Output
+
+    return Output.at(ctx.output, unit)
+
+
+def stage_owner(ctx, stage: str) -> dict:
+    return getattr(ctx, "owner", None) or {"kind": "stage", "stage": stage}
+
+
+def write_partition(df: pd.DataFrame, i: int, out, fmt: str, reject_columns=None, run: str = "") -> dict:
+    """Write partition ``i`` (kept rows, and rejected rows into _rejects/) through ``out``, journaled;
+    return its counts and file records."""
     kept, rejected = split_rejects(df)
-    write_frame(kept, os.path.join(out, part_name(i, fmt)), fmt)
+    key = f"part-{i:05d}"
+    names = [part_name(i, fmt)] + ([f"{REJECTS}/{part_name(i, fmt)}"] if len(rejected) else [])
+    out.intend(key, names)
+    files = [out.write_frame(names[0], kept, fmt)]
     dropped = {}
     if len(rejected):
         cols = [c for c in rejected.columns if reject_columns is None or c in reject_columns or c in INTERNAL]
-        os.makedirs(os.path.join(out, REJECTS), exist_ok=True)
-        write_frame(rejected[cols], os.path.join(out, REJECTS, part_name(i, fmt)), fmt)
+        files.append(out.write_frame(names[1], rejected[cols], fmt))
         dropped = {str(k): int(v) for k, v in rejected[REASON].value_counts().items()}
-    return {"partition": i, "in": len(df), "out": len(kept), "dropped": dropped}
+    stats = {"partition": i, "in": len(df), "out": len(kept), "dropped": dropped}
+    out.record_done(key, run, files, stats=stats)
+    return {**stats, "outputs": files}
 
 
-def prepare_output(out: str) -> None:
-    """Make ``out`` ready for a fresh run of a stage: remove the sentinel first, then old outputs."""
-    os.makedirs(out, exist_ok=True)
-    for name in (SUCCESS, MANIFEST):
-        if os.path.exists(os.path.join(out, name)):
-            os.remove(os.path.join(out, name))
-    stale = [os.path.join(d, pat) for d in (out, os.path.join(out, REJECTS)) for pat in ("part-*", ".part-*.tmp-*")]
-    for p in (p for pattern in stale for p in globlib.glob(pattern)):
-        os.remove(p)
+def write_dataset(ddf, ctx, *, stage: str, settings, reject_columns=None, extra: dict | None = None,
+                  records: list[dict] | None = None) -> dict:
+    """Write every partition (one task each), then manifest.json, then _SUCCESS.
 
-
-def write_dataset(ddf, ctx, *, stage: str, settings, reject_columns=None, extra: dict | None = None) -> dict:
-    """Write every partition (one task each), then manifest.json, then _SUCCESS."""
+    Partitions a killed run of the same settings finished (journal records of this fingerprint whose
+    files are all there) are not recomputed. ``records`` are further files the stage wrote into its
+    output (dedup intermediates), listed in the manifest with the parts.
+    """
     import dask
 
     started = time.time()
-    prepare_output(ctx.output)
+    out = stage_output(ctx)
+    out.begin(stage_owner(ctx, stage))
     fmt = ctx.io.format
+    parts = ddf.to_delayed()
+    listing = out.listing()
+    done = {}
+    if not ctx.force:
+        for i in range(len(parts)):
+            rec = out.finished(f"part-{i:05d}", ctx.fingerprint, listing)
+            if rec is not None:
+                done[i] = {**rec["stats"], "outputs": rec["files"]}
+    if done:
+        log.info("%s: %d of %d partitions already written; skipped", ctx.output, len(done), len(parts))
     tasks = [
-        dask.delayed(write_partition, pure=False)(part, i, ctx.output, fmt, reject_columns,
+        dask.delayed(write_partition, pure=False)(part, i, out, fmt, reject_columns, ctx.fingerprint,
                                                    dask_key_name=f"write-{stage}-{i:05d}")
-        for i, part in enumerate(ddf.to_delayed())
+        for i, part in enumerate(parts) if i not in done
     ]
-    stats = list(ctx.run_compute(*tasks))
+    stats = sorted([*done.values(), *ctx.run_compute(*tasks)], key=lambda s: s["partition"])
     schema = {c: str(t) for c, t in ddf._meta.dtypes.items() if c not in INTERNAL}
     return finish_output(ctx, stage=stage, settings=settings, partition_stats=stats, schema=schema,
-                         started=started, extra=extra)
+                         started=started, extra=extra, records=records)
 
 
 def finish_output(ctx, *, stage: str, settings, partition_stats: list[dict], schema: dict | None,
-                  started: float, extra: dict | None = None) -> dict:
-    """Write manifest.json (atomically) and then the empty _SUCCESS sentinel; return the manifest."""
+                  started: float, extra: dict | None = None, records: list[dict] | None = None,
+                  unit: str = "", run: str | None = None) -> dict:
+    """Write manifest.json (listing every file with size and checksum) and then ``_SUCCESS``."""
     dropped: dict[str, int] = {}
     for s in partition_stats:
         for k, v in s.get("dropped", {}).items():
@@ -591,11 +728,12 @@ def finish_output(ctx, *, stage: str, settings, partition_stats: list[dict], sch
     finished = time.time()
     manifest = {
         "stage": stage,
+        "owner": stage_owner(ctx, stage),
         "fingerprint": ctx.fingerprint,
         "settings": settings_dict(settings),
         "io": settings_dict(ctx.io),
         "input": list(ctx.input),
-        "output": os.path.abspath(ctx.output),
+        "output": ctx.output if "://" in ctx.output else os.path.abspath(ctx.output),
         "counts": {
             "in": int(sum(s.get("in", 0) for s in partition_stats)),
             "out": int(sum(s.get("out", 0) for s in partition_stats)),
@@ -612,7 +750,5 @@ def finish_output(ctx, *, stage: str, settings, partition_stats: list[dict], sch
     }
     if extra:
         manifest.update(extra)
-    write_json(os.path.join(ctx.output, MANIFEST), manifest)
-    with open(os.path.join(ctx.output, SUCCESS), "w"):
-        pass
-    return manifest
+    files = [f for s in partition_stats for f in s.get("outputs", [])]
+    return stage_output(ctx, unit).finish(manifest, files + list(records or []), run=run)

@@ -8,46 +8,31 @@ Most stages are per-document: subclass :class:`MapStage`, write a pure pandas fu
 input. To drop a document it sets a short reason in the ``_reason`` column instead of removing the
 row; the writer moves such rows to ``_rejects/`` and counts them, so nothing is lost silently.
 
-Settings are plain frozen dataclasses. The same class serves job YAML and CLI flags
-(``settings_from_mapping`` for YAML, ``app/cli.py`` builds flags from the fields), so they cannot drift.
-Validation lives in ``__post_init__`` and raises :class:`SettingsError` naming the bad value.
+Settings and their helpers live in ``modules/settings.py`` (re-exported here).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import json
-import types
-import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import pandas as pd
 
-from modules.errors import SettingsError
+from modules.dataset import REASON
 
-REASON = "_reason"
-
-
-@dataclass(frozen=True)
-class IOSettings:
-    """How a stage reads its input and writes its output; shared by every stage."""
-
-    format: str = field(default="parquet", metadata={"help": "output format", "choices": ("parquet", "jsonl")})
-    on_error: str = field(
-        default="raise",
-        metadata={"help": "bad input records: fail, or skip them into _rejects/", "choices": ("raise", "skip")},
-    )
-    allow_incomplete: bool = field(default=False, metadata={"help": "read a dataset directory without _SUCCESS"})
-    blocksize: str = field(default="128MiB", metadata={"help": "target input bytes per partition"})
-    text_field: str = field(default="text", metadata={"help": "input field that holds the document text"})
-    id_field: str = field(default="id", metadata={"help": "input field that holds the document id"})
-
-    def __post_init__(self):
-        check_choice(self, "format")
-        check_choice(self, "on_error")
-        parse_bytes(self.blocksize, "blocksize")
+# re-exported: stages import their settings helpers from here
+from modules.settings import (  # noqa: F401
+    IOSettings,
+    check_choice,
+    check_range,
+    coerce,
+    field_types,
+    fingerprint,
+    parse_bytes,
+    settings_dict,
+    settings_files,
+    settings_from_mapping,
+)
 
 
 @dataclass(frozen=True)
@@ -85,6 +70,8 @@ class StageContext:
     compute: Any = None
     #: recompute everything, including finished partitions and intermediates a stage keeps for resuming
     force: bool = False
+    #: who owns the output (recorded in its manifest): {"kind": "stage", "stage": name, "job": job or None}
+    owner: dict | None = None
 
     def run_compute(self, *collections):
         import dask
@@ -130,175 +117,3 @@ def apply_to_kept(df: pd.DataFrame, transform, settings) -> pd.DataFrame:
     out = transform(df[~dropped], settings)
     rest = df[dropped].reindex(columns=out.columns)
     return pd.concat([out, rest.astype(out.dtypes.to_dict(), errors="ignore")])
-
-
-# --------------------------------------------------------------------------- settings helpers
-
-
-def check_choice(settings, name: str) -> None:
-    choices = _field(settings, name).metadata.get("choices")
-    value = getattr(settings, name)
-    if choices and value not in choices:
-        raise SettingsError(f"{name} must be one of {', '.join(map(str, choices))}; got {value!r}")
-
-
-def check_range(settings, name: str, lo=None, hi=None) -> None:
-    value = getattr(settings, name)
-    if value is None:
-        return
-    if (lo is not None and value < lo) or (hi is not None and value > hi):
-        bounds = f"{'' if lo is None else lo}..{'' if hi is None else hi}"
-        raise SettingsError(f"{name} must be in {bounds}; got {value!r}")
-
-
-def _field(settings, name):
-    for f in dataclasses.fields(settings):
-        if f.name == name:
-            return f
-    raise KeyError(name)
-
-
-_UNITS = {"b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2, "mib": 1024**2,
-          "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "t": 1000**4, "tb": 1000**4, "tib": 1024**4}
-
-
-def parse_bytes(value, name: str) -> int:
-    """'128MiB' -> 134217728; a number is taken as bytes."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    text = str(value).strip().lower().replace(" ", "")
-    num = text.rstrip("abcdefghijklmnopqrstuvwxyz")
-    unit = text[len(num):] or "b"
-    try:
-        n = int(float(num) * _UNITS[unit])
-    except (ValueError, KeyError):
-        raise SettingsError(f"{name} must be a size such as 128MiB; got {value!r}") from None
-    if n <= 0:
-        raise SettingsError(f"{name} must be positive; got {value!r}")
-    return n
-
-
-def field_types(cls) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-def coerce(value, tp, where: str):
-    """Check (and gently convert) one setting value from YAML or a CLI string to the declared type."""
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        errors = []
-        for a in inner:
-            try:
-                return coerce(value, a, where)
-            except SettingsError as e:
-                errors.append(e)
-        raise errors[0]
-    if tp is Any:
-        return value
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "yes", "on", "1", "false", "no", "off", "0"):
-            return value.lower() in ("true", "yes", "on", "1")
-        raise SettingsError(f"{where} must be true or false; got {value!r}")
-    if tp is int:
-        if isinstance(value, bool):
-            raise SettingsError(f"{where} must be an integer; got {value!r}")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, str):
-            try:
-                return int(value)
-            except ValueError:
-                pass
-        raise SettingsError(f"{where} must be an integer; got {value!r}")
-    if tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value)
-            except ValueError:
-                pass
-        raise SettingsError(f"{where} must be a number; got {value!r}")
-    if tp is str:
-        if isinstance(value, str):
-            return value
-        raise SettingsError(f"{where} must be a string; got {value!r}")
-    if origin in (tuple, list):
-        if isinstance(value, str):
-            value = [v.strip() for v in value.split(",") if v.strip()]
-        if not isinstance(value, (list, tuple)):
-            raise SettingsError(f"{where} must be a list; got {value!r}")
-        item = args[0] if args else Any
-        return tuple(coerce(v, item, f"{where}[{i}]") for i, v in enumerate(value))
-    if origin is dict or tp is dict:
-        if not isinstance(value, dict):
-            raise SettingsError(f"{where} must be a mapping; got {value!r}")
-        kt, vt = args if args else (Any, Any)
-        return {coerce(k, kt, where): coerce(v, vt, f"{where}.{k}") for k, v in value.items()}
-    return value
-
-
-def settings_from_mapping(cls, mapping: dict | None, where: str):
-    """Build a Settings instance from YAML/CLI values; unknown keys and wrong types are SettingsErrors."""
-    mapping = dict(mapping or {})
-    hints = field_types(cls)
-    names = {f.name for f in dataclasses.fields(cls) if f.init}
-    unknown = sorted(set(mapping) - names)
-    if unknown:
-        known = ", ".join(sorted(names)) or "none"
-        raise SettingsError(f"{where}: unknown setting {unknown[0]!r} (known: {known})")
-    values = {}
-    for f in dataclasses.fields(cls):
-        if f.name not in mapping or not f.init:
-            continue
-        parse = f.metadata.get("parse")
-        raw = mapping[f.name]
-        if parse is not None and isinstance(raw, str):
-            try:
-                raw = parse(raw)
-            except SettingsError as e:
-                raise SettingsError(f"{where}.{f.name}: {e}") from None
-        values[f.name] = coerce(raw, hints[f.name], f"{where}.{f.name}")
-    try:
-        return cls(**values)
-    except SettingsError as e:
-        raise SettingsError(f"{where}: {e}") from None
-
-
-def settings_dict(settings) -> dict:
-    """JSON-friendly dict of a settings object (tuples become lists)."""
-    return json.loads(json.dumps(dataclasses.asdict(settings), default=str))
-
-
-def settings_files(settings) -> list[str]:
-    """Local files named by settings fields marked ``metadata={"input_file": True}`` (a URL list, say).
-
-    Their contents are input too: the runner counts them in the fingerprint, so editing one reruns
-    the stage even though the setting's value (the path) did not change.
-    """
-    import os
-
-    return [getattr(settings, f.name) for f in dataclasses.fields(settings)
-            if f.metadata.get("input_file") and isinstance(getattr(settings, f.name), str)
-            and os.path.isfile(getattr(settings, f.name))]
-
-
-def fingerprint(stage: str, settings, input_identity, io: IOSettings) -> str:
-    """Stable hash of what determines a stage's output: its name, settings, input and output format.
-
-    Only the I/O options that change the output files are included (allow_incomplete does not).
-    """
-    payload = {
-        "stage": stage,
-        "settings": settings_dict(settings),
-        "input": input_identity,
-        "io": {k: getattr(io, k) for k in ("format", "on_error", "blocksize", "text_field", "id_field")},
-    }
-    blob = json.dumps(payload, sort_keys=True, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:16]

@@ -1,9 +1,16 @@
-"""``curate verify DIR``: the gate between tokenizing and training.
+"""``curate verify DIR``: is a curate output exactly what its manifest says?
 
-Checks a tokenize output directory (or one pair, named by its prefix) and exits non-zero with one
-line per problem, ``FILE: CHECK: detail``. On success prints the files, documents, tokens and
-dtype of each set and the first 64 tokens of document 0, decoded when the tokenizer is known
-(``--tokenizer``, else the one named in manifest.json).
+Works on every curate output and exits non-zero with one line per problem, ``FILE: CHECK: detail``:
+
+- any stage output: every file its manifest lists is present with its size (``--checksums`` also
+  re-reads each and compares its XXH3-128), data parts hold the rows the manifest says and add up
+  to its counts, the run finished (``_SUCCESS``), and no file lies there that no manifest lists;
+- a job's output root: each stage output it ran, in turn;
+- a token set (tokenize or merge output, or one pair named by its prefix), in addition: the
+  Megatron structure of every pair, per-pair documents/tokens/bytes and checksums against the
+  manifest, no stray or foreign pair, token ids below the vocabulary size. On success it prints the
+  files, documents, tokens and dtype of each set and the first 64 tokens of document 0, decoded when
+  the tokenizer is known (``--tokenizer``, else the one named in the manifest).
 """
 
 from __future__ import annotations
@@ -13,17 +20,68 @@ import sys
 
 from modules.errors import SettingsError
 
-HELP = "check Megatron .bin/.idx token files (structure, counts, token ids)"
+HELP = "check a curate output against its manifest (files, sizes, checksums, rows; token sets in depth)"
 log = logging.getLogger("curate.verify")
 
 
 def add_arguments(p) -> None:
-    p.add_argument("dir", metavar="DIR", help="tokenize output directory (local or URL), or a pair's prefix")
+    p.add_argument("dir", metavar="DIR", help="a curate output directory (local or URL), or a pair's prefix")
+    p.add_argument("--checksums", action="store_true",
+                   help="re-read every listed file and compare its XXH3-128 checksum (token .bin/.idx always are)")
     p.add_argument("--vocab-size", type=int, default=None, metavar="N",
                    help="every token id must be below N (default: the tokenizer's, else manifest.json's)")
     p.add_argument("--tokenizer", default=None, metavar="TOK",
                    help="tokenizer for the vocabulary size and to decode the first document")
     p.add_argument("--prefix", default=None, metavar="NAME", help="check only the pairs NAME_00000... (one set)")
+
+
+def what_is(path: str) -> str:
+    """'tokens' (a token set or a pair), 'job' (a job's output root), or 'output' (any other)."""
+    import fsspec
+
+    from modules.output import Output, units_in
+
+    fs, root = fsspec.core.url_to_fs(path)
+    if not fs.isdir(root):
+        return "tokens"
+    out = Output.at(path)
+    listing = {rel: 0 for rel in (e.rsplit("/", 1)[-1] for e in fs.ls(root, detail=False))}
+    stages = set()
+    for unit in units_in(listing):
+        m = Output(out.url, unit).manifest() or {}
+        if (m.get("owner") or {}).get("kind") == "job":
+            return "job"
+        stages.add(m.get("stage"))
+    if stages & {"tokenize", "merge"} or any(n.endswith((".bin", ".idx")) for n in listing):
+        return "tokens"
+    return "output"
+
+
+def output_problems(path: str, checksums: bool, skip_pairs: bool = False) -> list[str]:
+    """Every unit of the directory against its manifest, and files no manifest lists."""
+    from modules.output import Output, units_in, unlisted, verify_unit
+
+    out = Output.at(path)
+    listing = out.listing()
+    units = units_in(listing) or [""]
+    problems = []
+    for unit in units:
+        for line in verify_unit(Output(out.url, unit), checksums, listing):
+            # pairs have their own, deeper checks (structure, counts, checksums)
+            if not (skip_pairs and any(f".{ext}:" in line for ext in ("bin", "idx"))):
+                problems.append(line)
+    for rel in unlisted(out, listing):
+        if skip_pairs and rel.endswith((".bin", ".idx")) and "/" not in rel:
+            continue  # reported by the token checks as a stray pair
+        problems.append(f"{out.path(rel)}: unlisted: no manifest here names this file (a stray or foreign file)")
+    return problems
+
+
+def fail(path: str, problems: list[str]) -> int:
+    for line in problems:
+        print(line, file=sys.stderr)
+    print(f"curate verify: {path}: {len(problems)} problem(s)", file=sys.stderr, flush=True)
+    return 1
 
 
 def main(args) -> int:
@@ -32,13 +90,22 @@ def main(args) -> int:
 
     if args.vocab_size is not None and args.vocab_size <= 0:
         raise SettingsError(f"--vocab-size must be positive; got {args.vocab_size}")
+    kind = what_is(args.dir)
+    if kind == "job":
+        return verify_job(args)
+    if kind == "output":
+        problems = output_problems(args.dir, args.checksums)
+        if problems:
+            return fail(args.dir, problems)
+        print(f"curate verify: {args.dir}: OK ({describe(args.dir)})")
+        return 0
     tok = load_tokenizer(args.tokenizer) if args.tokenizer else None
     report = verify(args.dir, vocab_size=args.vocab_size, tokenizer=tok, prefix=args.prefix)
-    if not report.ok:
-        for line in report.problems:
-            print(line, file=sys.stderr)
-        print(f"curate verify: {args.dir}: {len(report.problems)} problem(s)", file=sys.stderr, flush=True)
-        return 1
+    problems = list(report.problems)
+    if report.target.is_dir and args.prefix is None:
+        problems += output_problems(args.dir, args.checksums, skip_pairs=True)
+    if problems:
+        return fail(args.dir, problems)
     print(f"curate verify: {args.dir}: OK (vocabulary size {report.vocab_size or '?'} from {report.vocab_source})")
     total = {"files": 0, "documents": 0, "tokens": 0}
     for name, s in report.sets.items():
@@ -59,3 +126,34 @@ def main(args) -> int:
         if tok is not None:
             print(f"decoded: {tok.decode(tokens)!r}")
     return 0
+
+
+def describe(path: str) -> str:
+    from modules.output import Output
+
+    m = Output.at(path).manifest() or {}
+    counts = m.get("counts") or {}
+    files = len(m.get("outputs") or [])
+    return f"stage {m.get('stage')}, {files} files, {counts.get('out', '?')} documents out of {counts.get('in', '?')}"
+
+
+def verify_job(args) -> int:
+    """A job's root: each stage output it lists, in order."""
+    import os
+
+    from modules.output import Output
+
+    root = Output.at(args.dir)
+    manifest = root.manifest() or {}
+    problems = output_problems(args.dir, args.checksums)
+    problems = [p for p in problems if "unlisted" not in p]  # stage folders are checked one by one below
+    code = 0
+    for stage in manifest.get("stages") or []:
+        sub = os.path.join(args.dir, stage["output"]) if "://" not in args.dir else f"{args.dir}/{stage['output']}"
+        sub_args = type(args)(**{**vars(args), "dir": sub})
+        code = max(code, main(sub_args))
+    if problems:
+        return fail(args.dir, problems)
+    if code == 0:
+        print(f"curate verify: {args.dir}: OK (job {manifest.get('job')}, {len(manifest.get('stages') or [])} stages)")
+    return code

@@ -1,9 +1,10 @@
 """Deduplication: exact (``exact_dedup``) and fuzzy MinHash-LSH (``fuzzy_dedup``).
 
 Both stages first identify, then remove. Every step reads Parquet and writes Parquet under
-``OUT/_work/<step>/`` (one ``part-NNNNN.parquet`` per partition, then a ``_SUCCESS`` file holding the
-stage fingerprint), so a killed run resumes at the first incomplete step and every intermediate can
-be inspected with pandas.
+``OUT/_work/<step>/`` (one ``part-NNNNN.parquet`` per partition) through the stage's output, which
+journals each finished step with this run's fingerprint, so a killed run resumes at the first
+incomplete step; the final manifest lists every intermediate (with checksums), and each can be
+inspected with pandas.
 
 Documents are addressed by a 64-bit *document number* instead of their string id while the steps
 run: ``doc = input partition << 32 | row within the partition``. Shuffles then move integers, and
@@ -17,16 +18,16 @@ partitions and the removal step.
 from __future__ import annotations
 
 import glob
-import json
 import logging
 import os
-import shutil
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from modules.stage import REASON
+from modules.dataset import REASON
+from modules.output import Output, is_temporary
 
 log = logging.getLogger(__name__)
 
@@ -35,34 +36,68 @@ DOC_SHIFT = 32
 ROW_MASK = (1 << DOC_SHIFT) - 1
 WORK = "_work"
 DUPLICATES = "_duplicates"
-STEP_DONE = "_SUCCESS"
 
 
 def doc_numbers(partition: int, positions) -> np.ndarray:
     return (np.int64(partition) << np.int64(DOC_SHIFT)) + np.asarray(positions, dtype=np.int64)
 
 
-def part_path(folder: str, i: int) -> str:
-    return os.path.join(folder, f"part-{i:05d}.parquet")
+@dataclass(frozen=True)
+class StepFolder:
+    """A folder of the stage's output that a step writes (``_work/<step>``, ``_duplicates``).
+
+    Picklable; behaves as its path (``os.fspath``/``str``) for code that only reads, and writes go
+    through the stage's :class:`modules.output.Output`, so every part is journaled and checksummed.
+    """
+
+    out: Output
+    rel: str
+
+    def __fspath__(self) -> str:
+        return self.out.url_of(self.rel)
+
+    def __str__(self) -> str:
+        return self.out.url_of(self.rel)
+
+    def part(self, i: int) -> str:
+        return f"{self.rel}/part-{i:05d}.parquet"
 
 
-def list_parts(folder: str) -> list[str]:
+def part_path(folder, i: int) -> str:
+    return os.path.join(os.fspath(folder), f"part-{i:05d}.parquet")
+
+
+def list_parts(folder) -> list[str]:
+    """The part files of a step (from its journal record when it is a StepFolder), in order."""
+    if isinstance(folder, StepFolder):
+        rec = folder.out.journal_record(_step_key(folder.rel)) or {}
+        rels = sorted(f["path"] for f in rec.get("files", [])
+                      if f["path"].startswith(folder.rel + "/") and f["path"].endswith(".parquet"))
+        return [folder.out.url_of(r) for r in rels]
     return sorted(glob.glob(os.path.join(folder, "part-*.parquet")))
 
 
-def save_part(df: pd.DataFrame, folder: str, i: int) -> dict:
-    """Write one partition of a step (atomically); return its row count for the step's stats."""
-    from modules.dataset import write_frame
+def save_part(df: pd.DataFrame, folder, i: int) -> dict:
+    """Write one partition of a step; return its row count and file record for the step's stats."""
+    if isinstance(folder, StepFolder):
+        record = folder.out.write_frame(folder.part(i), df, "parquet")
+        return {"partition": i, "rows": len(df), "outputs": [record]}
+    from modules.dataset import atomic_write
 
     os.makedirs(folder, exist_ok=True)
-    write_frame(df, part_path(folder, i), "parquet")
+    frame = df.reset_index(drop=True)
+    atomic_write(part_path(folder, i), lambda p: frame.to_parquet(p, index=False))
     return {"partition": i, "rows": len(df)}
 
 
-def save_table(table, folder: str, i: int) -> dict:
+def save_table(table, folder, i: int) -> dict:
     """Write one partition given as a pyarrow Table (no pandas metadata: plain Arrow types)."""
     import pyarrow.parquet as pq
 
+    if isinstance(folder, StepFolder):
+        with folder.out.open(folder.part(i)) as f:
+            pq.write_table(table, f)
+        return {"partition": i, "rows": table.num_rows, "outputs": [f.record]}
     from modules.dataset import atomic_write
 
     os.makedirs(folder, exist_ok=True)
@@ -74,77 +109,94 @@ def load_part(path: str, columns=None) -> pd.DataFrame:
     return pd.read_parquet(path, columns=columns)
 
 
-def read_parts(folder: str, columns=None):
+def read_parts(folder, columns=None):
     """A Dask DataFrame over a step's part files, exactly one partition per file (no regrouping)."""
     import dask.dataframe as dd
 
     files = list_parts(folder)
     if not files:
-        raise FileNotFoundError(f"{folder}: no part files")
+        raise FileNotFoundError(f"{os.fspath(folder)}: no part files")
     meta = load_part(files[0], columns).iloc[:0]
     return dd.from_map(load_part, files, columns=columns, meta=meta, enforce_metadata=False,
                        label="read-step", divisions=[None] * (len(files) + 1))
 
 
+def _step_key(rel: str) -> str:
+    return "step-" + rel.strip("/").replace("/", "-")
+
+
 class Steps:
     """Runs the steps of one stage under ``OUT/_work/``, skipping those already complete.
 
-    A step is complete when its folder has ``_SUCCESS`` holding this run's fingerprint (settings,
-    input and I/O options), so a rerun with other settings never picks up stale intermediates.
+    Each step is one journal entry of the stage's output (:mod:`modules.output`): its folders are
+    recorded before the first part is written, and its part files (with checksums), row counts and
+    per-part stats when it is done. A step is complete when its record carries this run's
+    fingerprint (settings, input and I/O options) and its files are all there, so a rerun with
+    other settings never picks up stale intermediates. ``--force`` recomputes every step.
     """
 
-    def __init__(self, ctx):
-        self.ctx = ctx
-        self.root = os.path.join(ctx.output, WORK)
-        self.timings: dict[str, dict] = {}
-        if ctx.force and os.path.isdir(self.root):
-            log.info("%s: --force: intermediates recomputed", ctx.output)
-            shutil.rmtree(self.root)
+    def __init__(self, ctx, stage: str | None = None):
+        from modules.dataset import stage_output, stage_owner
 
-    def path(self, name: str) -> str:
-        return os.path.join(self.root, name)
+        self.ctx = ctx
+        self.out = stage_output(ctx)
+        self.out.begin(stage_owner(ctx, stage or "dedup"))
+        self.timings: dict[str, dict] = {}
+        self._records: dict[str, list[dict]] = {}
+
+    def path(self, name: str) -> StepFolder:
+        return StepFolder(self.out, f"{WORK}/{name}")
+
+    def folder(self, rel: str) -> StepFolder:
+        """Another folder of the output a step writes into (``_duplicates``)."""
+        return StepFolder(self.out, rel)
 
     def done(self, name: str) -> dict | None:
-        try:
-            with open(os.path.join(self.path(name), STEP_DONE), encoding="utf-8") as f:
-                info = json.load(f)
-        except (FileNotFoundError, json.JSONDecodeError):
+        if self.ctx.force and name not in self._records:
             return None
-        return info if info.get("fingerprint") == self.ctx.fingerprint else None
+        rec = self.out.finished(_step_key(f"{WORK}/{name}"), self.ctx.fingerprint)
+        return rec["info"] if rec else None
+
+    def records(self) -> list[dict]:
+        """File records of every step of this run, for the stage's manifest."""
+        return [r for recs in self._records.values() for r in recs]
 
     def run(self, name: str, build, extra_dirs=()) -> dict:
         """Run step ``name`` unless complete. ``build(folder)`` returns delayed tasks that each write
         one part and return a stats dict; the step's info (rows, per-part stats) is returned."""
-        from modules.dataset import write_json
-
         started = time.perf_counter()
-        info = self.done(name)
-        if info is not None:
-            log.info("step %s: complete, skipped", name)
-            self.timings[name] = {"seconds": 0.0, "skipped": True, "rows": info["rows"]}
-            return info
         folder = self.path(name)
-        for d in (folder, *extra_dirs):
-            clear_parts(d)
-        os.makedirs(folder, exist_ok=True)
+        key = _step_key(folder.rel)
+        if not (self.ctx.force and name not in self._records):
+            rec = self.out.finished(key, self.ctx.fingerprint)
+            if rec is not None:
+                log.info("step %s: complete, skipped", name)
+                self._records[name] = rec["files"]
+                self.timings[name] = {"seconds": 0.0, "skipped": True, "rows": rec["info"]["rows"]}
+                return rec["info"]
+        dirs = [folder.rel, *(d.rel if isinstance(d, StepFolder) else d for d in extra_dirs)]
+        self._clear(key, dirs)
+        self.out.intend(key, [d + "/" for d in dirs])
         tasks = build(folder)
         stats = list(self.ctx.run_compute(*tasks)) if tasks else []
-        info = {"fingerprint": self.ctx.fingerprint, "rows": int(sum(s.get("rows", 0) for s in stats)),
-                "parts": stats}
-        write_json(os.path.join(folder, STEP_DONE), info)
+        files = [f for s in stats for f in s.pop("outputs", [])]
+        info = {"rows": int(sum(s.get("rows", 0) for s in stats)), "parts": stats}
+        self.out.record_done(key, self.ctx.fingerprint, files, info=info)
+        self._records[name] = files
         seconds = time.perf_counter() - started
         self.timings[name] = {"seconds": round(seconds, 3), "skipped": False, "rows": info["rows"]}
         log.info("step %s: %d rows in %.1fs", name, info["rows"], seconds)
         return info
 
-
-def clear_parts(folder: str) -> None:
-    """Remove a step's sentinel first, then its parts (not its subfolders)."""
-    done = os.path.join(folder, STEP_DONE)
-    if os.path.exists(done):
-        os.remove(done)
-    for p in glob.glob(os.path.join(folder, "part-*")) + glob.glob(os.path.join(folder, ".part-*")):
-        os.remove(p)
+    def _clear(self, key: str, dirs: list[str]) -> None:
+        """Remove what an earlier run wrote into the step's folders (only files the output owns)."""
+        listing = self.out.listing()
+        owned = self.out.owned(listing)
+        for rel in sorted(listing):
+            folder, _, _name = rel.rpartition("/")
+            # only the folder's own files: a step's sub-folders are other steps (components rounds)
+            if folder in dirs and (rel in owned or is_temporary(rel)):
+                self.out.remove(rel, owned)
 
 
 def save_tasks(ddf, folder: str, prepare=None) -> list:

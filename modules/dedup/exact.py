@@ -20,7 +20,6 @@ collisions are as unlikely as with md5). Steps, each Parquet under ``OUT/_work/`
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -101,8 +100,9 @@ def _hashes_task(df: pd.DataFrame, i: int, folder: str, method: str) -> dict:
 
 def _duplicates_task(df: pd.DataFrame, folder: str, audit: str, i: int) -> dict:
     groups = duplicate_groups(df)
-    dedup.save_part(groups.drop(columns=["doc"]), audit, i)
+    audit_stats = dedup.save_part(groups.drop(columns=["doc"]), audit, i)
     stats = dedup.save_part(groups, folder, i)
+    stats["outputs"] = stats.get("outputs", []) + audit_stats.get("outputs", [])
     stats["removed"] = int(groups["removed"].sum())
     return stats
 
@@ -121,8 +121,8 @@ class ExactDedupStage(Stage):
         from modules import dataset
 
         ddf = dataset.read_dataset(ctx.input, ctx.io, rejects_dir=ctx.output)
-        steps = dedup.Steps(ctx)
-        audit = os.path.join(ctx.output, dedup.DUPLICATES)
+        steps = dedup.Steps(ctx, self.name)
+        audit = steps.folder(dedup.DUPLICATES)
 
         hash_task = dask.delayed(_hashes_task, pure=False)
         steps.run("hashes", lambda folder: [hash_task(part, i, folder, settings.hash)
@@ -140,5 +140,5 @@ class ExactDedupStage(Stage):
                            "groups": info["rows"] - removed, "removed": removed},
                  "steps": steps.timings}
         manifest = dataset.write_dataset(marked, ctx, stage=self.name, settings=settings,
-                                         reject_columns=("id",), extra=extra)
+                                         reject_columns=("id",), extra=extra, records=steps.records())
         return manifest

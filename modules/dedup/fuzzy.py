@@ -33,7 +33,6 @@ Steps, each writing Parquet under ``OUT/_work/<step>/`` (resumable, see :mod:`mo
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -266,8 +265,9 @@ def _decide_task(df, folder, i, threshold, last):
 def _duplicates_task(df, folder, audit, i):
     out = df if "component" in df.columns else component_duplicates(df)
     out = out[["doc", "id", "component", "kept_id", "removed"]]
-    dedup.save_part(out.drop(columns=["doc"]), audit, i)
+    audit_stats = dedup.save_part(out.drop(columns=["doc"]), audit, i)
     stats = dedup.save_part(out, folder, i)
+    stats["outputs"] = stats.get("outputs", []) + audit_stats.get("outputs", [])
     stats["removed"] = int(out["removed"].sum())
     stats["kept"] = int((~out["removed"]).sum())
     return stats
@@ -382,7 +382,7 @@ class FuzzyDedupStage(Stage):
         ddf = dataset.read_dataset(ctx.input, ctx.io, rejects_dir=ctx.output)
         nparts = ddf.npartitions
         inputs = dedup.Inputs(ctx, ddf)
-        steps = dedup.Steps(ctx)
+        steps = dedup.Steps(ctx, self.name)
         bands, rows = settings.lsh_params()
         save = dask.delayed(dedup.save_part, pure=False)
 
@@ -433,7 +433,7 @@ class FuzzyDedupStage(Stage):
         else:
             decisions, refine_rounds = dedup.read_parts(steps.path("members")), 0
 
-        audit = os.path.join(ctx.output, dedup.DUPLICATES)
+        audit = steps.folder(dedup.DUPLICATES)
         info = steps.run("duplicates", lambda folder: [
             dask.delayed(_duplicates_task, pure=False)(part, folder, audit, i)
             for i, part in enumerate(decisions.to_delayed())], extra_dirs=(audit,))
@@ -455,4 +455,4 @@ class FuzzyDedupStage(Stage):
             "steps": steps.timings,
         }
         return dataset.write_dataset(marked, ctx, stage=self.name, settings=settings,
-                                     reject_columns=("id",), extra=extra)
+                                     reject_columns=("id",), extra=extra, records=steps.records())

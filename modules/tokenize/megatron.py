@@ -100,22 +100,24 @@ def _tmp_name(path: str) -> str:
 
 
 class PairWriter:
-    """Streams documents into ``prefix.bin``/``prefix.idx`` (local files).
+    """Streams documents into a ``.bin``; :meth:`index_bytes` gives the matching ``.idx`` at the end.
 
-    Both files are written under temporary names and renamed on :meth:`commit`, the ``.bin``
-    first: a killed run never leaves a half-written file under a final name, and a ``.bin``
-    without its ``.idx`` is detected (and rewritten) on resume.
+    With ``sink`` (a writable binary file, e.g. from ``modules.output.Output.open``) the caller
+    owns the files: tokens go to the sink and the caller writes the index. Without it the writer
+    writes ``prefix.bin``/``prefix.idx`` itself, under temporary names renamed on :meth:`commit`,
+    the ``.bin`` first, so a killed run never leaves a half-written file under a final name.
     """
 
-    def __init__(self, prefix: str, dtype):
+    def __init__(self, prefix: str, dtype, sink=None):
         self.prefix = prefix
         self.dtype = np.dtype(dtype)
         if self.dtype not in CODES:
             raise ValueError(f"{prefix}: unsupported token dtype {self.dtype}")
-        # the .bin grows over many add() calls, so it cannot go through dataset.atomic_write (one
-        # callback); the .idx, written at once, does
-        self._bin_tmp = _tmp_name(prefix + ".bin")
-        self._bin = open(self._bin_tmp, "wb")
+        self._bin_tmp = None
+        if sink is None:
+            self._bin_tmp = _tmp_name(prefix + ".bin")
+            sink = open(self._bin_tmp, "wb")
+        self._bin = sink
         self._lengths: list[np.ndarray] = []
         self.documents = 0
         self.tokens = 0
@@ -134,24 +136,27 @@ class PairWriter:
         self.documents += len(lengths)
         self.tokens += len(tokens)
 
+    def index_bytes(self) -> bytes:
+        lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, dtype=np.int64)
+        return index_bytes(lengths, self.dtype)
+
+    def stats(self) -> dict:
+        return {"name": os.path.basename(self.prefix), "documents": self.documents, "tokens": self.tokens,
+                "bytes": self.tokens * self.dtype.itemsize}
+
     def commit(self) -> dict:
-        """Write the index and move both files to their final names; return the pair's stats."""
+        """Own files only: write the index and move both files to their final names; return stats."""
         self._bin.close()
         from modules.dataset import atomic_write
 
-        lengths = np.concatenate(self._lengths) if self._lengths else np.zeros(0, dtype=np.int64)
-        index = index_bytes(lengths, self.dtype)
+        index = self.index_bytes()
         os.replace(self._bin_tmp, self.prefix + ".bin")
         atomic_write(self.prefix + ".idx", lambda p: _write_bytes(p, index))
-        return {
-            "name": os.path.basename(self.prefix),
-            "documents": self.documents,
-            "tokens": self.tokens,
-            "bytes": self.tokens * self.dtype.itemsize,
-            "idx_bytes": os.path.getsize(self.prefix + ".idx"),
-        }
+        return {**self.stats(), "idx_bytes": os.path.getsize(self.prefix + ".idx")}
 
     def abort(self) -> None:
+        if self._bin_tmp is None:
+            return
         self._bin.close()
         if os.path.exists(self._bin_tmp):
             os.remove(self._bin_tmp)
@@ -297,14 +302,19 @@ def read_document(bin_file, index: Index, doc: int, limit: int | None = None) ->
     return np.frombuffer(data, dtype=index.dtype.newbyteorder("<"))
 
 
-def scan_range(bin_file, dtype, vocab_size: int, chunk: int = CHUNK):
-    """Stream a ``.bin``: (ids >= vocab_size or < 0, position of the first one or None, largest id)."""
+def scan_range(bin_file, dtype, vocab_size: int, chunk: int = CHUNK, hasher=None):
+    """Stream a ``.bin``: (ids >= vocab_size or < 0, position of the first one or None, largest id).
+
+    ``hasher`` (e.g. ``xxhash.xxh3_128()``) sees every byte on the way: a checksum without a second read.
+    """
     dtype = np.dtype(dtype).newbyteorder("<")
     bad, first, largest, pos = 0, None, -1, 0
     while True:
         data = bin_file.read(chunk * dtype.itemsize)
         if not data:
             break
+        if hasher is not None:
+            hasher.update(data)
         usable = len(data) - len(data) % dtype.itemsize
         tokens = np.frombuffer(data[:usable], dtype=dtype)
         if len(tokens):

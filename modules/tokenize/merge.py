@@ -8,18 +8,23 @@ document indices (without its leading 0) shifted by the number of sequences befo
 Megatron's builder keeps every length and document index of every file in Python lists until the
 end, which needs hundreds of GB for a large corpus. Here the header counts come from the input
 headers, and each array is written in chunks of ``megatron.CHUNK`` elements while reading the inputs
-in the same order, so memory does not grow with the data. Both outputs are written under
-temporary names (``dataset.atomic_write``) and renamed when complete, the ``.idx`` first.
+in the same order, so memory does not grow with the data.
+
+The output is its own unit (``modules/output.py``): ``PREFIX.bin``, ``PREFIX.idx`` and beside them
+``manifest.<name>.json`` (the pair's documents, tokens, bytes and XXH3-128 checksums, and the input
+set) and ``_SUCCESS.<name>``, so ``curate verify PREFIX`` checks the merged pair like any other. Both
+files are written under temporary names and renamed when complete, the ``.idx`` first. merge refuses
+an output inside its input directory (it would become a stray pair of the set), files it did not
+write, and inputs that fail verify's structural checks; the checksum of every input ``.bin`` is
+computed while copying it and compared with its manifest, so a damaged input leaves no output.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 
 import numpy as np
 
-from modules.dataset import atomic_write
 from modules.errors import DataError, SettingsError
 from modules.tokenize import megatron
 from modules.tokenize.verify import check_dtypes, check_structure, discover
@@ -28,8 +33,9 @@ from modules.tokenize.verify import check_dtypes, check_structure, discover
 class _Source:
     """One input pair: its header, and its index arrays read chunk by chunk."""
 
-    def __init__(self, fs, idx_path: str, bin_path: str):
+    def __init__(self, fs, idx_path: str, bin_path: str, checksum: str | None = None):
         self.fs, self.idx_path, self.bin_path = fs, idx_path, bin_path
+        self.checksum = checksum  # the .bin's XXH3-128 from its manifest, checked while copying
         with fs.open(idx_path, "rb") as f:
             head = f.read(megatron.HEADER.size)
         _, _, self.code, self.sequences, self.doc_entries = megatron.HEADER.unpack(head)
@@ -56,7 +62,13 @@ class _Source:
                 done += n
 
 
-def merge_sources(sources: list[_Source], out_prefix: str, chunk: int = megatron.CHUNK) -> dict:
+def merge_sources(sources: list[_Source], out_prefix: str, chunk: int = megatron.CHUNK, out=None) -> dict:
+    """Write the merged pair ``out_prefix`` (through ``out``, an Output whose unit is the pair's
+    name, or as plain files when None); the stats include both files' records."""
+    import xxhash
+
+    from modules.output import Output
+
     if not sources:
         raise DataError(f"{out_prefix}: nothing to merge")
     dtypes = {s.dtype for s in sources}
@@ -70,46 +82,54 @@ def merge_sources(sources: list[_Source], out_prefix: str, chunk: int = megatron
     doc_entries = sum(max(s.doc_entries - 1, 0) for s in sources) + 1
     folder = os.path.dirname(os.path.abspath(out_prefix))
     os.makedirs(folder, exist_ok=True)
+    name = os.path.basename(out_prefix)
+    out = out or Output(folder)
     base = 0
 
-    def write_idx(path: str) -> None:
+    def write_idx(f) -> None:
         nonlocal base
-        with open(path, "wb") as out:
-            out.write(megatron.header_bytes(dtype, sequences, doc_entries))
-            for s in sources:
-                tokens = 0
-                for lengths in s.chunks("lengths", chunk):
-                    out.write(lengths.tobytes())
-                    tokens += int(lengths.sum(dtype=np.int64))
-                if tokens * dtype.itemsize != s.bin_size:
-                    raise DataError(
-                        f"{s.bin_path}: bin size: {s.bin_size} bytes, but its index has {tokens} tokens of {dtype}"
-                    )
-            for s in sources:
-                for lengths in s.chunks("lengths", chunk):
-                    steps = lengths.astype(np.int64) * dtype.itemsize
-                    pointers = np.cumsum(steps) - steps + base
-                    out.write(pointers.astype("<i8").tobytes())
-                    base += int(steps.sum())
-            out.write(np.zeros(1, dtype="<i8").tobytes())
-            shift = 0
-            for s in sources:
-                first = True
-                for docs in s.chunks("documents", chunk):
-                    if first:
-                        docs, first = docs[1:], False
-                    out.write((docs + shift).astype("<i8").tobytes())
-                shift += s.sequences
+        f.write(megatron.header_bytes(dtype, sequences, doc_entries))
+        for s in sources:
+            tokens = 0
+            for lengths in s.chunks("lengths", chunk):
+                f.write(lengths.tobytes())
+                tokens += int(lengths.sum(dtype=np.int64))
+            if tokens * dtype.itemsize != s.bin_size:
+                raise DataError(
+                    f"{s.bin_path}: bin size: {s.bin_size} bytes, but its index has {tokens} tokens of {dtype}"
+                )
+        for s in sources:
+            for lengths in s.chunks("lengths", chunk):
+                steps = lengths.astype(np.int64) * dtype.itemsize
+                pointers = np.cumsum(steps) - steps + base
+                f.write(pointers.astype("<i8").tobytes())
+                base += int(steps.sum())
+        f.write(np.zeros(1, dtype="<i8").tobytes())
+        shift = 0
+        for s in sources:
+            first = True
+            for docs in s.chunks("documents", chunk):
+                if first:
+                    docs, first = docs[1:], False
+                f.write((docs + shift).astype("<i8").tobytes())
+            shift += s.sequences
 
-    def write_bin(path: str) -> None:
-        with open(path, "wb") as out:
-            for s in sources:
-                with s.fs.open(s.bin_path, "rb") as f:
-                    shutil.copyfileobj(f, out, 8 << 20)
+    with out.open(name + ".bin") as bin_file:
+        for s in sources:
+            hasher = xxhash.xxh3_128()
+            with s.fs.open(s.bin_path, "rb") as f:
+                while True:
+                    data = f.read(8 << 20)
+                    if not data:
+                        break
+                    hasher.update(data)
+                    bin_file.write(data)
+            if s.checksum and hasher.hexdigest() != s.checksum:
+                raise DataError(f"{s.bin_path}: checksum: XXH3-128 differs from its manifest (the file changed "
+                                "since it was written); nothing merged")
         # the index is complete before the .bin gets its name; an error in either leaves neither
-        atomic_write(out_prefix + ".idx", write_idx)
-
-    atomic_write(out_prefix + ".bin", write_bin)
+        with out.open(name + ".idx") as idx_file:
+            write_idx(idx_file)
     return {
         "output": out_prefix,
         "files": len(sources),
@@ -118,22 +138,34 @@ def merge_sources(sources: list[_Source], out_prefix: str, chunk: int = megatron
         "tokens": base // dtype.itemsize,
         "bytes": base,
         "dtype": str(dtype),
+        "records": [bin_file.record, idx_file.record],
     }
 
 
 def merge(path: str, out_prefix: str, prefix: str | None = None) -> dict:
     """Merge every pair of the output directory ``path`` (or those of one set) into ``out_prefix``."""
+    import time
+
+    from modules import output
+
     if "://" in out_prefix:
         raise SettingsError(f"--output {out_prefix}: merge writes local files; copy the result afterwards")
     target = discover(path, prefix)
     if not target.is_dir:
         raise SettingsError(f"{path}: not a directory of pairs")
+    folder = os.path.dirname(os.path.abspath(out_prefix))
+    name = os.path.basename(out_prefix)
+    if "://" not in path and output._inside(output._real(folder), output._real(path)):
+        raise output.OwnershipError(f"--output {out_prefix}: lies inside the input set {path}; the merged pair "
+                                    "would be read as a stray pair of it: write it elsewhere")
     sets = sorted({p.set for p in target.pairs})
     if prefix is None and len(sets) > 1:
         raise SettingsError(f"{path}: holds several sets ({', '.join(sets)}); pick one with --prefix NAME")
-    # refuse to merge anything verify would reject on structure (ids are not scanned here)
+    # refuse to merge anything verify would reject on structure, counts or index checksums (the ids
+    # are not scanned here; the .bin checksums are checked while copying)
     for p in target.pairs:
         check_structure(target, p)
+        target.problems.extend(target.mismatches.get(p.name, []))
     check_dtypes(target)
     if target.problems:
         more = f" (and {len(target.problems) - 1} more problems; run curate verify)" if len(target.problems) > 1 else ""
@@ -143,5 +175,36 @@ def merge(path: str, out_prefix: str, prefix: str | None = None) -> dict:
     for p in target.pairs:
         if os.path.abspath(target.path(p.name)) == out_abs:
             raise SettingsError(f"--output {out_prefix}: is one of the inputs")
-        sources.append(_Source(target.fs, target.path(p.name + ".idx"), target.path(p.name + ".bin")))
-    return merge_sources(sources, out_prefix)
+        entry = target.entry(p.name) or {}
+        sources.append(_Source(target.fs, target.path(p.name + ".idx"), target.path(p.name + ".bin"),
+                               entry.get("bin_xxh3_128")))
+    out = output.Output.at(folder, name)
+    claim_files(out, [name + ".bin", name + ".idx"])
+    started = time.time()
+    with output.Lock(out, f"curate merge {path}"):
+        out.begin({"kind": "stage", "stage": "merge"})
+        stats = merge_sources(sources, out_prefix, out=out)
+        records = stats.pop("records")
+        manifest = target.manifest or {}
+        out.finish({
+            "stage": "merge", "owner": {"kind": "stage", "stage": "merge"},
+            "input": path, "prefix": prefix, "input_files": [p.name for p in target.pairs],
+            "dtype": stats["dtype"], "dtype_code": megatron.dtype_code(stats["dtype"]),
+            "vocab_size": manifest.get("vocab_size"), "tokenizer": manifest.get("tokenizer"),
+            "files": [{"name": name, "set": None, "documents": stats["documents"], "tokens": stats["tokens"],
+                       "bytes": stats["bytes"], "idx_bytes": records[1]["bytes"],
+                       "bin_xxh3_128": records[0]["xxh3_128"], "idx_xxh3_128": records[1]["xxh3_128"]}],
+            "seconds": round(time.time() - started, 3),
+        }, records)
+    return stats
+
+
+def claim_files(out, names) -> None:
+    """Refuse to overwrite files of ``out``'s folder that this unit did not write."""
+    from modules import output
+
+    owned = out.owned()
+    for rel in names:
+        if out.exists(rel) and rel not in owned:
+            raise output.OwnershipError(f"--output {out.path(rel)}: exists and was not written by curate merge; "
+                                        "curate never overwrites files it did not write")

@@ -4,7 +4,14 @@ A target is a tokenize output directory (local or an fsspec URL) or a single pai
 prefix (``out/merged`` for ``out/merged.bin`` + ``out/merged.idx``). Every problem is one line
 ``FILE: CHECK: detail``. The checks:
 
-- ``_SUCCESS`` present (directories only); every file named in ``manifest.json`` present;
+- ownership: every pair belongs to a complete unit (``manifest.json`` + ``_SUCCESS``, or for
+  ``--prefix web`` ``manifest.web.json`` + ``_SUCCESS.web``; a merged pair ``merged.bin`` has
+  ``manifest.merged.json``); a pair no manifest lists is a stray (a copy, another run's pair, a merge
+  written inside the set); every file a manifest names is present;
+- per pair, documents, tokens and bytes equal the manifest's, and the XXH3-128 checksums of its
+  ``.bin`` and ``.idx`` equal the ones recorded while writing (the ``.bin`` is read once anyway, for
+  the token ids, so this costs no extra read): a flipped token, a zeroed ``.bin`` of the right size
+  or tokens moved between documents are caught;
 - every ``.bin`` has its ``.idx`` and the reverse; no file is empty;
 - the index header: magic, version, dtype code; its size matches its counts;
 - lengths, pointers and document indices agree with each other and with the ``.bin`` size;
@@ -20,7 +27,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from modules.dataset import MANIFEST, SUCCESS
 from modules.errors import SettingsError
 from modules.tokenize import megatron
 from modules.tokenize.writer import PAIR_RE
@@ -44,9 +50,17 @@ class Target:
     pairs: list[Pair]
     manifest: dict | None
     problems: list[str] = field(default_factory=list)
+    #: unit -> its manifest; pair name -> (unit, the manifest's entry for it)
+    units: dict[str, dict] = field(default_factory=dict)
+    listed: dict[str, tuple[str, dict]] = field(default_factory=dict)
+    #: checksum mismatches per pair: reported only when nothing more specific was found for the pair
+    mismatches: dict[str, list[str]] = field(default_factory=dict)
 
     def path(self, name: str) -> str:
         return self.folder.rstrip("/") + "/" + name
+
+    def entry(self, pair: str) -> dict | None:
+        return self.listed.get(pair, (None, None))[1]
 
 
 def _split_name(name: str) -> str:
@@ -54,47 +68,98 @@ def _split_name(name: str) -> str:
     return m.group("prefix") if m else name
 
 
+def _load_units(fs, root: str, names: list[str], target: Target) -> None:
+    """Read every unit manifest among ``names`` (files of the folder) into ``target``."""
+    import re
+
+    from modules.output import unit_files
+
+    for base in sorted(names):
+        m = re.match(r"^manifest(?:\.(.+))?\.json$", base)
+        if not m:
+            continue
+        unit = m.group(1) or ""
+        try:
+            manifest = json.loads(fs.cat_file(root + "/" + base))
+        except ValueError as e:
+            target.problems.append(f"{root}/{base}: manifest: not valid JSON ({e})")
+            continue
+        if manifest.get("stage") not in ("tokenize", "merge"):
+            continue
+        target.units[unit] = manifest
+        for f in manifest.get("files") or []:
+            if isinstance(f, dict) and f.get("name"):
+                target.listed[f["name"]] = (unit, f)
+        success = unit_files(unit)["success"]
+        manifest["_complete"] = success in names
+
+
 def discover(path: str, prefix: str | None = None) -> Target:
-    """Find the pairs of a directory or a single pair; problems so far: sentinel, partners, manifest."""
+    """Find the pairs of a directory or a single pair, and the manifests that own them; problems so
+    far: sentinels, strays, partners, files a manifest lists that are missing."""
     import fsspec
+
+    from modules.output import unit_files
 
     fs, root = fsspec.core.url_to_fs(path)
     fs.invalidate_cache()  # a remote listing cached by this process may predate the run
     root = root.rstrip("/") if root not in ("/", "") else root
     if fs.isdir(root):
-        names = {}
+        names, files = {}, []
         for entry in fs.ls(root, detail=True):
             if entry["type"] != "file":
                 continue
             base = entry["name"].rstrip("/").rsplit("/", 1)[-1]
+            files.append(base)
             for ext in (".bin", ".idx"):
                 if base.endswith(ext) and not base.startswith("."):
                     names.setdefault(base[: -len(ext)], set()).add(ext)
         pairs = [Pair(n, _split_name(n), ".bin" in e, ".idx" in e) for n, e in sorted(names.items())]
         target = Target(fs, root, True, pairs, None)
-        if fs.exists(root + "/" + MANIFEST):
-            try:
-                target.manifest = json.loads(fs.cat_file(root + "/" + MANIFEST))
-            except ValueError as e:
-                target.problems.append(f"{root}/{MANIFEST}: manifest: not valid JSON ({e})")
-        if not fs.exists(root + "/" + SUCCESS):
-            target.problems.append(f"{root}/{SUCCESS}: missing _SUCCESS: the run did not finish")
-        listed = (target.manifest or {}).get("files") or []
-        present = {p.name for p in pairs}
-        for f in listed:
-            if f.get("name") not in present and (prefix is None or _split_name(f.get("name", "")) == prefix):
-                target.problems.append(f"{root}/{f.get('name')}.bin: missing: listed in manifest.json")
+        _load_units(fs, root, files, target)
     else:
         has_bin, has_idx = fs.exists(root + ".bin"), fs.exists(root + ".idx")
         if not (has_bin or has_idx):
             raise SettingsError(f"{path}: no such directory, and no {path}.bin or {path}.idx")
         folder, name = root.rsplit("/", 1)
-        target = Target(fs, folder or "/", False, [Pair(name, name, has_bin, has_idx)], None)
+        folder = folder or "/"
+        target = Target(fs, folder, False, [Pair(name, name, has_bin, has_idx)], None)
+        files = [unit_files(name)[k] for k in ("manifest", "success") if fs.exists(folder + "/" + unit_files(name)[k])]
+        _load_units(fs, folder, files, target)
+        target.units = {u: m for u, m in target.units.items() if u == name}
+        target.listed = {n: v for n, v in target.listed.items() if v[0] == name}
     if prefix is not None:
-        known = sorted({p.set for p in target.pairs})
-        target.pairs = [p for p in target.pairs if p.set == prefix]
-        if not target.pairs:
+        known = sorted({p.set for p in target.pairs} | set(target.units))
+        target.pairs = [p for p in target.pairs if p.set == prefix or target.listed.get(p.name, ("",))[0] == prefix]
+        if not target.pairs and prefix not in target.units:
             raise SettingsError(f"{path}: no pairs with prefix {prefix!r} (found: {', '.join(known) or 'none'})")
+    # the units whose pairs are checked: those owning a selected pair, or the one named by --prefix
+    owners = {target.listed[p.name][0] for p in target.pairs if p.name in target.listed}
+    if prefix is not None and prefix in target.units:
+        owners.add(prefix)
+    if prefix is None and target.is_dir:
+        owners |= set(target.units)
+    if len(owners) == 1:
+        target.manifest = target.units[next(iter(owners))]
+    for unit in sorted(owners):
+        manifest = target.units[unit]
+        names = unit_files(unit)
+        if not manifest.get("_complete"):
+            target.problems.append(f"{target.path(names['success'])}: missing {names['success']}: the run did not finish")
+        present = {p.name for p in target.pairs}
+        for f in manifest.get("files") or []:
+            selected = prefix is None or _split_name(f.get("name", "")) == prefix or unit == prefix
+            if f.get("name") not in present and selected:
+                target.problems.append(f"{target.path(f.get('name', '?') + '.bin')}: missing: listed in {names['manifest']}")
+    if target.is_dir and not target.units:
+        target.problems.append(f"{target.path('manifest.json')}: missing manifest: not a curate token set "
+                               "(nothing says which pairs belong to it)")
+    elif target.is_dir or target.units:
+        for p in target.pairs:
+            if p.name not in target.listed:
+                target.problems.append(
+                    f"{target.path(p.name + '.bin')}: stray pair: listed in no manifest here (a copy, another "
+                    "run's pair or a merge written inside the set)")
     if not target.pairs:
         target.problems.append(f"{path}: no pairs: no .bin/.idx files here")
     for p in target.pairs:
@@ -114,8 +179,16 @@ def check_structure(target: Target, p: Pair) -> megatron.Index | None:
     if not (p.has_bin and p.has_idx):
         return None
     idx_path, bin_path = target.path(p.name + ".idx"), target.path(p.name + ".bin")
+    raw = target.fs.cat_file(idx_path)
+    entry = target.entry(p.name)
+    if entry and entry.get("idx_xxh3_128"):
+        import xxhash
+
+        if xxhash.xxh3_128_hexdigest(raw) != entry["idx_xxh3_128"]:
+            target.mismatches.setdefault(p.name, []).append(f"{idx_path}: checksum: XXH3-128 differs from the one recorded when it was "
+                                   "written (the file changed since)")
     try:
-        index = megatron.parse_index(target.fs.cat_file(idx_path), idx_path)
+        index = megatron.parse_index(raw, idx_path)
     except megatron.IndexFormatError as e:
         target.problems.append(str(e))
         return None
@@ -125,7 +198,12 @@ def check_structure(target: Target, p: Pair) -> megatron.Index | None:
     if found:
         return None
     p.dtype_code = index.dtype_code
-    expected = (target.manifest or {}).get("dtype_code")
+    if entry:
+        for what, have in (("documents", index.documents), ("tokens", index.tokens), ("bytes", p.bin_size)):
+            if what in entry and entry[what] != have:
+                target.problems.append(f"{bin_path}: {what}: {have}, but the manifest says {entry[what]}")
+    owner = target.listed.get(p.name, (None,))[0]
+    expected = (target.units.get(owner) or target.manifest or {}).get("dtype_code")
     if expected is not None and index.dtype_code != expected:
         target.problems.append(
             f"{idx_path}: dtype code: {index.dtype_code} ({index.dtype}), but manifest.json says "
@@ -150,12 +228,20 @@ def check_dtypes(target: Target) -> None:
 
 def check_tokens(target: Target, p: Pair, index: megatron.Index, vocab_size: int | None) -> None:
     """Every id in ``[0, vocab_size)`` (only ``>= 0`` when the vocabulary size is unknown)."""
-    if index.dtype.kind not in "iu":
-        return
-    limit = vocab_size if vocab_size is not None else np.iinfo(index.dtype).max + 1
+    if index.dtype.kind not in "iu":  # float arrays (not tokens): only the checksum applies
+        limit = float("inf")
+    else:
+        limit = vocab_size if vocab_size is not None else np.iinfo(index.dtype).max + 1
     bin_path = target.path(p.name + ".bin")
+    import xxhash
+
+    hasher = xxhash.xxh3_128()
     with target.fs.open(bin_path, "rb") as f:
-        bad, first, largest = megatron.scan_range(f, index.dtype, limit)
+        bad, first, largest = megatron.scan_range(f, index.dtype, limit, hasher=hasher)
+    entry = target.entry(p.name)
+    if entry and entry.get("bin_xxh3_128") and hasher.hexdigest() != entry["bin_xxh3_128"]:
+        target.mismatches.setdefault(p.name, []).append(f"{bin_path}: checksum: XXH3-128 differs from the one recorded when it was "
+                               "written (the tokens changed since)")
     if bad:
         lengths = index.sequence_lengths.astype(np.int64)
         seq = int(np.searchsorted(np.cumsum(lengths), first, side="right"))
@@ -193,7 +279,10 @@ def verify(path: str, vocab_size: int | None = None, tokenizer=None, prefix: str
     elif tokenizer is not None:
         vocab_size, source = tokenizer.vocab_size, f"tokenizer {tokenizer.spec}"
     elif target.manifest and target.manifest.get("vocab_size") is not None:
-        vocab_size, source = int(target.manifest["vocab_size"]), "manifest.json"
+        from modules.output import unit_files
+
+        unit = next((u for u, m in target.units.items() if m is target.manifest), "")
+        vocab_size, source = int(target.manifest["vocab_size"]), unit_files(unit)["manifest"]
     else:
         source = "unknown (ids checked against the dtype only)"
     sets: dict[str, dict] = {}
@@ -202,10 +291,14 @@ def verify(path: str, vocab_size: int | None = None, tokenizer=None, prefix: str
     for p in sorted(target.pairs, key=lambda p: (p.set not in ("part", "train"), p.name)):
         s = sets.setdefault(p.set, {"files": 0, "documents": 0, "tokens": 0, "bytes": 0, "dtype": set()})
         s["files"] += 1
+        before = len(target.problems)
         index = check_structure(target, p)
+        if index is not None:
+            check_tokens(target, p, index, vocab_size)
+        if len(target.problems) == before:
+            target.problems.extend(target.mismatches.get(p.name, []))
         if index is None:
             continue
-        check_tokens(target, p, index, vocab_size)
         s["documents"] += index.documents
         s["tokens"] += index.tokens
         s["bytes"] += p.bin_size

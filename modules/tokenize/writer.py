@@ -6,21 +6,25 @@ Output directory (``--output``, a local path or an fsspec URL such as ``s3://buc
                                     with --split: train_00000, validation_00000, test_00000 ...
     _rejects/part-00000.parquet     documents not tokenized: rejected upstream (their _reason) or
                                     without any token ("empty")
-    _stats/00000.json               what partition 0 wrote; makes a re-run skip it
     manifest.json                   tokenizer (name, hash of its files, vocabulary size, eod/bos ids;
                                     for a hub name the revision), dtype, per file documents/tokens/bytes
+                                    and the XXH3-128 checksum of every file
     _SUCCESS                        written last
+
+Ownership (``modules/output.py``): the pairs of one ``--prefix`` are one unit. The default prefix
+``part`` owns the directory's ``manifest.json``/``_SUCCESS``; another prefix ``web`` has its own
+``manifest.web.json``, ``_SUCCESS.web``, ``_state.web/`` and rejects ``_rejects/web-part-00000.parquet``,
+so several corpora can be tokenized into one folder, each verifiable and mergeable on its own.
 
 Each document becomes one sequence: ``[bos] tokens [eod]`` (bos with --add-bos, eod unless
 --no-append-eod), special tokens never come from the text itself, nothing is truncated. A document
 without tokens is skipped (not even an eod) and counted. Pairs with no document are not written.
 
-Resume: a partition whose ``_stats`` file, pairs and rejects exist, belong to this run's settings,
-tokenizer files and partitioning, and pass the structural checks of the format is not recomputed.
-Every pair is written under temporary names and renamed (bin, then idx, then the stats file), so a
-killed run never leaves a half-written pair under a final name. For a remote output the pair is
-written to local scratch space on the worker, uploaded (bin, idx, then the stats file), and the
-manifest and ``_SUCCESS`` are uploaded last.
+Resume: every partition is a journal entry of the output: its file names are recorded before it
+writes, its files (sizes, checksums) and counts when done. A partition whose done record belongs to
+this run's settings, tokenizer files and partitioning and whose files are all there with their sizes
+is not recomputed. Files are written under temporary names and renamed (on an object store: PUT
+whole), so a killed run never leaves a half-written pair under a final name.
 
 Splits (``--split validation=0.01,test=0.01``): a document goes to validation when
 ``u < 0.01``, to test when ``0.01 <= u < 0.02``, else to train, where ``u`` is
@@ -32,15 +36,11 @@ exactly those with the smallest shuffle keys, i.e. the first shuffle partition(s
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import itertools
 import json
 import logging
-import os
 import re
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field
 
@@ -48,6 +48,7 @@ import numpy as np
 import pandas as pd
 
 from modules.errors import DataError, SettingsError
+from modules.output import Output
 from modules.stage import REASON, Stage, check_range
 from modules.tokenize import megatron
 from modules.tokenize.load import HubSnapshot
@@ -58,7 +59,6 @@ SPLIT_NAMES = ("validation", "test")  # train is what is left
 #: seed of the split hash: xxh64(b"curate-split", seed 0). Fixed forever (changing it moves documents
 #: between train and the held-out sets); not 0, so the split is independent of ``shuffle --seed 0``
 SPLIT_SEED = 7849727821106584039
-STATS = "_stats"
 REJECTS = "_rejects"
 PAIR_RE = re.compile(r"^(?P<prefix>.+)_(?P<index>\d{5})\.(?P<ext>bin|idx)$")
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*(_[A-Za-z0-9.-]+)*$")
@@ -184,90 +184,6 @@ def assign_sets(ids: pd.Series, split: dict[str, float] | None) -> np.ndarray:
     return sets
 
 
-# --------------------------------------------------------------------------- where the output goes
-
-
-@dataclass(frozen=True)
-class Output:
-    """A local directory or an fsspec URL; picklable, the filesystem is made where it is used."""
-
-    url: str
-
-    @property
-    def remote(self) -> bool:
-        return "://" in self.url and not self.url.startswith("file://")
-
-    def fs(self):
-        import fsspec
-
-        fs, root = fsspec.core.url_to_fs(self.url)
-        return fs, root.rstrip("/")
-
-    def path(self, name: str) -> str:
-        if not self.remote:
-            return os.path.join(self.url, name)
-        return self.fs()[1] + "/" + name
-
-    def exists(self, name: str) -> bool:
-        if not self.remote:
-            return os.path.exists(self.path(name))
-        return self.fs()[0].exists(self.path(name))
-
-    def size(self, name: str) -> int:
-        if not self.remote:
-            return os.path.getsize(self.path(name))
-        return int(self.fs()[0].size(self.path(name)))
-
-    def read(self, name: str) -> bytes:
-        if not self.remote:
-            with open(self.path(name), "rb") as f:
-                return f.read()
-        return self.fs()[0].cat_file(self.path(name))
-
-    def remove(self, name: str) -> None:
-        if not self.remote:
-            if os.path.exists(self.path(name)):
-                os.remove(self.path(name))
-        elif self.exists(name):
-            self.fs()[0].rm_file(self.path(name))
-
-    def put(self, local: str, name: str) -> None:
-        self.fs()[0].put_file(local, self.path(name))
-
-    def listdir(self, sub: str = "") -> list[str]:
-        """Names (relative to the output) of the files directly in ``sub``."""
-        return sorted(self.sizes(sub))
-
-    def sizes(self, sub: str = "") -> dict[str, int]:
-        """Name (relative to the output) -> size of the files directly in ``sub``: one listing."""
-        if not self.remote:
-            folder = os.path.join(self.url, sub)
-            if not os.path.isdir(folder):
-                return {}
-            with os.scandir(folder) as entries:
-                return {(f"{sub}/{e.name}" if sub else e.name): e.stat().st_size for e in entries if e.is_file()}
-        fs, root = self.fs()
-        folder = root + ("/" + sub if sub else "")
-        try:
-            entries = fs.ls(folder, detail=True, refresh=True)
-        except FileNotFoundError:
-            return {}
-        return {e["name"][len(root) + 1:]: int(e["size"]) for e in entries if e["type"] == "file"}
-
-    def prepare(self) -> None:
-        """Remove the sentinel and manifest of an earlier run, and temporary files of a killed one."""
-        from modules import dataset
-
-        if not self.remote:
-            os.makedirs(os.path.join(self.url, STATS), exist_ok=True)
-        for name in (dataset.SUCCESS, dataset.MANIFEST):
-            self.remove(name)
-        if not self.remote:
-            for name in self.listdir():
-                if name.startswith(".") and ".tmp-" in name:
-                    self.remove(name)
-
-
 # --------------------------------------------------------------------------- one partition
 
 
@@ -284,7 +200,7 @@ class Plan:
     sets: tuple[tuple[str, str], ...]  # (set, file prefix)
     split: dict | None
     output: Output
-    key: str  # identifies settings + tokenizer files + partitioning: stats with another key are stale
+    key: str  # identifies settings + tokenizer files + partitioning: records with another key are stale
     fmt: str  # rejects format
     hub: HubSnapshot | None = None  # a hub tokenizer: the snapshot the client resolved (tokenizer is its folder)
 
@@ -293,39 +209,30 @@ def pair_name(prefix: str, i: int) -> str:
     return f"{prefix}_{i:05d}"
 
 
-def stats_name(i: int) -> str:
-    return f"{STATS}/{i:05d}.json"
+def rejects_name(unit: str, i: int, fmt: str) -> str:
+    from modules import dataset
+
+    part = dataset.part_name(i, fmt)
+    return f"{REJECTS}/{unit}-{part}" if unit else f"{REJECTS}/{part}"
 
 
 def tokenize_partition(df: pd.DataFrame, i: int, plan: Plan) -> dict:
-    """Tokenize partition ``i`` into its pair(s); return (and record) what was written."""
-    from modules import dataset
+    """Tokenize partition ``i`` into its pair(s), journaled in the output; return what was written."""
     from modules.tokenize.load import hub_directory, load_tokenizer
 
     tok = load_tokenizer(plan.tokenizer if plan.hub is None else hub_directory(plan.hub))
     started = time.perf_counter()
     out = plan.output
-    folder = tempfile.mkdtemp(prefix=f"curate-tokenize-{i:05d}-") if out.remote else out.url
-    try:
-        stats = _write_partition(df, i, plan, tok, folder)
-        stats["seconds"] = round(time.perf_counter() - started, 3)
-        # the stats file goes last: it is what marks the partition as done
-        os.makedirs(os.path.join(folder, STATS), exist_ok=True)
-        dataset.write_json(os.path.join(folder, stats_name(i)), stats)
-        if out.remote:
-            if stats["rejects"]:
-                out.put(os.path.join(folder, stats["rejects"]), stats["rejects"])
-            for f in stats["files"]:
-                out.put(os.path.join(folder, f["name"] + ".bin"), f["name"] + ".bin")
-                out.put(os.path.join(folder, f["name"] + ".idx"), f["name"] + ".idx")
-            out.put(os.path.join(folder, stats_name(i)), stats_name(i))
-    finally:
-        if out.remote:
-            shutil.rmtree(folder, ignore_errors=True)
+    key = f"part-{i:05d}"
+    names = [pair_name(prefix, i) + ext for _, prefix in plan.sets for ext in (".bin", ".idx")]
+    out.intend(key, [*names, rejects_name(out.unit, i, plan.fmt)])
+    stats = _write_partition(df, i, plan, tok, out)
+    stats["seconds"] = round(time.perf_counter() - started, 3)
+    out.record_done(key, plan.key, stats["outputs"], stats={k: v for k, v in stats.items() if k != "outputs"})
     return stats
 
 
-def _write_partition(df: pd.DataFrame, i: int, plan: Plan, tok, folder: str) -> dict:
+def _write_partition(df: pd.DataFrame, i: int, plan: Plan, tok, out: Output) -> dict:
     from modules import dataset
 
     df = df.reset_index(drop=True)  # positions from here on: an upstream index may repeat values
@@ -337,13 +244,14 @@ def _write_partition(df: pd.DataFrame, i: int, plan: Plan, tok, folder: str) -> 
     texts = kept["text"].to_numpy(dtype=object)
     dtype = np.dtype(plan.dtype)
     empty_rows: list[np.ndarray] = []  # positions in `kept`
-    files = []
+    files, records = [], []
     for set_name, prefix in plan.sets:
         positions = np.flatnonzero(sets == set_name)
         if not len(positions):
             continue
         name = pair_name(prefix, i)
-        with megatron.PairWriter(os.path.join(folder, name), dtype) as w:
+        with out.open(name + ".bin") as sink:
+            w = megatron.PairWriter(name, dtype, sink=sink)
             for start in range(0, len(positions), plan.batch_size):
                 chunk = positions[start:start + plan.batch_size]
                 lists = tok.encode_sequences(texts[chunk].tolist())
@@ -357,10 +265,14 @@ def _write_partition(df: pd.DataFrame, i: int, plan: Plan, tok, folder: str) -> 
                 if empty.any():
                     empty_rows.append(chunk[empty])
             if w.documents == 0:
-                w.abort()
-                continue
-            stats = w.commit()
-        files.append({"name": name, "set": set_name if plan.split else None, "partition": i, **stats})
+                sink.abandon()
+        if w.documents == 0:
+            continue
+        idx = out.write_bytes(name + ".idx", w.index_bytes())
+        records += [sink.record, idx]
+        files.append({"set": set_name if plan.split else None, "partition": i, **w.stats(),
+                      "idx_bytes": idx["bytes"], "bin_xxh3_128": sink.record["xxh3_128"],
+                      "idx_xxh3_128": idx["xxh3_128"]})
     # documents that were not tokenized keep every column and say why
     empty_mask = np.zeros(len(df), dtype=bool)
     if empty_rows:
@@ -369,9 +281,8 @@ def _write_partition(df: pd.DataFrame, i: int, plan: Plan, tok, folder: str) -> 
     rejected = df.assign(**{REASON: dropped_reason.astype(dataset.STRING)})[dropped_reason.notna().to_numpy()]
     rejects = None
     if len(rejected):
-        rejects = f"{REJECTS}/{dataset.part_name(i, plan.fmt)}"
-        os.makedirs(os.path.join(folder, REJECTS), exist_ok=True)
-        dataset.write_frame(rejected, os.path.join(folder, rejects), plan.fmt)
+        rejects = rejects_name(out.unit, i, plan.fmt)
+        records.append(out.write_frame(rejects, rejected, plan.fmt))
     counts = {str(k): int(v) for k, v in rejected[REASON].value_counts().items()} if len(rejected) else {}
     return {
         "partition": i,
@@ -381,52 +292,21 @@ def _write_partition(df: pd.DataFrame, i: int, plan: Plan, tok, folder: str) -> 
         "dropped": dict(sorted(counts.items())),
         "files": files,
         "rejects": rejects,
+        "outputs": records,
     }
 
 
 def completed(plan: Plan, n: int) -> dict[int, dict]:
-    """Stats of the partitions (of ``n``) an earlier run of the same plan finished.
-
-    One listing of ``_stats/`` says which partitions can have been finished; only those are read
-    (their stats file and the index of each pair), and one listing each of the output and
-    ``_rejects/`` gives the sizes the checks need: no per-partition existence probes, which on an
-    object store are one request each."""
+    """Stats of the partitions (of ``n``) an earlier run of the same plan finished: done journal
+    records of this plan's key whose files are all present with their sizes (one listing)."""
     out = plan.output
-    listed = set(out.listdir(STATS))
-    candidates = [i for i in range(n) if stats_name(i) in listed]
-    if not candidates:
-        return {}
-    sizes = {**out.sizes(), **out.sizes(REJECTS)}
+    listing = out.listing()
     done = {}
-    for i in candidates:
-        stats = _completed_partition(plan, i, sizes)
-        if stats is not None:
-            done[i] = stats
+    for i in range(n):
+        rec = out.finished(f"part-{i:05d}", plan.key, listing)
+        if rec is not None:
+            done[i] = {**rec["stats"], "outputs": rec["files"]}
     return done
-
-
-def _completed_partition(plan: Plan, i: int, sizes: dict[str, int]) -> dict | None:
-    out = plan.output
-    try:
-        stats = json.loads(out.read(stats_name(i)))
-    except (FileNotFoundError, ValueError):
-        return None
-    if not isinstance(stats, dict) or stats.get("key") != plan.key:
-        return None
-    if stats.get("rejects") and stats["rejects"] not in sizes:
-        return None
-    for f in stats.get("files", []):
-        idx, bin_ = f["name"] + ".idx", f["name"] + ".bin"
-        if idx not in sizes or bin_ not in sizes:
-            return None
-        try:
-            index = megatron.parse_index(out.read(idx), idx)
-        except (FileNotFoundError, megatron.IndexFormatError):
-            return None
-        problems = megatron.check_pair(index, sizes[bin_], bin_)
-        if problems or index.documents != f["documents"] or index.dtype != np.dtype(plan.dtype):
-            return None
-    return stats
 
 
 # --------------------------------------------------------------------------- the stage
@@ -464,7 +344,8 @@ class TokenizeStage(Stage):
             if tid is not None and not 0 <= tid < min(tok.vocab_size, np.iinfo(dtype).max + 1):
                 raise SettingsError(f"tokenizer {settings.tokenizer}: {what} id {tid} is outside the vocabulary")
 
-        out = Output(ctx.output if "://" in ctx.output else os.path.abspath(ctx.output))
+        unit = "" if settings.prefix == "part" else settings.prefix
+        out = Output.at(ctx.output, unit)
         ddf = dataset.read_dataset(ctx.input, ctx.io)
         parts = ddf.to_delayed()
         n = len(parts)
@@ -479,7 +360,7 @@ class TokenizeStage(Stage):
         plan = Plan(spec, str(dtype), tok.vocab_size, eod_id, bos_id, settings.batch_size,
                     sets, dict(settings.split) if settings.split else None, out, key, ctx.io.format, hub)
 
-        out.prepare()
+        out.begin(dataset.stage_owner(ctx, self.name))
         done = {} if ctx.force else completed(plan, n)
         if done:
             log.info("tokenize: %d of %d partitions already written; skipped", len(done), n)
@@ -490,23 +371,10 @@ class TokenizeStage(Stage):
                  for i in range(n) if i not in done]
         computed = list(ctx.run_compute(*tasks)) if tasks else []
         stats = sorted([*done.values(), *computed], key=lambda s: s["partition"])
-        _remove_stale(out, stats, n)
         extra = _manifest_extra(desc, settings, plan, stats, warnings, len(done), dtype)
-        return _finish(ctx, out, settings, stats, started, extra)
-
-
-def _remove_stale(out: Output, stats: list[dict], n: int) -> None:
-    """Files an earlier run with other settings or partitioning left that this run did not write."""
-    wanted = {stats_name(s["partition"]) for s in stats}
-    wanted |= {s["rejects"] for s in stats if s["rejects"]}
-    wanted |= {f["name"] + ext for s in stats for f in s["files"] for ext in (".bin", ".idx")}
-    for name in out.listdir():
-        if PAIR_RE.match(name) and name not in wanted:
-            out.remove(name)
-    for sub in (STATS, REJECTS):
-        for name in out.listdir(sub):
-            if name not in wanted:
-                out.remove(name)
+        return dataset.finish_output(ctx, stage="tokenize", settings=settings, partition_stats=stats,
+                                     schema=None, started=started, extra=extra, unit=unit,
+                                     run=plan.key)
 
 
 def _manifest_extra(desc, settings, plan, stats, warnings, resumed, dtype) -> dict:
@@ -532,23 +400,10 @@ def _manifest_extra(desc, settings, plan, stats, warnings, resumed, dtype) -> di
         "split": plan.split,
         "sets": sets,
         "totals": {k: int(sum(f[k] for f in files)) for k in ("documents", "tokens", "bytes")},
-        "files": [{k: f[k] for k in ("name", "set", "partition", "documents", "tokens", "bytes")} for f in files],
+        "files": [{k: f[k] for k in ("name", "set", "partition", "documents", "tokens", "bytes", "idx_bytes",
+                                     "bin_xxh3_128", "idx_xxh3_128") if k in f} for f in files],
         "resumed_partitions": resumed,
         "warnings": warnings,
         "output": plan.output.url,
+        "prefix": settings.prefix,
     }
-
-
-def _finish(ctx, out: Output, settings, stats, started, extra) -> dict:
-    from modules import dataset
-
-    if not out.remote:
-        return dataset.finish_output(ctx, stage="tokenize", settings=settings, partition_stats=stats,
-                                     schema=None, started=started, extra=extra)
-    with tempfile.TemporaryDirectory(prefix="curate-tokenize-manifest-") as local:
-        manifest = dataset.finish_output(dataclasses.replace(ctx, output=local), stage="tokenize",
-                                         settings=settings, partition_stats=stats, schema=None,
-                                         started=started, extra=extra)
-        out.put(os.path.join(local, dataset.MANIFEST), dataset.MANIFEST)
-        out.put(os.path.join(local, dataset.SUCCESS), dataset.SUCCESS)
-    return manifest

@@ -100,7 +100,9 @@ def test_steps_resume_and_output_is_deterministic(two_files, tmp_path):
     (out / "_SUCCESS").unlink()
     manifest = run_stage("exact_dedup", {"hash": "md5"}, two_files, out, on_error="skip")
     assert not any(s["skipped"] for s in manifest["steps"].values())
-    assert json.loads((out / "_work" / "hashes" / "_SUCCESS").read_text())["fingerprint"] == manifest["fingerprint"]
+    assert json.loads((out / "_state" / "step-_work-hashes.json").read_text())["run"] == manifest["fingerprint"]
+    listed = {r["path"] for r in manifest["outputs"]}
+    assert {"_work/hashes/part-00000.parquet", "_duplicates/part-00000.parquet", "part-00000.parquet"} <= listed
 
 
 def test_force_recomputes_every_step(two_files, tmp_path):

@@ -108,3 +108,35 @@ def read_dir(folder, prefix="part"):
         docs.extend(d)
     assert len(codes) <= 1
     return (codes.pop() if codes else None), docs
+
+
+def write_token_set(folder, pairs, dtype=None, prefix: str = "part"):
+    """A hand-made token set that curate owns: ``pairs`` maps a pair name to (documents, dtype) or to
+    documents (then ``dtype``); written through the output abstraction with a tokenize manifest, so
+    verify and merge accept it as they would a tokenize run's."""
+    import numpy as np
+
+    from modules.output import Output
+    from modules.tokenize import megatron
+
+    out = Output.at(folder, "" if prefix == "part" else prefix)
+    out.begin({"kind": "stage", "stage": "tokenize"})
+    records, files = [], []
+    for name, value in pairs.items():
+        docs, dt = value if isinstance(value, tuple) else (value, dtype)
+        if isinstance(docs, dict):  # already flat: {"tokens": array, "lengths": array}
+            tokens, lengths = np.asarray(docs["tokens"], dtype=dt), np.asarray(docs["lengths"], dtype=np.int64)
+        else:
+            tokens = np.array([t for d in docs for t in d], dtype=dt)
+            lengths = np.array([len(d) for d in docs], dtype=np.int64)
+        with out.open(name + ".bin") as sink:
+            w = megatron.PairWriter(name, dt, sink=sink)
+            w.add(tokens, lengths)
+        idx = out.write_bytes(name + ".idx", w.index_bytes())
+        records += [sink.record, idx]
+        files.append({"name": name, "set": None, **w.stats(), "idx_bytes": idx["bytes"],
+                      "bin_xxh3_128": sink.record["xxh3_128"], "idx_xxh3_128": idx["xxh3_128"]})
+    codes = {megatron.dtype_code(np.dtype(v[1] if isinstance(v, tuple) else dtype)) for v in pairs.values()}
+    out.finish({"stage": "tokenize", "fingerprint": "hand-made", "files": files,
+                "dtype_code": codes.pop() if len(codes) == 1 else None}, records)
+    return folder

@@ -11,20 +11,14 @@ from modules.errors import DataError, SettingsError
 from modules.tokenize import megatron
 from modules.tokenize.merge import _Source, merge, merge_sources
 from tests.conftest import run_stage, write_jsonl
-from tests.modules.tokenize.helpers import read_pair
+from tests.modules.tokenize.helpers import read_pair, write_token_set
 
 GOLDEN = Path(__file__).resolve().parents[2] / "data" / "tokenize"
 DOCS = json.loads((GOLDEN / "golden_docs.json").read_text())
 
 
 def write_pairs(folder, groups, dtype):
-    folder.mkdir(parents=True, exist_ok=True)
-    for i, docs in enumerate(groups):
-        with megatron.PairWriter(str(folder / f"part_{i:05d}"), dtype) as w:
-            w.add(np.array([t for d in docs for t in d], dtype=dtype), np.array([len(d) for d in docs]))
-            w.commit()
-    (folder / "_SUCCESS").write_bytes(b"")
-    return folder
+    return write_token_set(folder, {f"part_{i:05d}": docs for i, docs in enumerate(groups)}, dtype)
 
 
 def test_merge_is_megatrons_add_index(tmp_path):
@@ -67,14 +61,12 @@ def test_merge_equals_a_single_partition_write(tmp_path):
 
 
 def peak_merge_memory(folder, n_files, docs_per_file, out):
-    folder.mkdir()
     rng = np.random.default_rng(0)
+    pairs = {}
     for i in range(n_files):
         lengths = rng.integers(1, 4, docs_per_file)
-        with megatron.PairWriter(str(folder / f"part_{i:05d}"), np.uint16) as w:
-            w.add(rng.integers(0, 500, int(lengths.sum())).astype(np.uint16), lengths)
-            w.commit()
-    (folder / "_SUCCESS").write_bytes(b"")
+        pairs[f"part_{i:05d}"] = {"tokens": rng.integers(0, 500, int(lengths.sum())), "lengths": lengths}
+    write_token_set(folder, pairs, np.uint16)
     tracemalloc.start()
     try:
         merge(str(folder), str(out))
@@ -94,9 +86,7 @@ def test_memory_does_not_grow_with_the_data(tmp_path):
 
 
 def test_sets_need_a_prefix_and_broken_input_is_refused(tmp_path):
-    write_pairs(tmp_path / "d", [[[1, 2]], [[3]]], np.uint16)
-    (tmp_path / "d" / "part_00000.bin").rename(tmp_path / "d" / "train_00000.bin")
-    (tmp_path / "d" / "part_00000.idx").rename(tmp_path / "d" / "train_00000.idx")
+    write_token_set(tmp_path / "d", {"train_00000": [[1, 2]], "part_00001": [[3]]}, np.uint16)
     with pytest.raises(SettingsError, match="several sets"):
         merge(str(tmp_path / "d"), str(tmp_path / "m"))
     merge(str(tmp_path / "d"), str(tmp_path / "m"), prefix="train")
@@ -111,16 +101,13 @@ def test_sets_need_a_prefix_and_broken_input_is_refused(tmp_path):
 
 
 def test_mixed_dtypes_are_refused(tmp_path):
-    write_pairs(tmp_path / "d", [[[1, 2]]], np.uint16)
-    write_pairs(tmp_path / "e", [[[1, 2]]], np.int32)
-    (tmp_path / "e" / "part_00000.bin").rename(tmp_path / "d" / "part_00001.bin")
-    (tmp_path / "e" / "part_00000.idx").rename(tmp_path / "d" / "part_00001.idx")
+    write_token_set(tmp_path / "d", {"part_00000": ([[1, 2]], np.uint16), "part_00001": ([[1, 2]], np.int32)})
     with pytest.raises(DataError, match="mix"):
         merge(str(tmp_path / "d"), str(tmp_path / "m"))
 
 
 def test_a_failed_merge_leaves_no_file(tmp_path):
-    """Both outputs go through dataset.atomic_write: an error while writing the index (here a .bin
+    """Both outputs go through the output abstraction: an error while writing the index (here a .bin
     shorter than its index says, found while streaming) leaves neither a final name nor a temp file."""
     docs = DOCS["uint16"]
     folder = write_pairs(tmp_path / "d", [docs[:2], docs[2:]], np.uint16)

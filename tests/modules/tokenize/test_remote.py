@@ -35,26 +35,29 @@ def make_input(tmp_path):
 
 
 def test_tokenize_to_s3(s3, tmp_path, monkeypatch):
-    from modules.tokenize import merge, verify, writer
+    from modules import output
+    from modules.tokenize import merge, verify
 
     fs, _ = s3
     puts = []
-    real_put = writer.Output.put
+    real_open = output.Output.open
 
-    def spy(self, local, name):
-        puts.append(name)
-        real_put(self, local, name)
+    def spy(self, rel):
+        puts.append(rel)
+        return real_open(self, rel)
 
-    monkeypatch.setattr(writer.Output, "put", spy)
+    monkeypatch.setattr(output.Output, "open", spy)
     inputs = make_input(tmp_path)
     m = run_stage("tokenize", {"tokenizer": "tiktoken:cl100k_base"}, inputs, "s3://bkt/tok")
     local = run_stage("tokenize", {"tokenizer": "tiktoken:cl100k_base"}, inputs, tmp_path / "local")
     assert m["output"] == "s3://bkt/tok"
     assert m["files"] == local["files"] and m["counts"] == local["counts"]
-    # each partition: rejects, bin, idx, then its stats file; manifest and _SUCCESS last
+    # each partition: its intent, bin, idx, rejects, then its done record; manifest and _SUCCESS last
     assert puts[-2:] == ["manifest.json", "_SUCCESS"]
     for i in range(3):
-        assert puts.index(f"_stats/{i:05d}.json") > puts.index(f"part_{i:05d}.idx") > puts.index(f"part_{i:05d}.bin")
+        record = f"_state/part-{i:05d}.json"
+        assert puts.index(record) < puts.index(f"part_{i:05d}.bin") < puts.index(f"part_{i:05d}.idx")
+        assert len(puts) - 1 - puts[::-1].index(record) > puts.index(f"part_{i:05d}.idx")
     fs.invalidate_cache()
     for i in range(3):
         for ext in ("bin", "idx"):
@@ -85,7 +88,7 @@ def test_cli_with_workers_uploads(s3, tmp_path):
     assert "ran" in proc.stdout
     fs.invalidate_cache()
     names = sorted(p.rsplit("/", 1)[-1] for p in fs.ls("bkt/cli"))
-    assert names == ["_SUCCESS", "_rejects", "_stats", "manifest.json",
+    assert names == ["_SUCCESS", "_rejects", "_state", "manifest.json",
                      "part_00000.bin", "part_00000.idx", "part_00001.bin", "part_00001.idx",
                      "part_00002.bin", "part_00002.idx"]
     assert not (ROOT / "s3:").exists()  # no local folder named after the URL (the performance report)

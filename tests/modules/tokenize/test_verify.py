@@ -48,10 +48,10 @@ def test_missing_success(out):
     line = only(verify(str(out)).problems, "missing _SUCCESS")
     assert line.startswith(str(out / "_SUCCESS"))
     from modules import dataset
-    from modules.tokenize import verify as module
+    from modules.output import unit_files
 
     # the names verify checks are the writer's own, not a copy that could drift
-    assert (module.SUCCESS, module.MANIFEST) == (dataset.SUCCESS, dataset.MANIFEST)
+    assert (unit_files("")["success"], unit_files("")["manifest"]) == (dataset.SUCCESS, dataset.MANIFEST)
 
 
 def test_missing_partner(out):
@@ -141,7 +141,9 @@ def test_single_pair_and_errors(out, tmp_path):
 
 def test_directory_without_pairs(tmp_path):
     (tmp_path / "_SUCCESS").write_bytes(b"")
-    only(verify(str(tmp_path)).problems, "no pairs")
+    problems = verify(str(tmp_path)).problems
+    assert any("no pairs" in p for p in problems), problems
+    assert any("missing manifest" in p for p in problems), problems
 
 
 def test_mixed_dtypes(tmp_path):
@@ -152,4 +154,6 @@ def test_mixed_dtypes(tmp_path):
             w.add(np.array([1, 2], dtype=dt), np.array([2]))
             w.commit()
     (tmp_path / "_SUCCESS").write_bytes(b"")
-    only(verify(str(tmp_path)).problems, "mix dtypes")
+    problems = verify(str(tmp_path)).problems
+    # hand-made pairs: no manifest says they belong together, and they mix dtypes
+    assert len(problems) == 2 and "missing manifest" in problems[0] and "mix dtypes" in problems[1], problems

@@ -2,7 +2,6 @@
 
 import json
 import logging
-import os
 from pathlib import Path
 
 import numpy as np
@@ -283,11 +282,10 @@ def test_resume_after_a_partial_run(tmp_path, bpe_dir):
     out = tmp_path / "o"
     run_stage("tokenize", {"tokenizer": bpe_dir}, inputs, out)
     before = {p.name: p.read_bytes() for p in out.glob("part_*")}
-    # what a kill leaves: no _SUCCESS/manifest, one .bin without its .idx, a temporary file
+    # what a kill leaves: no _SUCCESS, one .bin without its .idx, a temporary file
     (out / "_SUCCESS").unlink()
-    (out / "manifest.json").unlink()
     (out / "part_00001.idx").unlink()
-    (out / ".part_00001.bin.tmp-99999").write_bytes(b"half")
+    (out / ".part_00001.bin.curate-tmp-99999-abcd").write_bytes(b"half")
     kept = (out / "part_00000.bin").stat().st_mtime_ns, (out / "part_00002.idx").stat().st_mtime_ns
     m = run_stage("tokenize", {"tokenizer": bpe_dir}, inputs, out)
     assert m["resumed_partitions"] == 2
@@ -302,29 +300,6 @@ def test_resume_after_a_partial_run(tmp_path, bpe_dir):
     m = run_stage("tokenize", {"tokenizer": bpe_dir}, inputs, out)
     assert m["resumed_partitions"] == 2
     assert {p.name: p.read_bytes() for p in out.glob("part_*")} == before
-
-
-def test_resume_lists_stats_once_and_reads_only_finished_partitions(tmp_path, bpe_dir, monkeypatch):
-    from modules.tokenize.writer import Output
-
-    inputs = make_input(tmp_path)
-    out = tmp_path / "o"
-    run_stage("tokenize", {"tokenizer": bpe_dir}, inputs, out)
-    (out / "_SUCCESS").unlink()
-    (out / "_stats" / "00001.json").unlink()  # partition 1 was not finished
-    calls = []
-    for method in ("read", "exists", "size", "sizes"):
-        real = getattr(Output, method)
-        monkeypatch.setattr(Output, method, lambda self, *a, _m=method, _real=real: calls.append((_m, *a))
-                            or _real(self, *a))
-    m = run_stage("tokenize", {"tokenizer": bpe_dir}, inputs, out)
-    assert m["resumed_partitions"] == 2
-    assert sorted(c[1] for c in calls if c[0] == "read") == [
-        "_stats/00000.json", "_stats/00002.json", "part_00000.idx", "part_00002.idx"]
-    assert not [c for c in calls if c[0] == "size"]
-    assert not [c for c in calls if c[0] == "exists" and c[1] not in ("_SUCCESS", "manifest.json")]
-    # _stats listed once for resuming and once when stale files are removed at the end
-    assert [c[1:] for c in calls if c[0] == "sizes"].count(("_stats",)) == 2
 
 
 def test_force_rewrites_finished_partitions(tmp_path, bpe_dir):
@@ -343,12 +318,15 @@ def test_force_rewrites_finished_partitions(tmp_path, bpe_dir):
 def test_other_settings_do_not_reuse_pairs_and_stale_files_go(tmp_path, bpe_dir):
     inputs = make_input(tmp_path)
     out = tmp_path / "o"
-    run_stage("tokenize", {"tokenizer": bpe_dir, "prefix": "old"}, inputs, out)
+    run_stage("tokenize", {"tokenizer": bpe_dir, "split": "validation=0.6"}, inputs, out)
+    assert list(out.glob("validation_*.bin"))
     (out / "_SUCCESS").unlink()
     m = run_stage("tokenize", {"tokenizer": bpe_dir, "append_eod": False}, inputs, out)
     assert m["resumed_partitions"] == 0
+    # the split run's pairs were this output's own: replaced, and the ones not rewritten deleted
     assert sorted(p.name for p in out.glob("*.bin")) == [f"part_0000{i}.bin" for i in range(3)]
-    assert sorted(os.listdir(out / "_stats")) == ["00000.json", "00001.json", "00002.json"]
+    assert sorted(r["path"] for r in m["outputs"] if r["path"].endswith(".bin")) == [
+        f"part_0000{i}.bin" for i in range(3)]
 
 
 def test_split_sets(tmp_path, bpe_dir):
@@ -429,13 +407,20 @@ def test_partition_function_without_dask(tmp_path):
         "_detail": pd.Series([pd.NA] * 4, dtype=STRING),
     }).set_axis([0, 0, 1, 1])
     before = df.copy()
-    (tmp_path / "_stats").mkdir()
+    out = Output.at(tmp_path)
     plan = Plan("tiktoken:cl100k_base", "int32", 100277, 100257, None, 10, (("train", "part"),), None,
-                Output(str(tmp_path)), "key", "parquet")
+                out, "key", "parquet")
     stats = tokenize_partition(df, 3, plan)
     pd.testing.assert_frame_equal(df, before)
     assert stats["dropped"] == {"empty": 2, "invalid_json": 1} and stats["out"] == 1 and stats["in"] == 4
     rejects = pd.read_parquet(tmp_path / "_rejects" / "part-00003.parquet")
     assert rejects[["id", "_reason"]].values.tolist() == [["b", "empty"], ["c", "invalid_json"], ["d", "empty"]]
     assert read_pair(tmp_path / "part_00003") == (4, [[87, 100257]])
-    assert json.loads((tmp_path / "_stats" / "00003.json").read_text())["files"][0]["documents"] == 1
+    record = json.loads((tmp_path / "_state" / "part-00003.json").read_text())
+    assert record["status"] == "done" and record["stats"]["files"][0]["documents"] == 1
+    # every file it wrote is in the journal with its size and checksum (the oracle: xxhash of the bytes)
+    import xxhash
+
+    for f in record["files"]:
+        data = (tmp_path / f["path"]).read_bytes()
+        assert f["bytes"] == len(data) and f["xxh3_128"] == xxhash.xxh3_128_hexdigest(data)

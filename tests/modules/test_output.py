@@ -1,0 +1,180 @@
+"""The output abstraction: checksums while writing, the journal, ownership, claims and the lock."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+import xxhash
+
+from modules.output import (
+    Lock,
+    LockedError,
+    Output,
+    OwnershipError,
+    check_claim,
+    check_not_input,
+    unlisted,
+    verify_unit,
+)
+
+STAGE = {"kind": "stage", "stage": "clean"}
+
+
+def test_records_are_the_bytes_on_disk(tmp_path):
+    """The oracle is xxhash over the final file: the checksum computed while writing must equal it."""
+    out = Output.at(tmp_path / "o")
+    df = pd.DataFrame({"id": ["a", "b"], "text": ["x", "ü" * 1000]})
+    records = [out.write_bytes("a/b.bin", b"\x00\x01" * 70_000), out.write_json("j.json", {"k": [1, 2]}),
+               out.write_frame("part-00000.parquet", df, "parquet"), out.write_frame("part-00001.jsonl", df, "jsonl")]
+    for r in records:
+        data = (tmp_path / "o" / r["path"]).read_bytes()
+        assert r["bytes"] == len(data) and r["xxh3_128"] == xxhash.xxh3_128_hexdigest(data)
+    assert records[2]["rows"] == 2 and pd.read_parquet(tmp_path / "o" / "part-00000.parquet").equals(df)
+    assert pd.read_json(tmp_path / "o" / "part-00001.jsonl", lines=True).equals(df)
+    assert not [p for p in os.listdir(tmp_path / "o") if p.startswith(".")]  # no temporaries left
+
+
+def test_a_failed_or_abandoned_write_leaves_nothing(tmp_path):
+    out = Output.at(tmp_path)
+    with pytest.raises(RuntimeError):
+        with out.open("x.bin") as f:
+            f.write(b"half")
+            raise RuntimeError("boom")
+    with out.open("y.bin") as f:
+        f.write(b"nothing worth keeping")
+        f.abandon()
+    assert f.record is None and os.listdir(tmp_path) == []
+
+
+def test_journal_resume_and_ownership(tmp_path):
+    out = Output.at(tmp_path)
+    out.begin(STAGE)
+    out.intend("part-00000", ["part-00000.parquet"])
+    rec = out.write_bytes("part-00000.parquet", b"abc")
+    out.record_done("part-00000", "run1", [rec], stats={"in": 1})
+    out.intend("part-00001", ["part-00001.parquet"])  # killed before writing it
+    assert out.finished("part-00000", "run1")["stats"] == {"in": 1}
+    assert out.finished("part-00000", "run2") is None  # another run's record is stale
+    assert {"part-00000.parquet", "part-00001.parquet"} <= out.owned()
+    (tmp_path / "part-00000.parquet").write_bytes(b"abcd")  # changed size: not finished any more
+    assert out.finished("part-00000", "run1") is None
+    (tmp_path / "user.txt").write_text("mine")
+    with pytest.raises(RuntimeError, match="not written by this output"):
+        out.remove("user.txt")
+    manifest = out.finish({"fingerprint": "run1"}, [])
+    # finish deleted what the unit owned and did not list, never the user's file
+    assert sorted(os.listdir(tmp_path)) == ["_SUCCESS", "_state", "manifest.json", "user.txt"]
+    assert os.listdir(tmp_path / "_state") == ["part-00000.json"]  # this run's record stays for resuming
+    assert manifest["status"] == "complete" and manifest["outputs"] == []
+
+
+def test_claims(tmp_path):
+    check_claim(Output.at(tmp_path / "missing"), STAGE)  # missing: fine
+    (tmp_path / "empty").mkdir()
+    check_claim(Output.at(tmp_path / "empty"), STAGE)  # empty: fine
+    (tmp_path / "user").mkdir()
+    (tmp_path / "user" / "part-00000.parquet").write_bytes(b"the user's")
+    with pytest.raises(OwnershipError, match="not a curate output: .*part-00000.parquet"):
+        check_claim(Output.at(tmp_path / "user"), STAGE)
+    (tmp_path / "user" / "manifest.json").write_text('{"something": "else"}')  # a manifest, not curate's
+    with pytest.raises(OwnershipError, match="not a curate output: .*manifest.json \\(and 1 more\\)"):
+        check_claim(Output.at(tmp_path / "user"), STAGE)
+    ours = Output.at(tmp_path / "ours")
+    ours.begin(STAGE)
+    ours.finish({"stage": "clean"}, [ours.write_bytes("part-00000.parquet", b"x")])
+    check_claim(ours, STAGE)
+    with pytest.raises(OwnershipError, match="written by stage 'clean', not stage 'redact'"):
+        check_claim(ours, {"kind": "stage", "stage": "redact"})
+    (tmp_path / "ours" / "notes.txt").write_text("user's notes")
+    with pytest.raises(OwnershipError, match="holds files curate did not write: .*notes.txt"):
+        check_claim(ours, STAGE)
+    # another tokenize prefix may share the folder; another stage may not
+    tok = {"kind": "stage", "stage": "tokenize"}
+    web = Output.at(tmp_path / "tok", "web")
+    web.begin(tok)
+    web.finish({"stage": "tokenize"}, [web.write_bytes("web_00000.bin", b"1")])
+    check_claim(Output.at(tmp_path / "tok", "code"), tok)
+    with pytest.raises(OwnershipError, match="holds the output of stage 'tokenize'"):
+        check_claim(Output.at(tmp_path / "tok"), STAGE)
+
+
+def test_output_must_not_overlap_inputs(tmp_path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.jsonl").write_text("{}\n")
+    cases = [
+        (tmp_path / "d", [tmp_path / "d"], "is the input directory"),
+        (tmp_path / "d" / "out", [tmp_path / "d"], "lies inside the input directory"),
+        (tmp_path, [tmp_path / "d"], "contains the input directory"),
+        (tmp_path / "d", [tmp_path / "d" / "a.jsonl"], "contains the input"),
+        (tmp_path / "d", [str(tmp_path / "d" / "*.jsonl")], "contains the input"),
+    ]
+    for output, inputs, message in cases:
+        with pytest.raises(OwnershipError, match=message):
+            check_not_input(str(output), [str(i) for i in inputs])
+    check_not_input(str(tmp_path / "out"), [str(tmp_path / "d" / "a.jsonl")])  # beside: fine
+    check_not_input(str(tmp_path / "d2"), [str(tmp_path / "d" / "*.jsonl")])
+
+
+def hold_lock(path):
+    """A real second process that takes the lock of ``path`` and holds it until killed."""
+    code = (f"import sys, time; sys.path.insert(0, {str(os.getcwd())!r});"
+            "from modules.output import Lock, Output;"
+            f"Lock(Output.at({str(path)!r}), 'holder').acquire(); print('held', flush=True); time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_lock_between_processes_and_takeover(tmp_path, caplog):
+    out = Output.at(tmp_path / "o")
+    holder = hold_lock(tmp_path / "o")
+    try:
+        with pytest.raises(LockedError, match=f"locked by holder \\(host {socket.gethostname()}, pid {holder.pid}"):
+            Lock(out).acquire()
+        # a job root above, or a stage folder below, is refused too
+        with pytest.raises(LockedError, match="held by holder"):
+            Lock(Output.at(tmp_path / "o" / "01-clean")).acquire()
+        with pytest.raises(LockedError, match="held by holder"):
+            Lock(Output.at(tmp_path)).acquire()
+    finally:
+        holder.kill()
+        holder.wait()
+    # the holder died (same host, pid gone): taken over with a warning
+    with caplog.at_level("WARNING"), Lock(out):
+        assert "stale lock" in caplog.text and f"pid {holder.pid}" in caplog.text
+    assert not (tmp_path / "o" / "_LOCK").exists()  # released
+
+
+def test_lock_of_another_host_by_heartbeat(tmp_path, monkeypatch):
+    (tmp_path / "_LOCK").write_text(json.dumps({"host": "elsewhere", "pid": 1, "heartbeat": time.time()}))
+    with pytest.raises(LockedError, match="host elsewhere"):
+        Lock(Output.at(tmp_path)).acquire()
+    monkeypatch.setenv("CURATE_LOCK_TIMEOUT", "5")
+    (tmp_path / "_LOCK").write_text(json.dumps({"host": "elsewhere", "pid": 1, "heartbeat": time.time() - 60}))
+    os.utime(tmp_path / "_LOCK", (time.time() - 60, time.time() - 60))  # its holder stopped writing a minute ago
+    lock = Lock(Output.at(tmp_path)).acquire()
+    assert json.loads((tmp_path / "_LOCK").read_text())["token"] == lock.token
+    lock.release()
+
+
+def test_verify_unit_and_unlisted(tmp_path):
+    out = Output.at(tmp_path)
+    out.begin(STAGE)
+    df = pd.DataFrame({"id": ["a"], "text": ["x"]})
+    recs = [out.write_frame("part-00000.parquet", df, "parquet"), out.write_frame("part-00001.parquet", df, "parquet")]
+    out.finish({"stage": "clean", "schema": {}, "counts": {"in": 2, "out": 2, "dropped": {}}}, recs)
+    assert verify_unit(out, checksums=True) == [] and unlisted(out) == []
+    (tmp_path / "part-00002.parquet").write_bytes((tmp_path / "part-00001.parquet").read_bytes())  # an extra part
+    assert unlisted(out) == ["part-00002.parquet"]
+    data = bytearray((tmp_path / "part-00001.parquet").read_bytes())
+    data[8] ^= 1  # inside the first data page, not the footer
+    (tmp_path / "part-00001.parquet").write_bytes(bytes(data))  # same size, one bit flipped
+    assert verify_unit(out) == []  # sizes alone cannot see it
+    assert [p.split(": ")[1] for p in verify_unit(out, checksums=True)] == ["checksum"]
+    (tmp_path / "part-00000.parquet").unlink()
+    assert any("part-00000.parquet: missing" in p for p in verify_unit(out))
