@@ -118,6 +118,7 @@ def main(argv=None) -> int:
     p.add_argument("--nemo-python", help="python of a venv with NeMo Curator 0.9 (see the docstring)")
     p.add_argument("--before-rev", help="also measure curate at this git revision")
     p.add_argument("--workdir", default=None, help="where the outputs go (default: a temporary folder)")
+    p.add_argument("--reuse-nemo", action="store_true", help="reuse NeMo's outputs already in --workdir")
     p.add_argument("--dump", choices=("curate", "nemo"), help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -138,7 +139,8 @@ def main(argv=None) -> int:
     results = {}
     for algorithm in algorithms:
         nemo_out = os.path.join(workdir, f"nemo-{algorithm}.jsonl")
-        run(args.nemo_python, REPO, "nemo", warcs, algorithm, nemo_out)
+        if not (args.reuse_nemo and os.path.exists(nemo_out)):
+            run(args.nemo_python, REPO, "nemo", warcs, algorithm, nemo_out)
         nemo = load(nemo_out)
         for label, repo in versions.items():
             out = os.path.join(workdir, f"curate-{label.split()[0]}-{algorithm}.jsonl")

@@ -18,8 +18,8 @@ with new record ids, dealt round-robin).
 - ``raw``: a FastWARC loop (response records, HTML content type, UTF-8 decoding) calling resiliparse's
   ``extract_plain_text`` with curate's arguments, against curate's ``extract_warc_file`` doing the
   same work (``--language-id none --min-stopword-density 0``): the stage's overhead over the library;
-- ``raw+nemo``: the same loop plus CLD2 on the text and NeMo Curator's stop-word line filter, written
-  by hand, against curate's defaults (which do that too).
+- ``raw+nemo``: the same loop plus NeMo Curator's steps written by hand (CLD2 on the page, the stop
+  list of its language, the stop-word line filter), against curate's defaults (which do that too).
 
 ``datatrove``: whole processes, ``--workers`` worker processes each, alternated: datatrove's
 ``WarcReader`` -> a ``BaseExtractor`` calling the same ``extract_plain_text`` -> ``JsonlWriter``
@@ -117,9 +117,10 @@ def raw_loop(files: list[str], nemo: bool) -> int:
                 if (rec.http_content_type or "").lower() not in ("text/html", "application/xhtml+xml"):
                     continue
                 html = rec.reader.read().decode(rec.http_charset or "utf-8", "replace")
+                if nemo:
+                    name = detect(html, html=True)[0]
                 text = extract_plain_text(html, **RESILIPARSE_ARGS)
                 if nemo and text.strip():
-                    name = detect(text)[0]
                     stop = lists.get(name)
                     if stop is None:
                         continue
