@@ -35,10 +35,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def dump_curate(warcs: list[str], algorithm: str, out: str) -> None:
+    import pandas as pd
+
     from modules.extract import RawFile
     from modules.extract.warc import ExtractWarcSettings, extract_warc_file
-
-    import pandas as pd
 
     with open(out, "w") as f:
         for path in warcs:
@@ -53,8 +53,12 @@ def dump_curate(warcs: list[str], algorithm: str, out: str) -> None:
 def dump_nemo(warcs: list[str], algorithm: str, out: str) -> None:
     import warnings
 
-    from nemo_curator.download.commoncrawl import (CommonCrawlWARCExtractor, CommonCrawlWARCIterator,
-                                                   JusTextExtractor, ResiliparseExtractor)
+    from nemo_curator.download.commoncrawl import (
+        CommonCrawlWARCExtractor,
+        CommonCrawlWARCIterator,
+        JusTextExtractor,
+        ResiliparseExtractor,
+    )
 
     warnings.simplefilter("ignore")
     extractor = CommonCrawlWARCExtractor(

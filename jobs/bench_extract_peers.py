@@ -86,7 +86,7 @@ def make_inputs(output: str, files: int = 4) -> None:
     outs = [open(os.path.join(real, f"real-{i:03d}.warc.gz"), "wb") for i in range(files)]
     rng = random.Random(0)
     k = 0
-    for copy in range(4):
+    for _copy in range(4):
         for headers, block in records:
             headers = {**headers, "WARC-Record-ID": f"<urn:uuid:{uuid.UUID(int=rng.getrandbits(128))}>"}
             outs[k % files].write(_record(headers, block))
@@ -205,7 +205,7 @@ if __name__ == "__main__":
     src, out, logs, tasks, workers = sys.argv[1:6]
     LocalPipelineExecutor(pipeline=[WarcReader(src, glob_pattern="*.warc.gz"), Resiliparse(), JsonlWriter(out)],
                           tasks=int(tasks), workers=int(workers), logging_dir=logs).run()
-''' % (RESILIPARSE_ARGS,)
+'''.replace("%r", repr(RESILIPARSE_ARGS))
 
 
 def run_tree(cmd: list[str], env=None) -> dict:
@@ -286,7 +286,9 @@ def bench_datatrove(folder: str, python: str, repeat: int, workers: int) -> dict
     result = {}
     for name, rs in runs.items():
         wall, cpu = min(r["wall"] for r in rs), min(r["cpu"] for r in rs)
-        med = lambda k: sorted(r[k] for r in rs)[len(rs) // 2] / 2**20  # noqa: E731
+
+        def med(k, rs=rs):
+            return sorted(r[k] for r in rs)[len(rs) // 2] / 2**20
         result[name] = {"docs": docs[name], "best_wall_s": wall, "best_cpu_s": cpu,
                         "docs_per_s_per_worker": docs[name] / wall / workers, "docs_per_cpu_s": docs[name] / cpu,
                         "peak_rss_mib": med("rss"), "peak_pss_mib": med("pss")}

@@ -2,22 +2,26 @@
 
 Only ``response`` records with HTTP status 200 and an HTML content type are documents. Each is
 decoded (charset from the HTTP header, the page's ``<meta>`` or detection), stripped of boilerplate
-by the chosen algorithm (:mod:`modules.extract.html`) and labelled with its language
-(:mod:`modules.extract.language`). Other record types (request, metadata, warcinfo, revisit) are not
-documents and are passed over.
+by the chosen algorithm the way NeMo Curator 0.9 does it (:mod:`modules.extract.html`: CLD2 names
+the page's language, which picks the stop list; jusText in NeMo's sequence; resiliparse followed by
+NeMo's stop-word line filter) and labelled with its language (:mod:`modules.extract.language`).
+Other record types (request, metadata, warcinfo, revisit) are not documents and are passed over.
 
 Rows: ``id`` (the WARC-Record-ID without its angle brackets: stable across re-runs), ``text``,
 ``url``, ``warc_record_id``, ``warc_date``, ``language``, ``language_score``, ``source`` (the WARC
 file's name).
 
 Rejected records (``_reason``): ``http_status`` (not 200), ``not_html``, ``too_large`` (over
-``max_record_bytes``), ``malformed_record`` (unparsable WARC or HTTP headers), ``truncated_record``
-(payload shorter than its Content-Length), ``undecodable``, ``extract_error`` (the extractor
-failed on the page), ``no_text`` (nothing left after boilerplate removal), and one
-``truncated_file`` row when a compressed stream breaks off (the records before it are kept).
+``max_record_bytes``), ``malformed_record`` (unparsable WARC or HTTP headers, a Content-Length that
+does not match where the next record starts, or bytes no record claims), ``truncated_record``
+(payload shorter than its Content-Length), ``undecodable``, ``no_stoplist`` (a language without a
+stop list, with ``unlisted_languages: drop``), ``extract_error`` (the extractor failed on the page),
+``no_text`` (nothing left after boilerplate removal), and one ``truncated_file`` row when a
+compressed stream breaks off (the records before it are kept).
 
-The file is streamed: FastWARC parses records from a stream that decompresses gzip member by member
-(:func:`modules.extract.archive.open_stream`); one record's payload is in memory at a time.
+The file is streamed (:func:`modules.extract.archive.open_stream`, from a path or any binary
+file-like object) and framed by :class:`modules.extract.warcreader.WarcReader`, which checks every
+record's end and resynchronises after a bad one; one record's payload is in memory at a time.
 """
 
 from __future__ import annotations
@@ -30,8 +34,17 @@ import pandas as pd
 from modules.dataset import STRING
 from modules.extract import RawFile, file_failure, frame, from_files, raw_inputs, reject, tidy_text
 from modules.extract.archive import open_stream
-from modules.extract.html import (ALGORITHMS, NON_SPACED, UndecodableError, decode_html, extract_justext,
-                                  extract_resiliparse, extract_text, stoplists, stopword_lines)
+from modules.extract.html import (
+    ALGORITHMS,
+    NON_SPACED,
+    UndecodableError,
+    decode_html,
+    extract_justext,
+    extract_resiliparse,
+    extract_text,
+    stoplists,
+    stopword_lines,
+)
 from modules.extract.language import SAMPLE_CHARS, detect, identify
 from modules.extract.warcreader import WarcReader, header, parse_http
 from modules.stage import Stage, check_choice, check_range, parse_bytes
@@ -194,7 +207,7 @@ def extract_warc_file(raw: RawFile, settings: ExtractWarcSettings, on_error: str
     return frame(rows, meta)
 
 
-def _item_row(item, raw: RawFile, page: "PageExtractor", max_bytes: int) -> dict | None:
+def _item_row(item, raw: RawFile, page: PageExtractor, max_bytes: int) -> dict | None:
     """The row of one record: a document, a reject, or None for a record that is not a document."""
     headers = item.headers or {}
     kind = (header(headers, "WARC-Type") or "").strip().lower()
