@@ -227,9 +227,18 @@ def run_job(job: Job, output: str, compute=None, force: bool = False, stop_after
     with job_lock(job, output) if lock else contextlib.nullcontext():
         started = time.time()
         root.begin(job_owner(job))
-        for _k, spec, inputs, out in job_plan(job, output, stop_after):
+        plan = job_plan(job, output, stop_after)
+        live = getattr(compute, "tracker", None)  # the live dashboard page (app/live.py), when on a cluster
+        if live is not None:
+            live.job(os.path.basename(job.source), output, [(spec.name, os.path.basename(out))
+                                                           for _k, spec, _i, out in plan])
+        for k, spec, inputs, out in plan:
+            if live is not None:
+                live.stage_started(k - 1)
             outcomes.append(run_stage(spec.name, spec.settings, inputs, out, job.io, compute, force,
                                       job=job.name, lock=False))
+            if live is not None:
+                live.stage_finished(k - 1, outcomes[-1].manifest, outcomes[-1].skipped, outcomes[-1].seconds)
         root.finish({
             "job": job.name, "source": os.path.abspath(job.source) if os.path.exists(job.source) else job.source,
             "stages": [{"name": o.name, "output": os.path.basename(o.output), "skipped": o.skipped,
@@ -269,6 +278,11 @@ def make_compute(client, show_progress: bool | None = None):
     """A compute function for stages: submit to the client, show a progress bar on a terminal."""
     if show_progress is None:
         show_progress = sys.stderr.isatty()
+    tracker = None
+    if client is not None:
+        from app.live import Tracker
+
+        tracker = Tracker(client).start()
 
     def compute(*collections):
         import dask
@@ -276,6 +290,8 @@ def make_compute(client, show_progress: bool | None = None):
         if client is None:
             return dask.compute(*collections)
         futures = client.compute(list(collections))
+        if tracker is not None:
+            tracker.watch(futures)
         if show_progress:
             from distributed import progress
 
@@ -283,6 +299,7 @@ def make_compute(client, show_progress: bool | None = None):
             print(file=sys.stderr)
         return tuple(client.gather(futures))
 
+    compute.tracker = tracker
     return compute
 
 
@@ -297,7 +314,12 @@ def performance_report(output: str, label: str, client):
     folder = os.path.join(output, "_reports")
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, f"{time.strftime('%Y%m%d-%H%M%S')}-{label}.html")
+    from app.report_html import cluster_info, write_run_report
+
+    started, cluster = time.time(), cluster_info(client)  # workers as the run starts
     with report(filename=path):
         yield path
     log.info("performance report: %s", path)
+    if label == "run":  # the job's own page, after the performance report it links to
+        write_run_report(output, client, path, started, cluster)
 

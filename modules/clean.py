@@ -13,7 +13,17 @@ In order, on each document:
    ``\\r\\n`` and ``\\r`` become ``\\n`` (first of all, so ftfy sees the lines as they are).
 4. Optional line-level boilerplate removal (``remove_boilerplate_lines``): whole lines matching
    ``boilerplate_patterns`` (by default C4's: "javascript", cookie and policy notices).
-5. Whitespace: trailing spaces and tabs on every line removed, runs of blank lines squeezed to
+5. Optional modifiers, each an option, in this order (NeMo Curator's document modifiers):
+   ``remove_urls`` (``https?://\\S+|www\\.\\S+``, any case, as NeMo's ``UrlRemover``);
+   ``remove_markdown`` (headings' ``#``, ``**bold**``, ``__bold__``, ``*italic*``, ``_italic_``,
+   inline code, ``[text](url)`` and images to their text; NeMo's ``MarkdownRemover`` keeps a link's URL
+   instead of its text and takes ``_`` inside ``snake_case`` names for emphasis, this does neither);
+   slicing (``slice_from``/``slice_to`` markers, NeMo's ``Slicer``: from the first ``slice_from`` to the
+   last ``slice_to``, the markers kept unless ``slice_exclude_markers``, a document without a marker
+   becomes empty; then ``max_chars``); ``remove_quotation`` (NeMo's ``QuotationRemover``: a document
+   wrapped in ``"`` loses them unless its first line ends with one); ``normalize_newlines`` (NeMo's
+   ``NewlineNormalizer``: three or more newlines become two).
+6. Whitespace: trailing spaces and tabs on every line removed, runs of blank lines squeezed to
    ``max_blank_lines``, blank lines at the start and whitespace at the end removed. Indentation
    and runs of spaces inside lines are kept (code blocks need them).
 
@@ -30,10 +40,11 @@ import pandas as pd
 
 from modules.dataset import STRING, mark_dropped
 from modules.errors import SettingsError
+from modules.filters.heuristic import C4_POLICY_SUBSTRINGS
 from modules.stage import MapStage, check_choice, check_range
 
-C4_BOILERPLATE = ("javascript", "terms of use", "privacy policy", "cookie policy", "uses cookies",
-                  "use of cookies", "use cookies")
+#: C4's line rules: a line mentioning javascript or one of C4's policy phrases (the list the C4 filters use)
+C4_BOILERPLATE = ("javascript", *C4_POLICY_SUBSTRINGS)
 #: characters ftfy leaves alone (apart from uncurling quotes, done here, vectorised): they are
 #: windows-1252 bytes 0x80-0x9f, UTF-8 continuation bytes, so text made of them and ASCII can never
 #: be mis-decoded UTF-8. Most non-ASCII characters of English text are in this set.
@@ -65,11 +76,30 @@ class CleanSettings:
         "help": "remove whole lines matching --boilerplate-patterns"})
     boilerplate_patterns: tuple[str, ...] = field(default=C4_BOILERPLATE, metadata={
         "help": "case-insensitive RE2 patterns for boilerplate lines", "metavar": "PATTERN,..."})
+    remove_urls: bool = field(default=False, metadata={"help": "remove http(s):// and www. URLs (NeMo's UrlRemover)"})
+    remove_markdown: bool = field(default=False, metadata={
+        "help": "Markdown to plain text: headings, bold, italic, inline code, links and images keep their text"})
+    slice_from: str | None = field(default=None, metadata={
+        "help": "keep text from the first occurrence of this marker (no marker: the document becomes empty)",
+        "metavar": "TEXT"})
+    slice_to: str | None = field(default=None, metadata={
+        "help": "keep text up to the last occurrence of this marker (no marker: the document becomes empty)",
+        "metavar": "TEXT"})
+    slice_exclude_markers: bool = field(default=False, metadata={"help": "slicing: leave the markers out"})
+    max_chars: int | None = field(default=None, metadata={"help": "keep at most N characters", "metavar": "N"})
+    remove_quotation: bool = field(default=False, metadata={
+        "help": "drop the quotation marks around a quoted document (NeMo's QuotationRemover)"})
+    normalize_newlines: bool = field(default=False, metadata={
+        "help": "three or more newlines become two (NeMo's NewlineNormalizer)"})
 
     def __post_init__(self):
         check_choice(self, "unescape_html")
         check_choice(self, "normalization")
         check_range(self, "max_blank_lines", 0)
+        check_range(self, "max_chars", 1)
+        for name in ("slice_from", "slice_to"):
+            if getattr(self, name) == "":
+                raise SettingsError(f"{name} must not be empty (leave it out to not slice)")
         if self.remove_boilerplate_lines:
             if not self.boilerplate_patterns:
                 raise SettingsError("boilerplate_patterns must not be empty when remove_boilerplate_lines is on")
@@ -147,12 +177,80 @@ def clean_text(text: pd.Series, settings: CleanSettings) -> pd.Series:
     if settings.remove_boilerplate_lines:
         words = "|".join(f"(?:{p})" for p in settings.boilerplate_patterns)
         arr = pc.replace_substring_regex(arr, rf"(?im)^[^\n]*(?:{words})[^\n]*(?:\n|\z)", "")
+    arr = apply_modifiers(arr, settings)
     if settings.normalize_whitespace:
         arr = pc.replace_substring_regex(arr, r"(?m)[ \t\p{Zs}]+$", "")
         keep = settings.max_blank_lines + 1
         arr = pc.replace_substring_regex(arr, "\n{" + str(keep + 1) + ",}", "\n" * keep)
         arr = pc.utf8_rtrim_whitespace(pc.replace_substring_regex(arr, r"^\s*\n", ""))
     return pd.Series(pd.arrays.ArrowStringArray(arr), index=text.index, dtype=STRING)
+
+
+URL = r"(?i)https?://\S+|www\.\S+"
+#: (RE2 pattern, replacement) applied in order; emphasis needs a non-word character (or an end)
+#: on the outside, so ``snake_case_name`` and ``2*3*4`` stay
+MARKDOWN = (
+    (r"(?m)^[ \t]{0,3}#{1,6}[ \t]+", ""),                               # ATX heading marks
+    (r"!?\[([^\]\n]*)\]\([^)\n]*\)", r"\1"),                           # [text](url), ![alt](src)
+    (r"`([^`\n]+)`", r"\1"),                                            # inline code
+    (r"(?m)(^|[^\w*])\*\*([^*\n]+?)\*\*($|[^\w*])", r"\1\2\3"),             # **bold**
+    (r"(?m)(^|[^\w_])__([^_\n]+?)__($|[^\w_])", r"\1\2\3"),                 # __bold__
+    (r"(?m)(^|[^\w*])\*([^*\s](?:[^*\n]*?[^*\s])?)\*($|[^\w*])", r"\1\2\3"),  # *italic*
+    (r"(?m)(^|[^\w_])_([^_\s](?:[^_\n]*?[^_\s])?)_($|[^\w_])", r"\1\2\3"),     # _italic_
+)
+
+
+def slice_text(text: str, settings: CleanSettings) -> str:
+    """NeMo's Slicer with string markers (and strip), then ``max_chars``."""
+    if settings.slice_from is not None or settings.slice_to is not None:
+        start, end = 0, len(text)
+        if settings.slice_from is not None:
+            start = text.find(settings.slice_from)
+            if start < 0:
+                return ""
+            if settings.slice_exclude_markers:
+                start += len(settings.slice_from)
+        if settings.slice_to is not None:
+            end = text.rfind(settings.slice_to)
+            if end < 0:
+                return ""
+            if not settings.slice_exclude_markers:
+                end += len(settings.slice_to)
+        text = text[start:end].strip()
+    if settings.max_chars is not None:
+        text = text[:settings.max_chars]
+    return text
+
+
+def unquote(text: str) -> str:
+    """NeMo's QuotationRemover, rule for rule."""
+    if len(text.strip()) > 2 and text[0] == '"' and text[-1] == '"':
+        if "\n" not in text.strip() or text.split("\n")[0][-1] != '"':
+            text = text[1:-1]
+    return text
+
+
+def apply_modifiers(arr, settings: CleanSettings):
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if settings.remove_urls:
+        arr = pc.replace_substring_regex(arr, URL, "")
+    if settings.remove_markdown:
+        for pattern, repl in MARKDOWN:
+            # twice: a match's outer character cannot start the next match ("*a* *b*")
+            arr = pc.replace_substring_regex(pc.replace_substring_regex(arr, pattern, repl), pattern, repl)
+    if settings.slice_from is not None or settings.slice_to is not None or settings.max_chars is not None:
+        arr = pa.array([slice_text(t, settings) for t in arr.to_pylist()], type=arr.type)
+    if settings.remove_quotation:
+        quoted = pc.and_(pc.starts_with(arr, '"'), pc.ends_with(arr, '"')).to_numpy(zero_copy_only=False)
+        if quoted.any():
+            todo = np.flatnonzero(quoted)
+            fixed = [unquote(t) for t in arr.take(pa.array(todo)).to_pylist()]
+            arr = pc.replace_with_mask(arr, pa.array(quoted), pa.array(fixed, type=arr.type))
+    if settings.normalize_newlines:
+        arr = pc.replace_substring_regex(arr, r"\n{3,}", "\n\n")
+    return arr
 
 
 def clean(df: pd.DataFrame, settings: CleanSettings) -> pd.DataFrame:

@@ -35,6 +35,15 @@ The IPv4 rule, since dotted numbers in software text are often not addresses:
 So ``version 1.2.3.4`` and ``v1.2.3.4`` stay and ``ping 1.2.3.4`` becomes
 ``ping <redacted-network-address>``.
 
+Presidio (``presidio=PHONE_NUMBER,CREDIT_CARD,...`` or ``presidio=default``; the optional ``pii``
+extra): phone numbers (``phonenumbers``), credit-card numbers (Luhn), US SSNs, IBANs (checksum) and
+the other pattern recognisers of ``presidio-analyzer``, run offline on a blank spaCy pipeline
+(``modules/presidio.py``); names of people and places with a spaCy model the user gives
+(``spacy_model``). Findings are replaced by ``<redacted-phone>``, ... (``strategy=redact``), by one
+fixed token (``replace``) or by a salted hash of the value (``hash``: equal values stay equal), and
+counted per entity. Presidio runs after the fast path, on what it left: the regex kinds above stay on
+the fast path (about 30x faster) unless they are switched off.
+
 Fixed patterns run as Arrow regex kernels over the column. IP addresses and high-entropy tokens
 need a decision per match, so they go through Python's ``re`` with a callback, but only for the
 documents a vectorised screen found a candidate in. Counts per kind go into the manifest under
@@ -46,6 +55,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import math
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -54,6 +64,7 @@ import numpy as np
 import pandas as pd
 
 from modules.dataset import STRING
+from modules.errors import SettingsError
 from modules.stage import MapStage, check_range
 
 KINDS = ("secret", "email", "network_address", "home_path")
@@ -115,10 +126,54 @@ class RedactSettings:
                                                          "metavar": "N"})
     secret_min_entropy: float = field(default=3.5, metadata={"help": "bits per character of a high-entropy token",
                                                              "metavar": "BITS"})
+    presidio: tuple[str, ...] = field(default=(), metadata={
+        "help": "Presidio entities to redact too (needs the pii extra): 'default' (PHONE_NUMBER, CREDIT_CARD, "
+                "US_SSN, IBAN_CODE, CRYPTO, UK_NHS, US_ITIN) or a list; PERSON, LOCATION, ... need --spacy-model",
+        "metavar": "ENTITY,..."})
+    spacy_model: str | None = field(default=None, metadata={
+        "help": "directory of a spaCy model with named entities, for PERSON/LOCATION/NRP (default: a blank "
+                "pipeline, pattern recognisers only; nothing is downloaded)", "metavar": "DIR"})
+    language: str = field(default="en", metadata={"help": "language of the Presidio recognisers", "metavar": "LANG"})
+    presidio_threshold: float = field(default=0.4, metadata={
+        "help": "lowest Presidio score redacted (phone numbers score 0.4, checksum-validated findings 1.0)",
+        "metavar": "SCORE"})
+    strategy: str = field(default="redact", metadata={
+        "help": "Presidio findings: <redacted-phone>..., a fixed token, or a salted hash of the value",
+        "choices": ("redact", "replace", "hash")})
+    replace_token: str = field(default="<redacted>", metadata={"help": "the token of --strategy replace",
+                                                               "metavar": "TEXT"})
+    hash_salt_env: str | None = field(default=None, metadata={
+        "help": "environment variable holding the salt of --strategy hash (kept out of manifests)",
+        "metavar": "VAR"})
 
     def __post_init__(self):
         check_range(self, "secret_min_length", 8)
         check_range(self, "secret_min_entropy", 0, 8)
+        check_range(self, "presidio_threshold", 0, 1)
+        from modules.stage import check_choice
+
+        check_choice(self, "strategy")
+        if not self.presidio:
+            return
+        from modules import presidio
+
+        if not presidio.available():
+            raise SettingsError("presidio: presidio-analyzer and spacy are not installed; "
+                                "pip install 'curate[pii]' (or leave --presidio out)")
+        if self.spacy_model and not os.path.isdir(self.spacy_model):
+            raise SettingsError(f"spacy_model: no such directory {self.spacy_model!r}")
+        entities = tuple(dict.fromkeys(
+            e for item in self.presidio for e in (presidio.DEFAULT_ENTITIES if item == "default" else (item,))))
+        try:
+            known = set(presidio.entity_names(self.language)) if not self.spacy_model else None
+        except ValueError as e:
+            raise SettingsError(f"language: {e}") from None
+        if known is not None:
+            unknown = [e for e in entities if e not in known]
+            if unknown:
+                raise SettingsError(f"presidio: unknown entity {unknown[0]!r} without a spaCy model "
+                                    f"(pattern recognisers: {', '.join(sorted(known))})")
+        object.__setattr__(self, "presidio", entities)
 
 
 def entropy(s: str) -> float:
@@ -225,13 +280,37 @@ def redact(df: pd.DataFrame, settings: RedactSettings) -> pd.DataFrame:
     if settings.home_paths:
         arr = sub(arr, "home_path", HOME_POSIX, r"\1" + PATH_TOKEN + r"\2")
         arr = sub(arr, "home_path", HOME_WINDOWS, PATH_TOKEN + r"\1")
+    for kind in count_kinds(settings)[len(KINDS):]:
+        counts[kind] = np.zeros(n, dtype=np.int64)
+    if settings.presidio and n:
+        arr = _presidio(arr, settings, counts)
     text = pd.Series(pd.arrays.ArrowStringArray(arr), index=df.index, dtype=STRING)
     return df.assign(text=text, **{COUNT_PREFIX + k: pd.Series(v, index=df.index) for k, v in counts.items()})
 
 
+def count_kinds(settings: RedactSettings) -> tuple[str, ...]:
+    """The kinds counted: the regex kinds, then one per Presidio entity (lower case)."""
+    return (*KINDS, *(e.lower() for e in settings.presidio if e.lower() not in KINDS))
+
+
+def _presidio(arr, settings: RedactSettings, counts: dict):
+    import pyarrow as pa
+
+    from modules import presidio
+
+    texts, found = presidio.redact_texts(
+        arr.to_pylist(), settings.presidio, settings.language, settings.spacy_model,
+        settings.presidio_threshold, settings.strategy, settings.replace_token, settings.hash_salt_env)
+    for i, c in enumerate(found):
+        for e, k in c.items():
+            counts[e.lower()][i] += k
+    return pa.array(texts, type=arr.type)
+
+
 def sum_counts(df: pd.DataFrame) -> dict:
-    cols = [COUNT_PREFIX + k for k in KINDS]
-    sums = {k: int(df[COUNT_PREFIX + k].fillna(0).sum()) for k in KINDS}
+    kinds = [c[len(COUNT_PREFIX):] for c in df.columns if c.startswith(COUNT_PREFIX)]
+    cols = [COUNT_PREFIX + k for k in kinds]
+    sums = {k: int(df[COUNT_PREFIX + k].fillna(0).sum()) for k in kinds}
     sums["documents"] = int((df[cols].fillna(0).sum(axis=1) > 0).sum())
     return sums
 
@@ -240,7 +319,7 @@ def merge_counts(parts: list[dict]) -> dict:
     out = dict.fromkeys((*KINDS, "documents"), 0)
     for p in parts:
         for k, v in p.items():
-            out[k] += v
+            out[k] = out.get(k, 0) + v
     return out
 
 
@@ -263,7 +342,7 @@ class RedactStage(MapStage):
         from modules import dataset
 
         out = self.apply(dataset.read_dataset(ctx.input, ctx.io, rejects_dir=ctx.output), settings)
-        cols = [COUNT_PREFIX + k for k in KINDS]
+        cols = [c for c in out._meta.columns if c.startswith(COUNT_PREFIX)]
         parts = out.to_delayed()
         total = dask.delayed(merge_counts)([dask.delayed(sum_counts)(p) for p in parts])
         clean = dd.from_delayed([dask.delayed(pd.DataFrame.drop)(p, columns=cols) for p in parts],

@@ -25,12 +25,19 @@ STAGES: dict[str, str] = {
     "clean": "modules.clean:CleanStage",
     "redact": "modules.redact:RedactStage",
     "filter": "modules.filters.stage:FilterStage",
+    "decontaminate": "modules.decontaminate:DecontaminateStage",
+    "split_documents": "modules.split_join:SplitDocumentsStage",
+    "join_documents": "modules.split_join:JoinDocumentsStage",
+    "add_id": "modules.add_id:AddIdStage",
     # deduplication
     "exact_dedup": "modules.dedup.exact:ExactDedupStage",
     "fuzzy_dedup": "modules.dedup.fuzzy:FuzzyDedupStage",
     # the product
     "shuffle": "modules.shuffle:ShuffleStage",
+    "blend": "modules.blend:BlendStage",
     "tokenize": "modules.tokenize.writer:TokenizeStage",
+    "pack": "modules.pack:PackStage",
+    "shards": "modules.shards:ShardsStage",
 }
 
 

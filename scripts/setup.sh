@@ -22,6 +22,21 @@ if [ "${#missing[@]}" -gt 0 ] && [ "${CURATE_SKIP_APT:-0}" != 1 ]; then
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# headless Chromium and its WebDriver, for the browser tests of the HTML report and the live dashboard
+# page (those tests skip, saying why, when it is missing); a failure here does not stop the setup
+browser=()
+for pkg in chromium chromium-driver; do
+  have_pkg "$pkg" || browser+=("$pkg")
+done
+if [ "${#browser[@]}" -gt 0 ] && [ "${CURATE_SKIP_APT:-0}" != 1 ]; then
+  sudo_b=""
+  [ "$(id -u)" = 0 ] || sudo_b="sudo"
+  echo "setup: installing ${browser[*]} (browser tests)" >&2
+  { $sudo_b env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 update -qq \
+    && $sudo_b env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq \
+       --no-install-recommends "${browser[@]}" >/dev/null; } || echo "setup: could not install ${browser[*]}; browser tests will be skipped" >&2
+fi
+
 PYTHON="${PYTHON:-python3}"
 "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
   || { echo "setup: curate needs Python >= 3.10 ($PYTHON is $("$PYTHON" -V 2>&1))" >&2; exit 1; }

@@ -6,6 +6,11 @@ documents dropped per reason, and the PII redacted per kind. For filter stages r
 ``--keep-scores`` it also prints, per filter, its thresholds, how many documents it rejects on its
 own (in any order) and how many it dropped as the first rejecting filter; and it writes a PNG with
 one histogram per filter score, thresholds marked (``--png``, default ``DIR/_reports/scores.png``).
+
+It also writes one self-contained HTML page of the run (``--html``, default
+``DIR/_reports/report.html``; see ``app/report_html.py``): the funnel, score histograms from the
+sample every filter run keeps, example rejects, dedup groups and pairs, tokens, and time per stage.
+``curate run`` writes the same page at its end.
 """
 
 from __future__ import annotations
@@ -17,18 +22,23 @@ import re
 
 from modules.errors import DataError, SettingsError
 
-HELP = "counts per stage and reason, and a PNG of filter score distributions"
+HELP = "counts per stage and reason; an HTML page of the run (funnel, scores, rejects, dedup, tokens, time)"
 
 
 def add_arguments(p) -> None:
     p.add_argument("dir", metavar="DIR", help="a job output folder (NN-stage subfolders) or one stage folder")
     p.add_argument("--png", default=None, metavar="PATH", help="score plot (default: DIR/_reports/scores.png)")
     p.add_argument("--bins", type=int, default=40, help="histogram bins (default 40)")
+    p.add_argument("--html", default=None, metavar="PATH",
+                   help="the HTML page of the run (default: DIR/_reports/report.html)")
+    p.add_argument("--no-verify", dest="verify", action="store_false",
+                   help="do not run verify on the tokenizer output for the page (it reads every token)")
 
 
 def stage_dirs(folder: str) -> list[str]:
-    if os.path.isfile(os.path.join(folder, "manifest.json")):
-        return [folder]
+    manifest = os.path.join(folder, "manifest.json")
+    if os.path.isfile(manifest) and (load_manifest(folder).get("owner") or {}).get("kind") != "job":
+        return [folder]  # one stage's output (a job's root has a manifest of its own: its stages follow)
     if not os.path.isdir(folder):
         raise SettingsError(f"report: {folder}: no such folder")
     subs = sorted(d for d in glob.glob(os.path.join(folder, "*"))
@@ -266,4 +276,8 @@ def main(args) -> int:
         print(f"curate report: score distributions in {os.path.abspath(png)}")
     elif rows:
         print("curate report: no score columns; run the filter stage with --keep-scores for the plot")
+    from app.report_html import write_report
+
+    page = write_report(args.dir, args.html, verify=args.verify)
+    print(f"curate report: page in {page}")
     return 0

@@ -4,7 +4,7 @@
 
 Positive and negative examples are document datasets (JSONL or Parquet files, directories or
 globs, as every stage reads them). Texts are prepared exactly as the ``classifier`` filter prepares
-them (one line, lower case), labelled ``__label__hq`` / ``__label__lq``, shuffled with ``--seed``,
+them (one line, case kept as NeMo Curator does), labelled ``__label__hq`` / ``__label__lq``, shuffled with ``--seed``,
 and a ``--valid-fraction`` is held out to report precision and recall. The model is written
 atomically (temp file, then rename). Use it in a chain::
 

@@ -93,6 +93,13 @@ def main(args) -> int:
     kind = what_is(args.dir)
     if kind == "job":
         return verify_job(args)
+    stage = _stage_of(args.dir) if kind == "output" else None
+    if stage in ("pack", "shards"):  # packed rows and token shards: their checks live beside their writers
+        import importlib
+
+        tok = load_tokenizer(args.tokenizer) if args.tokenizer else None
+        report = importlib.import_module(f"modules.{stage}").verify(args.dir, vocab_size=args.vocab_size, tokenizer=tok)
+        return _print_check(args.dir, report, tok, output_problems(args.dir, args.checksums))
     if kind == "output":
         problems = output_problems(args.dir, args.checksums)
         if problems:
@@ -157,3 +164,37 @@ def verify_job(args) -> int:
     if code == 0:
         print(f"curate verify: {args.dir}: OK (job {manifest.get('job')}, {len(manifest.get('stages') or [])} stages)")
     return code
+
+
+def _stage_of(path: str) -> str | None:
+    """The stage named by a directory's manifest (None when it has none or it is unreadable: the
+    generic checks report that)."""
+    from modules.errors import DataError
+    from modules.output import Output
+
+    try:
+        return (Output.at(path).manifest() or {}).get("stage")
+    except DataError:
+        return None
+
+
+def _print_check(path: str, report, tok, generic: list[str]) -> int:
+    from modules.tokenize.load import load_tokenizer
+
+    problems = generic + [p for p in report.problems if p not in generic]
+    if problems:
+        return fail(path, problems)
+    print(f"curate verify: {path}: OK (vocabulary size {report.vocab_size or '?'} from {report.vocab_source})")
+    for line in report.summary:
+        print(f"  {line}")
+    if report.first is not None:
+        what, tokens = report.first
+        print(f"{what}, first {len(tokens)}: {tokens.tolist()}")
+        if tok is None and report.tokenizer:
+            try:
+                tok = load_tokenizer(report.tokenizer)
+            except Exception as e:  # decoding is a courtesy: the check itself passed
+                print(f"(not decoded: cannot load tokenizer {report.tokenizer}: {e})")
+        if tok is not None:
+            print(f"decoded: {tok.decode(tokens)!r}")
+    return 0

@@ -1,7 +1,8 @@
 """Quality classifier filter: a fastText model scores each document.
 
-The model comes from ``curate train-classifier`` (or any fastText supervised model); the score is
-the probability of ``label``. It is loaded once per worker process. Two ways to decide:
+The model comes from ``curate train-classifier`` (or any fastText supervised model, e.g. one trained
+with NeMo Curator); the score is the probability of ``label``. Text is given to the model as NeMo
+Curator gives it (one line, case kept); ``lowercase: true`` is for models trained on lower-cased text. It is loaded once per worker process. Two ways to decide:
 
 - ``mode: threshold`` keeps documents with score >= ``min``.
 - ``mode: pareto`` is NeMo Curator's (and GPT-3's) sampling: keep when a Pareto(``alpha``) draw
@@ -25,13 +26,24 @@ from modules.filters.base import Filter, Texts
 from modules.stage import check_choice, check_range
 
 
-def fasttext_lines(texts) -> list[str]:
-    """Texts as fastText reads them, for training and scoring alike: one line, lower case."""
+def fasttext_lines(texts, lowercase: bool = False) -> list[str]:
+    """Texts as fastText reads them, for training and scoring alike: one line, ``__label__`` removed.
+
+    As NeMo Curator's ``FastTextQualityFilter`` prepares them (newlines and ``__label__`` become
+    spaces; runs of whitespace are one fastText delimiter either way), so a model trained the NeMo
+    way scores the same here. Case is kept: fastText's word and n-gram features are case-sensitive,
+    and a model trained on cased text scores lower-cased text very differently. ``lowercase`` is for
+    models trained on lower-cased text.
+    """
     import pyarrow.compute as pc
 
     from modules.filters.base import to_arrow
 
-    arr = pc.utf8_trim_whitespace(pc.replace_substring_regex(pc.utf8_lower(to_arrow(texts)), r"\s+", " "))
+    arr = to_arrow(texts)
+    if lowercase:
+        arr = pc.utf8_lower(arr)
+    arr = pc.replace_substring(arr, "__label__", " ")
+    arr = pc.utf8_trim_whitespace(pc.replace_substring_regex(arr, r"\s+", " "))
     return arr.to_pylist()
 
 
@@ -62,6 +74,8 @@ class ClassifierFilter(Filter):
     mode: str = field(default="threshold", metadata={"choices": ("threshold", "pareto")})
     alpha: float = field(default=3.0, metadata={"help": "pareto mode: shape (higher keeps fewer low scores)"})
     seed: int = field(default=42, metadata={"help": "pareto mode: seed of the per-document draws"})
+    lowercase: bool = field(default=False, metadata={
+        "help": "lower-case text before predicting (only for models trained on lower-cased text; NeMo does not)"})
     #: size and modification time of the model file: a retrained model changes the chain's
     #: fingerprint, so the stage reruns
     model_stamp: str = field(default="", init=False)
@@ -85,7 +99,7 @@ class ClassifierFilter(Filter):
 
     def score_texts(self, t: Texts):
         model = load_model(os.path.abspath(self.model), os.stat(self.model).st_mtime_ns)
-        lines = fasttext_lines(t.arr)
+        lines = fasttext_lines(t.arr, self.lowercase)
         out = np.zeros(len(lines))
         todo = [i for i, line in enumerate(lines) if line]
         if todo:

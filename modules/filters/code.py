@@ -274,3 +274,83 @@ class CodeLicense(Filter):
 
     def score_texts(self, t: Texts):
         return self.evaluate(pd.DataFrame(index=range(t.n)), t)[0]
+
+
+# --------------------------------------------------------------------------- NeMo Curator's (StarCoder's) code filters
+
+
+@dataclass(frozen=True)
+class CodeXmlHeader(Filter):
+    """1 when ``<?xml version=`` occurs in the first ``head_chars`` characters: an XML file under a code
+    extension (StarCoder; NeMo Curator's ``XMLHeaderFilter``), else 0."""
+
+    kind: ClassVar[str] = "code_xml_header"
+    max: float | None = 0
+    head_chars: int = field(default=100, metadata={"help": "look in this many first characters"})
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_range(self, "head_chars", 1)
+
+    def score_texts(self, t: Texts):
+        import pyarrow.compute as pc
+
+        head = pc.utf8_slice_codeunits(t.arr, 0, self.head_chars)
+        return pc.match_substring(head, "<?xml version=").to_numpy(zero_copy_only=False).astype(np.float64)
+
+
+@dataclass(frozen=True)
+class CodeAlpha(Filter):
+    """Share of characters that are letters (StarCoder's check for embedded tensors and tables of
+    numbers; NeMo Curator's ``AlphaFilter``); 0 for an empty document."""
+
+    kind: ClassVar[str] = "code_alpha"
+    min: float | None = 0.25
+
+    def score_texts(self, t: Texts):
+        import pyarrow.compute as pc
+
+        # ASCII letters by a byte lookup; the regex only sees the (rare) non-ASCII characters
+        letters = t.count_ascii("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ").astype(np.float64)
+        wide = t.nbytes > t.nchar
+        if wide.any():
+            rest = pc.replace_substring_regex(t.arr.filter(wide), r"[\x00-\x7f]+", "")
+            letters[wide] += pc.count_substring_regex(rest, r"[\pL\p{Nl}]").to_numpy()
+        return ratio(letters, t.nchar, empty=0.0)
+
+
+def html_text_length(source: str) -> int:
+    """Characters of text in an HTML document without its scripts and styles (all text nodes
+    concatenated, as BeautifulSoup's ``get_text()`` gives them)."""
+    import lxml.html
+
+    try:
+        tree = lxml.html.document_fromstring(source)
+    except (ValueError, lxml.etree.ParserError):  # no element at all, or an XML declaration in str input
+        try:
+            tree = lxml.html.document_fromstring(source.encode("utf-8"))
+        except (ValueError, lxml.etree.ParserError):
+            return 0
+    for el in list(tree.iter("script", "style")):
+        el.drop_tree()  # keeps the text that follows the element, as bs4's extract() does
+    return len(tree.text_content())
+
+
+@dataclass(frozen=True)
+class CodeHtmlBoilerplate(Filter):
+    """Visible text (scripts and styles removed) over all characters of an HTML file; 0 when the
+    text is shorter than ``min_text_chars`` (NeMo Curator's ``HTMLBoilerplateFilter``)."""
+
+    kind: ClassVar[str] = "code_html_boilerplate"
+    expensive: ClassVar[bool] = True
+    min: float | None = 0.2
+    min_text_chars: int = field(default=100, metadata={"help": "less visible text than this scores 0"})
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_range(self, "min_text_chars", 0)
+
+    def score_texts(self, t: Texts):
+        lengths = np.array([html_text_length(s) for s in t.arr.to_pylist()], dtype=np.float64)
+        score = ratio(lengths, t.nchar, empty=0.0)
+        return np.where(lengths < self.min_text_chars, 0.0, score)

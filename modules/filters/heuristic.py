@@ -31,6 +31,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from modules.errors import SettingsError
 from modules.filters.base import Filter, Texts, ratio
 from modules.stage import check_range
 
@@ -38,9 +39,31 @@ END_MARKS = "[.?!\"']"
 ELLIPSIS_MARKS = ("...", "[...]", "…", "(...)", "[…]", "-»", "read more..", "read more")
 BULLETS = "•‣⁃⁌⁍∙○●◘◦⦾⦿"
 COMMON_ENGLISH_WORDS = ("the", "be", "to", "of", "and", "that", "have", "with")
+#: C4's line-removal list (``_POLICY_SUBSTRINGS`` in TensorFlow Datasets' c4_utils), used by the C4
+#: filters and by ``clean --remove-boilerplate-lines``
+C4_POLICY_SUBSTRINGS = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies",
+                        "use cookies")
+#: NeMo Curator's ``policy_substrings`` (utils/constants.py), in its order: C4's list, three more short
+#: phrases and five whole cookie banners (lower case); a paragraph holding one is boilerplate
 POLICY_SUBSTRINGS = (
     "terms of use", "privacy policy", "cookie policy", "uses cookies", "privacy overview", "use of cookies",
     "use cookies", "privacy & cookies policy", "privacy and cookies policy",
+    "this website uses cookies to improve your experience while you navigate through the website. out of "
+    "these cookies, the cookies that are categorized as necessary are stored on your browser as they are "
+    "essential for the working of basic functionalities of the website. we also use third-party cookies that "
+    "help us analyze and understand how you use this website. these cookies will be stored in your browser "
+    "only with your consent. you also have the option to opt-out of these cookies. but opting out of some of "
+    "these cookies may have an effect on your browsing experience.",
+    "necessary cookies are absolutely essential for the website to function properly. this category only "
+    "includes cookies that ensures basic functionalities and security features of the website. these cookies "
+    "do not store any personal information.",
+    "any cookies that may not be particularly necessary for the website to function and is used specifically "
+    "to collect user personal data via analytics, ads, other embedded contents are termed as non-necessary "
+    "cookies. it is mandatory to procure user consent prior to running these cookies on your website.",
+    "this site uses cookies, including for analytics, personalization, and advertising purposes. for more "
+    "information or to change your cookie settings, click here.",
+    "if you continue to browse this site without changing your cookie settings, you agree to this use. "
+    "acceptread more",
 )
 # NeMo Curator's URL pattern ([$-_] is a range, as in the original)
 URL = r"http[s]?://(?:[a-zA-Z]|[0-9]|[$-_@.&+]|[!*\(\),]|(?:%[0-9a-fA-F][0-9a-fA-F]))+"
@@ -263,7 +286,9 @@ def _nonblank_paragraphs(t: Texts):
 
 @dataclass(frozen=True)
 class BoilerplateStrings(Filter):
-    """Share of paragraphs with a cookie/privacy-policy phrase; 1.0 when "lorem ipsum" appears."""
+    """Share of paragraphs with one of NeMo's policy phrases (cookie banners included); 1.0 when
+    "lorem ipsum" appears. As in NeMo, every piece between ``\n\n`` counts as a paragraph, blank ones
+    too; a document without any text scores 1.0."""
 
     kind: ClassVar[str] = "boilerplate_strings"
     max: float | None = 0.4
@@ -271,11 +296,12 @@ class BoilerplateStrings(Filter):
     def score_texts(self, t: Texts):
         import pyarrow.compute as pc
 
-        paras = t.memo("nonblank_paragraphs", _nonblank_paragraphs)
+        paras = t.paragraphs
         lower = pc.utf8_lower(paras.values)
         policy = pc.match_substring_regex(lower, alternation(POLICY_SUBSTRINGS)).to_numpy(zero_copy_only=False)
         score = ratio(paras.sum(policy), paras.count, empty=1.0)
-        return np.where(t.contains("lorem ipsum", lower=True), 1.0, score)
+        blank = t.memo("nonblank_paragraphs", _nonblank_paragraphs).count == 0
+        return np.where(t.contains("lorem ipsum", lower=True) | blank, 1.0, score)
 
 
 @dataclass(frozen=True)
@@ -451,7 +477,7 @@ def _c4_lines(t: Texts) -> dict:
     lorem = candidate & has(lower, "lorem ipsum")
     javascript = candidate & has(lower, "javascript")
     curly = candidate & ~javascript & has(text, r"\{")
-    policy = candidate & has(lower, alternation(POLICY_SUBSTRINGS[:6]))
+    policy = candidate & has(lower, alternation(C4_POLICY_SUBSTRINGS))
     kept = candidate & ~javascript & ~policy & ~curly
     sentences = np.maximum(pc.count_substring_regex(text, r"[.!?]+[\"')\]]*(?:\s|$)").to_numpy(), 1)
     return {"lines": lines, "lorem": lorem, "curly": curly, "sentences": np.where(kept, sentences, 0)}
@@ -554,3 +580,107 @@ class FineWebNewlineRatio(Filter):
     def score_texts(self, t: Texts):
         tokens = t.count(r"[\pL\pN_]+|[^\pL\pN_\s]")
         return ratio(t.count_ascii("\n"), tokens, empty=1.0)
+
+
+# --------------------------------------------------------------------------- substring, histogram
+
+
+@dataclass(frozen=True)
+class Substring(Filter):
+    """1 when ``substring`` occurs at ``position`` (anywhere, at the start, at the end), else 0.
+    The default keeps matching documents, as NeMo Curator's ``SubstringFilter``; ``max: 0`` drops them."""
+
+    kind: ClassVar[str] = "substring"
+    min: float | None = 1
+    substring: str = field(default="", metadata={"help": "the exact text to look for (case-sensitive)"})
+    position: str = field(default="any", metadata={"choices": ("any", "prefix", "suffix")})
+
+    def __post_init__(self):
+        super().__post_init__()
+        from modules.stage import check_choice
+
+        if not isinstance(self.substring, str) or not self.substring:
+            raise SettingsError("substring must be a non-empty string")
+        check_choice(self, "position")
+
+    def score_texts(self, t: Texts):
+        import pyarrow.compute as pc
+
+        fn = {"any": pc.match_substring, "prefix": pc.starts_with, "suffix": pc.ends_with}[self.position]
+        return fn(t.arr, self.substring).to_numpy(zero_copy_only=False).astype(np.float64)
+
+
+def histogram_chars(path: str, coverage: float, text_field: str = "text") -> str:
+    """The most frequent characters of a sample that together make ``coverage`` of its characters
+    (whitespace included), most frequent first: fairseq's clean histograms, built from the user's text.
+
+    ``path`` is plain UTF-8 text, or JSONL (``.jsonl``/``.jsonl.gz``) whose ``text_field`` values are read.
+    """
+    import gzip
+    import json
+    from collections import Counter
+
+    counts: Counter = Counter()
+    opener = gzip.open if path.endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            if ".jsonl" in path or ".ndjson" in path:
+                for n, line in enumerate(f, 1):
+                    if line.strip():
+                        try:
+                            counts.update(json.loads(line)[text_field])
+                        except (ValueError, KeyError, TypeError) as e:
+                            raise SettingsError(f"histogram sample {path} line {n}: no {text_field!r} text ({e})") from None
+            else:
+                for line in f:
+                    counts.update(line)
+    except FileNotFoundError:
+        raise SettingsError(f"sample: no such file {path!r}") from None
+    except UnicodeDecodeError as e:
+        raise SettingsError(f"sample {path}: not UTF-8 ({e})") from None
+    total = sum(counts.values())
+    if not total:
+        raise SettingsError(f"sample {path}: no characters to build a histogram from")
+    chars, seen = [], 0
+    for ch, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        if seen >= coverage * total:
+            break
+        chars.append(ch)
+        seen += c
+    return "".join(chars)
+
+
+@dataclass(frozen=True)
+class Histogram(Filter):
+    """Share of the document's characters (whitespace at the ends not counted, as NeMo) that belong to
+    the language's character histogram: a cheap language check (NLLB; NeMo Curator's ``HistogramFilter``).
+
+    The histogram is built from ``sample``, trusted text of the language the user gives (no download):
+    its most frequent characters up to ``coverage`` of all its characters. NeMo keeps a document
+    whose share is above the threshold (0.8), so ``min`` is strict here too. The characters are part
+    of the chain's settings, so a new sample reruns the stage.
+    """
+
+    kind: ClassVar[str] = "histogram"
+    strict_min: ClassVar[bool] = True
+    min: float | None = 0.8
+    sample: str = field(default="", metadata={"help": "UTF-8 text or JSONL of the language (the histogram source)"})
+    coverage: float = field(default=0.99, metadata={"help": "share of the sample's characters the histogram covers"})
+    text_field: str = field(default="text", metadata={"help": "JSONL sample: the field holding text"})
+    chars: str = field(default="", metadata={
+        "help": "the histogram itself; filled in from sample when the chain is read (workers never reread it)"})
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_range(self, "coverage", 0.5, 1.0)
+        if not self.chars:
+            if not self.sample:
+                raise SettingsError("sample: a file of text in the language is required")
+            object.__setattr__(self, "chars", histogram_chars(self.sample, self.coverage, self.text_field))
+
+    def score_texts(self, t: Texts):
+        import pyarrow.compute as pc
+
+        outside = "[^" + "".join(f"\\x{{{ord(c):x}}}" for c in self.chars) + "]"
+        inside = pc.utf8_length(pc.replace_substring_regex(pc.utf8_trim_whitespace(t.arr), outside, ""))
+        return ratio(inside.to_numpy(), t.nchar, empty=0.0)

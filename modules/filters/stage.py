@@ -8,16 +8,31 @@ naming the file, the filter's position and the value. The normalised chain (ever
 out) is part of the settings, so editing the YAML reruns the stage, and the manifest shows the
 thresholds that were used. Each dropped document goes to ``_rejects/`` with the reason of the first
 filter rejecting it; the manifest counts them per reason and lists the filters.
+
+The manifest also holds ``score_sample``: per filter, how many documents it scored and would reject on
+its own, and a histogram (kept / rejected by that filter) of the scores of a uniform sample of at most
+:data:`SAMPLE_SIZE` documents, so ``curate report`` can draw the distributions around the thresholds
+without ``--keep-scores``. The sample is bottom-k by a hash of the id: each partition keeps its k
+smallest, the merge keeps the k smallest of those, so memory is bounded by k per task and the sample
+is the same on every rerun. A resumed run samples only the partitions it writes (``partitions`` of
+``of_partitions``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from modules.filters.base import ScoreFilter, build_chain, load_chain
 from modules.stage import MapStage
+
+#: documents in the score sample behind the manifest's histograms
+SAMPLE_SIZE = 2000
+#: bins of each histogram in the manifest
+SAMPLE_BINS = 40
+_PRIORITY = "__priority"
 
 
 @dataclass(frozen=True)
@@ -41,9 +56,108 @@ class FilterStage(MapStage):
         return ScoreFilter(build_chain(settings.chain), keep_scores=settings.keep_scores).apply(df)
 
     def run(self, settings: FilterSettings, ctx) -> dict:
+        """Write the filtered documents; the score sample comes from the same delayed partitions,
+        computed in the writer's one ``run_compute`` call (as redact does), so nothing is scored twice."""
+        import dataclasses
+
+        import dask
+        import dask.dataframe as dd
+
         from modules import dataset
 
+        chain = build_chain(settings.chain)
         ddf = dataset.read_dataset(ctx.input, ctx.io, rejects_dir=ctx.output)
-        filters = [f.describe() for f in build_chain(settings.chain)]
-        return dataset.write_dataset(self.apply(ddf, settings), ctx, stage=self.name, settings=settings,
-                                     reject_columns=self.reject_columns, extra={"filters": filters})
+        scored = self.apply(ddf, dataclasses.replace(settings, keep_scores=True))
+        parts = scored.to_delayed()
+        columns = [f.score_column for f in chain]
+        out = scored
+        if not settings.keep_scores:
+            out = dd.from_delayed([dask.delayed(pd.DataFrame.drop)(p, columns=columns) for p in parts],
+                                  meta=scored._meta.drop(columns=columns), verify_meta=False)
+        extra = {"filters": [f.describe() for f in chain]}
+
+        def compute(*collections):
+            # sample the partitions this run writes: those a killed run finished (resumed by the
+            # writer, not in ``collections``) are not scored again just for the sample
+            prefix = f"write-{self.name}-"
+            keys = [str(getattr(c, "key", "")) for c in collections]
+            todo = [int(k[len(prefix):]) for k in keys if k.startswith(prefix)] or range(len(parts))
+            if not collections:
+                return ()
+            sample = dask.delayed(merge_samples)([dask.delayed(partition_sample)(parts[i], settings.chain)
+                                                  for i in todo], settings.chain)
+            *results, merged = ctx.run_compute(*collections, sample)
+            extra["score_sample"] = {**merged, "partitions": len(todo), "of_partitions": len(parts)}
+            return tuple(results)
+
+        return dataset.write_dataset(out, dataclasses.replace(ctx, compute=compute), stage=self.name,
+                                     settings=settings, reject_columns=self.reject_columns, extra=extra)
+
+
+# --------------------------------------------------------------------------- the score sample
+
+
+def partition_sample(df: pd.DataFrame, chain, size: int | None = None) -> dict:
+    """Counts per filter over the partition's scored documents, and the ``size`` of them with the
+    smallest id hash: their scores and each filter's own decision."""
+    size = SAMPLE_SIZE if size is None else size
+    filters = build_chain(chain)
+    first = df[filters[0].score_column].to_numpy(dtype=np.float64)
+    rows = df[~np.isnan(first)]  # the first filter scores every document that reached the stage
+    counts = {}
+    for f in filters:
+        s = rows[f.score_column].to_numpy(dtype=np.float64)
+        scored = ~np.isnan(s)
+        counts[f.reason] = {"scored": int(scored.sum()), "rejected": int((~f.keep(s[scored])).sum())}
+    priority = pd.util.hash_pandas_object(rows["id"].astype(str), index=False).to_numpy()
+    pick = np.argsort(priority, kind="stable")[:size]
+    small = rows.iloc[pick]
+    sample = pd.DataFrame({_PRIORITY: priority[pick]})
+    for f in filters:
+        s = small[f.score_column].to_numpy(dtype=np.float64)
+        keep = np.ones(len(s), dtype=bool)
+        has = ~np.isnan(s)
+        if has.any():
+            keep[has] = np.asarray(f.keep_frame(s[has], small.iloc[np.flatnonzero(has)]), dtype=bool)
+        sample[f.score_column] = s
+        sample["keep_" + f.reason] = keep
+    return {"documents": len(rows), "counts": counts, "sample": sample}
+
+
+def merge_samples(parts: list[dict], chain, size: int | None = None, bins: int = SAMPLE_BINS) -> dict:
+    """The manifest's ``score_sample``: totals, and per filter a histogram of the merged sample."""
+    size = SAMPLE_SIZE if size is None else size
+    filters = build_chain(chain)
+    samples = [p["sample"] for p in parts if len(p["sample"])]
+    sample = (pd.concat(samples, ignore_index=True).sort_values(_PRIORITY, kind="stable").head(size)
+              if samples else pd.DataFrame())
+    out = {"documents": int(sum(p["documents"] for p in parts)), "sampled": len(sample), "bins": bins,
+           "filters": {}}
+    for f in filters:
+        entry = {k: int(sum(p["counts"][f.reason][k] for p in parts)) for k in ("scored", "rejected")}
+        if len(sample):
+            s = sample[f.score_column].to_numpy(dtype=np.float64)
+            keep = sample["keep_" + f.reason].to_numpy(dtype=bool)
+            has = ~np.isnan(s)
+            entry["histogram"] = histogram(s[has], keep[has], f.min, f.max, bins)
+        out["filters"][f.reason] = entry
+    return out
+
+
+def histogram(values: np.ndarray, keep: np.ndarray, lo_line, hi_line, bins: int) -> dict:
+    """Bin edges covering the values and the thresholds (log-spaced for wide non-negative ranges),
+    and the counts of kept and rejected values per bin; infinities go to the outer bins."""
+    finite = values[np.isfinite(values)]
+    lines = [x for x in (lo_line, hi_line) if x is not None]
+    ends = [float(finite.min()), float(finite.max())] if len(finite) else []
+    lo, hi = min([*ends, *lines], default=0.0), max([*ends, *lines], default=1.0)
+    log = bool(lo >= 0 and hi > 1000)
+    if log:
+        edges = np.logspace(0, np.log10(hi + 1), bins + 1) - 1
+    else:
+        edges = np.linspace(lo, hi if hi > lo else lo + 1, bins + 1)
+    edges[0], edges[-1] = min(edges[0], lo), max(edges[-1], hi)
+    v = np.clip(values, edges[0], edges[-1])
+    return {"sampled": int(len(values)), "log": log, "edges": [float(f"{e:.6g}") for e in edges],
+            "kept": np.histogram(v[keep], bins=edges)[0].tolist(),
+            "rejected": np.histogram(v[~keep], bins=edges)[0].tolist()}

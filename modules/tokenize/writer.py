@@ -18,7 +18,8 @@ so several corpora can be tokenized into one folder, each verifiable and mergeab
 
 Each document becomes one sequence: ``[bos] tokens [eod]`` (bos with --add-bos, eod unless
 --no-append-eod), special tokens never come from the text itself, nothing is truncated. A document
-without tokens is skipped (not even an eod) and counted. Pairs with no document are not written.
+without tokens is skipped (not even an eod) and counted; with --keep-empty it is written as its special
+tokens alone, as NeMo Curator's MegatronTokenizerWriter writes it. Pairs with no document are not written.
 
 Resume: every partition is a journal entry of the output: its file names are recorded before it
 writes, its files (sizes, checksums) and counts when done. A partition whose done record belongs to
@@ -88,6 +89,10 @@ class TokenizeSettings:
     })
     append_eod: bool = field(default=True, metadata={"help": "append the end-of-document token to every document"})
     add_bos: bool = field(default=False, metadata={"help": "prepend the beginning-of-sequence token, if the tokenizer has one"})
+    keep_empty: bool = field(default=False, metadata={
+        "help": "write a document without tokens as a sequence of its special tokens only (just eod, or "
+                "nothing with --no-append-eod) instead of skipping it, as NeMo Curator's MegatronTokenizerWriter "
+                "does; with --no-append-eod the output is byte-identical to NeMo's"})
     batch_size: int = field(default=1000, metadata={"help": "documents per encode call", "metavar": "N"})
     prefix: str = field(default="part", metadata={"help": "file name prefix: PREFIX_00000.bin", "metavar": "NAME"})
     split: dict[str, float] | None = field(default=None, metadata={
@@ -129,11 +134,13 @@ class TokenRangeError(ValueError):
         self.detail = detail
 
 
-def frame_documents(lists, dtype, vocab_size: int, eod_id: int | None = None, bos_id: int | None = None):
+def frame_documents(lists, dtype, vocab_size: int, eod_id: int | None = None, bos_id: int | None = None,
+                    keep_empty: bool = False):
     """Token sequences of a batch (lists or integer arrays) -> (tokens as ``dtype``, one length per
     non-empty document, mask of the empty documents).
 
-    Each non-empty document becomes ``[bos] ids [eod]``. Raises :class:`TokenRangeError` when an
+    Each non-empty document becomes ``[bos] ids [eod]``. With ``keep_empty`` an empty document is a
+    sequence too (``[bos] [eod]``, possibly of length 0) and none is reported empty. Raises :class:`TokenRangeError` when an
     id is negative, ``>= vocab_size`` or does not fit ``dtype``: never a silent wrap-around.
     """
     dtype = np.dtype(dtype)
@@ -148,7 +155,7 @@ def frame_documents(lists, dtype, vocab_size: int, eod_id: int | None = None, bo
         doc = int(np.searchsorted(np.cumsum(raw), pos, side="right"))
         raise TokenRangeError(doc, f"token id {int(flat[pos])} is outside [0, {limit}) "
                                    f"(vocabulary size {vocab_size}, dtype {dtype})")
-    empty = raw == 0
+    empty = raw == 0 if not keep_empty else np.zeros(len(raw), dtype=bool)
     extra = (bos_id is not None) + (eod_id is not None)
     lengths = raw[~empty] + extra
     if extra == 0:
@@ -203,6 +210,7 @@ class Plan:
     key: str  # identifies settings + tokenizer files + partitioning: records with another key are stale
     fmt: str  # rejects format
     hub: HubSnapshot | None = None  # a hub tokenizer: the snapshot the client resolved (tokenizer is its folder)
+    keep_empty: bool = False  # documents without tokens become sequences instead of rejects
 
 
 def pair_name(prefix: str, i: int) -> str:
@@ -257,7 +265,7 @@ def _write_partition(df: pd.DataFrame, i: int, plan: Plan, tok, out: Output) -> 
                 lists = tok.encode_sequences(texts[chunk].tolist())
                 try:
                     tokens, lengths, empty = frame_documents(lists, dtype, plan.vocab_size, plan.eod_id,
-                                                             plan.bos_id)
+                                                             plan.bos_id, plan.keep_empty)
                 except TokenRangeError as e:
                     doc_id = kept["id"].iloc[chunk[e.document]]
                     raise DataError(f"partition {i} document id {doc_id!r}: {e.detail}") from None
@@ -358,7 +366,8 @@ class TokenizeStage(Stage):
             [ctx.fingerprint, ctx.io.blocksize, n, desc["files_sha256"], str(dtype), eod_id, bos_id],
             default=str).encode()).hexdigest()[:16]
         plan = Plan(spec, str(dtype), tok.vocab_size, eod_id, bos_id, settings.batch_size,
-                    sets, dict(settings.split) if settings.split else None, out, key, ctx.io.format, hub)
+                    sets, dict(settings.split) if settings.split else None, out, key, ctx.io.format, hub,
+                    settings.keep_empty)
 
         out.begin(dataset.stage_owner(ctx, self.name))
         done = {} if ctx.force else completed(plan, n)

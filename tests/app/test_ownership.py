@@ -128,7 +128,7 @@ def test_two_concurrent_runs_one_is_refused(tmp_path):
     assert holder["pid"] == first.pid
     second = cli("run", job, "--output", out, cwd=ROOT)
     one_line_refusal(second, "locked by curate run", f"pid {first.pid}")
-    stage = cli("shuffle", "--input", tmp_path / "data", "--output", out / "02-shuffle", cwd=ROOT)
+    stage = cli("shuffle", "--input", tmp_path / "data" / "*.jsonl", "--output", out / "02-shuffle", cwd=ROOT)
     one_line_refusal(stage, "held by curate run", f"pid {first.pid}")
     _, err = first.communicate(timeout=300)
     assert first.returncode == 0, err

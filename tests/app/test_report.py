@@ -60,8 +60,9 @@ def test_without_scores(tmp_path, capsys):
     chain = tmp_path / "c.yaml"
     chain.write_text("filters:\n  - {filter: word_count, min: 10}\n")
     run_stage("filter", {"config": str(chain)}, tmp_path / "in.jsonl", tmp_path / "f")
-    out = run(capsys, tmp_path / "f")
-    assert "--keep-scores" in out and not (tmp_path / "f" / "_reports").exists()
+    out = run(capsys, tmp_path / "f", "--html", tmp_path / "page.html")
+    assert "--keep-scores" in out and not (tmp_path / "f" / "_reports").exists()  # no PNG without scores
+    assert f"page in {tmp_path / 'page.html'}" in out  # the page draws the manifest's score sample instead
 
 
 def test_errors(tmp_path):
@@ -133,3 +134,170 @@ def test_jsonl_scores_that_are_not_numbers(tmp_path):
     write_jsonl(tmp_path / "part-00000.jsonl", [{"id": "a", "score_x": 1.5}, {"id": "b"}, {"id": "c", "score_x": "hi"}])
     with pytest.raises(DataError, match="part-00000.jsonl: line 3"):
         list(report.score_batches(str(tmp_path), ["score_x"]))
+
+
+# --------------------------------------------------------------------------- the HTML page of a run
+
+
+def _shuffled(words, seed):
+    import random
+
+    w = list(words)
+    random.Random(seed).shuffle(w)
+    return " ".join(w)
+
+
+@pytest.fixture(scope="module")
+def small_job(tmp_path_factory):
+    """clean -> filter -> exact_dedup -> fuzzy_dedup -> tokenize over two input files (two partitions).
+
+    18 documents: 12 distinct pages (shuffled words), two exact copies of d00 (a group of 3), one near
+    copy of d01 (a component of 2), two too short for the filter, one blank (dropped by clean)."""
+    import dask
+
+    tmp = tmp_path_factory.mktemp("job")
+    words = GOOD.split()
+    docs = [{"id": f"d{i:02d}", "text": _shuffled(words, i) + f" page {i}"} for i in range(12)]
+    docs += [{"id": "e1", "text": docs[0]["text"]}, {"id": "e2", "text": docs[0]["text"]},
+             {"id": "n1", "text": docs[1]["text"] + " and one more"},
+             {"id": "short1", "text": "Too short."}, {"id": "short2", "text": "Also too short here."},
+             {"id": "blank", "text": "   "}]
+    write_jsonl(tmp / "in" / "a.jsonl", docs[:9])
+    write_jsonl(tmp / "in" / "b.jsonl", docs[9:])
+    chain = tmp / "chain.yaml"
+    chain.write_text("filters:\n  - {filter: word_count, min: 10}\n  - {filter: numbers, max: 0.15}\n")
+    out = tmp / "job"
+    with dask.config.set(scheduler="synchronous"):
+        run_stage("clean", {}, str(tmp / "in" / "*.jsonl"), out / "01-clean")
+        run_stage("filter", {"config": str(chain)}, out / "01-clean", out / "02-filter")
+        run_stage("exact_dedup", {}, out / "02-filter", out / "03-exact_dedup")
+        run_stage("fuzzy_dedup", {"threshold": 0.8, "bands": 20, "rows": 6, "false_positive_check": True},
+                  out / "03-exact_dedup", out / "04-fuzzy_dedup")
+        run_stage("tokenize", {"tokenizer": "tiktoken:cl100k_base"}, out / "04-fuzzy_dedup", out / "05-tokenize")
+    return out, docs
+
+
+def test_page_data_against_the_files(small_job):
+    """Every figure on the page, checked against an independent reading of the outputs."""
+    import pandas as pd
+
+    from app import report_html
+    from tests.conftest import read_output
+
+    out, docs = small_job
+    data = report_html.collect(str(out))
+    stages = {s["folder"]: s for s in data["stages"]}
+    assert [(s["folder"], s["in"], s["out"], s["dropped"]) for s in data["stages"]] == [
+        ("01-clean", 18, 17, {"empty_after_clean": 1}),
+        ("02-filter", 17, 15, {"word_count": 2}),
+        ("03-exact_dedup", 15, 13, {"exact_duplicate": 2}),
+        ("04-fuzzy_dedup", 13, 12, {"fuzzy_duplicate": 1}),
+        ("05-tokenize", 12, 12, {}),
+    ]
+    for name in ("01-clean", "02-filter", "04-fuzzy_dedup"):  # bytes: UTF-8 length of the kept texts
+        kept = read_output(out / name)
+        assert stages[name]["bytes"] == sum(len(t.encode()) for t in kept["text"])
+        assert not stages[name]["bytes_estimated"]
+    # examples: the rejected documents themselves, text cut at 300 characters
+    assert sorted(i for i, _, _ in stages["02-filter"]["examples"]["word_count"]) == ["short1", "short2"]
+    assert [t for i, t, _ in stages["02-filter"]["examples"]["word_count"] if i == "short1"] == ["Too short."]
+    assert [i for i, _, _ in stages["01-clean"]["examples"]["empty_after_clean"]] == ["blank"]
+    # dedup: one exact group of 3, one fuzzy component of 2 (brute force: the texts themselves)
+    texts = pd.Series({d["id"]: d["text"] for d in docs})
+    survivors = texts[[i for i in texts.index if i not in ("short1", "short2", "blank")]]
+    assert stages["03-exact_dedup"]["groups"] == {3: 1} == {
+        int(k): int(v) for k, v in survivors.value_counts().value_counts().items() if k > 1}
+    assert stages["04-fuzzy_dedup"]["groups"] == {2: 1}
+    [pair] = stages["04-fuzzy_dedup"]["pairs"]
+    assert (pair["removed"], pair["kept"]) == ("n1", "d01")
+
+    def grams(t):  # word 5-gram shingles of the lowercased text, as the spec of fuzzy dedup says
+        w = t.lower().split()
+        return {tuple(w[i:i + 5]) for i in range(len(w) - 4)}
+
+    a, b = grams(texts["n1"]), grams(texts["d01"])
+    assert pair["jaccard"] == pytest.approx(len(a & b) / len(a | b))
+    exact = stages["03-exact_dedup"]["pairs"]
+    assert {p["removed"] for p in exact} == {"e1", "e2"} and all(p["jaccard"] == 1.0 for p in exact)
+    # tokens: lengths from the .idx files, against the manifest's per-file counts
+    tok = stages["05-tokenize"]
+    assert sum(tok["token_lengths"]["counts"]) == 12 == tok["manifest"]["totals"]["documents"]
+    assert tok["tokens"] == sum(f["tokens"] for f in tok["manifest"]["files"])
+    assert tok["verify"]["ok"] and tok["manifest"]["dtype"] == "uint32" or tok["manifest"]["dtype"]
+    # the filter's score sample, kept without --keep-scores: every scored document in a histogram
+    sample = stages["02-filter"]["manifest"]["score_sample"]["filters"]["word_count"]
+    assert (sample["scored"], sample["rejected"]) == (17, 2)
+    assert sum(sample["histogram"]["kept"]) + sum(sample["histogram"]["rejected"]) == 17
+
+
+def test_page_is_one_file_without_network(small_job, tmp_path, capsys):
+    import re
+
+    out, _ = small_job
+    text = run(capsys, out, "--html", tmp_path / "r.html", "--no-verify")
+    page = (tmp_path / "r.html").read_text()
+    assert f"page in {tmp_path / 'r.html'}" in text
+    assert re.findall(r"""<(?:script|link|img)[^>]+(?:src|href)=""", page) == []  # everything inlined
+    assert "Bokeh.embed.embed_item" in page and page.count("class='chart'") >= 6
+    for name in ("01-clean", "02-filter", "03-exact_dedup", "04-fuzzy_dedup", "05-tokenize"):
+        assert name in page
+    assert "Too short." in page and "word_count" in page
+    assert not (out / "_reports" / "report.html").exists()  # --html puts it elsewhere
+
+
+@pytest.mark.slow
+def test_page_renders_in_chromium(small_job, tmp_path):
+    """The page in headless Chromium: charts drawn, stage names and counts in the DOM, no JS errors,
+    nothing fetched from the network; screenshots stay in the test's folder."""
+    import time
+
+    from app import report_html
+    from tests.browser import Browser
+
+    reason = Browser.skip_reason()
+    if reason:
+        pytest.skip(reason)
+    out, _ = small_job
+    page = report_html.write_report(str(out), str(tmp_path / "report.html"))
+    with Browser(1100, 1400) as b:
+        b.open(f"file://{page}")
+        charts = b.js("return document.querySelectorAll('.chart').length")
+        deadline = time.time() + 30
+        while b.count("canvas") < charts:  # each chart draws on its own canvas once Bokeh has run
+            assert time.time() < deadline, f"{b.count('canvas')} of {charts} charts drawn after 30 s"
+            time.sleep(0.2)
+        text = b.text()
+        b.screenshot(tmp_path / "report.png")
+        assert b.errors() == []
+        assert b.js("return performance.getEntriesByType('resource').map(e => e.name)") == []
+    for name in ("01-clean", "02-filter", "03-exact_dedup", "04-fuzzy_dedup", "05-tokenize"):
+        assert name in text
+    assert "word_count" in text
+    lines = text.splitlines()
+    first = lines.index("01-clean")  # the funnel table's first row: folder, stage, docs in, docs out, dropped
+    assert lines[first:first + 5] == ["01-clean", "clean", "18", "17", "1"]
+    assert "OK" in lines  # verify's result
+    assert (tmp_path / "report.png").stat().st_size > 10_000
+
+
+def test_end_of_run_page_skips_verify_beyond_a_size(small_job, monkeypatch):
+    """Edge case: verify reads every token; the automatic page runs it only for small outputs."""
+    from app import report_html
+
+    out, _ = small_job
+    monkeypatch.setattr(report_html, "AUTO_VERIFY_BYTES", 0)
+    tok = report_html.collect(str(out), verify="auto")["stages"][-1]
+    assert tok["verify"] is None and tok["verify_skipped"].startswith("not run for this page")
+    assert "curate verify" in report_html.render({**report_html.collect(str(out), verify="auto")})
+
+
+def test_a_job_root_with_its_own_manifest_lists_its_stages(tmp_path):
+    """Edge case: a job's root holds the job's manifest.json; its stages are still the NN-stage folders."""
+    import json
+
+    for name in ("01-clean", "02-filter"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "manifest.json").write_text(json.dumps({"stage": name[3:]}))
+    (tmp_path / "manifest.json").write_text(json.dumps({"owner": {"kind": "job", "job": "j"}}))
+    assert report.stage_dirs(str(tmp_path)) == [str(tmp_path / "01-clean"), str(tmp_path / "02-filter")]
+    assert report.stage_dirs(str(tmp_path / "02-filter")) == [str(tmp_path / "02-filter")]

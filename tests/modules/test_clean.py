@@ -105,3 +105,56 @@ def test_stage_with_invalid_utf8_and_manifest(tmp_path):
     assert m["counts"] == {"in": 4, "out": 2, "dropped": {"empty_after_clean": 1, "invalid_utf8": 1}}
     assert read_output(tmp_path / "out")["text"].tolist() == ["café", "fine"]
     assert json.load(open(tmp_path / "out" / "manifest.json"))["settings"]["fix_character_width"] is False
+
+
+# --------------------------------------------------------------------------- modifiers (NeMo Curator's)
+
+# inputs and what NeMo 0.9's UrlRemover, QuotationRemover, NewlineNormalizer, Slicer returned (side by side)
+MOD_DOCS = ['"A quoted document."', '"First line"\n"second"', '"one"\nline two"',
+            "See https://example.com/x?y=1 and www.test.org/a now", "a\n\n\n\nb",
+            "pre BEGIN middle END post END tail", "no markers", '"  "']
+NEMO = {
+    "remove_urls": ['"A quoted document."', '"First line"\n"second"', '"one"\nline two"', "See  and  now",
+                    "a\n\n\n\nb", "pre BEGIN middle END post END tail", "no markers", '"  "'],
+    "remove_quotation": ["A quoted document.", '"First line"\n"second"', '"one"\nline two"',
+                         "See https://example.com/x?y=1 and www.test.org/a now", "a\n\n\n\nb",
+                         "pre BEGIN middle END post END tail", "no markers", "  "],
+    "normalize_newlines": [*MOD_DOCS[:4], "a\n\nb", *MOD_DOCS[5:]],
+}
+
+
+def modified(texts, **kw):
+    import pyarrow as pa
+
+    from modules.clean import apply_modifiers
+
+    return apply_modifiers(pa.array(texts, pa.large_string()), CleanSettings(**kw)).to_pylist()
+
+
+@pytest.mark.parametrize("option", sorted(NEMO))
+def test_modifiers_match_nemo(option):
+    assert modified(MOD_DOCS, **{option: True}) == NEMO[option]
+
+
+def test_slicing_matches_nemos_slicer():
+    got = modified(MOD_DOCS, slice_from="BEGIN", slice_to="END")
+    assert got == [""] * 5 + ["BEGIN middle END post END", "", ""]  # no marker: empty, as NeMo
+    assert modified(MOD_DOCS[5:6], slice_from="BEGIN", slice_to="END", slice_exclude_markers=True) == ["middle END post"]
+    assert modified(["abcdef"], max_chars=3) == ["abc"]
+
+
+def test_markdown_keeps_link_text_and_snake_case():
+    text = "# Title\n**bold** and *it* and _under_ [link](http://u.rl) snake_case_name 2*3*4 `code`\n![alt](x.png)"
+    assert modified([text], remove_markdown=True) == [
+        "Title\nbold and it and under link snake_case_name 2*3*4 code\nalt"]
+
+
+def test_modifiers_in_the_stage_drop_what_becomes_empty(tmp_path):
+    write_jsonl(tmp_path / "a.jsonl", [{"id": "1", "text": "x BEGIN keep this END y"}, {"id": "2", "text": "nothing"}])
+    write_jsonl(tmp_path / "b.jsonl", [{"id": "3", "text": "see https://a.b/c"}])
+    m = run_stage("clean", {"slice_from": "BEGIN", "slice_to": "END", "slice_exclude_markers": True,
+                            "remove_urls": True}, str(tmp_path / "*.jsonl"), tmp_path / "o")
+    assert read_output(tmp_path / "o")["text"].tolist() == ["keep this"]
+    assert m["counts"]["dropped"] == {"empty_after_clean": 2}
+    with pytest.raises(SettingsError):
+        CleanSettings(slice_from="")

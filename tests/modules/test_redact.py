@@ -161,3 +161,64 @@ def test_stage_manifest_counts_and_single_pass(tmp_path, monkeypatch):
     assert out["text"].tolist()[:3] == [
         "mail <redacted-email> and <redacted-email>", f"server {IP}, version 1.2.3.4",
         "key API_KEY_REDACTED in <redacted-path>/.aws"]
+
+
+# --------------------------------------------------------------------------- Presidio (pii extra)
+
+# test numbers: a Visa test card (Luhn-valid) and one digit off; the ECBS example IBAN and one digit off
+CARD, BAD_CARD = "4111 1111 1111 1111", "4111 1111 1111 1112"
+IBAN, BAD_IBAN = "GB82 WEST 1234 5698 7654 32", "GB82 WEST 1234 5698 7654 33"
+PII_TEXT = (f"Call (212) 555-0198 or +44 20 7946 0958. Card {CARD}, not {BAD_CARD}. "
+            f"IBAN {IBAN}, not {BAD_IBAN}. Mail jane@example.com")
+
+
+@pytest.fixture(scope="module")
+def presidio_ready():
+    pytest.importorskip("presidio_analyzer", reason="presidio-analyzer is the optional pii extra")
+    pytest.importorskip("spacy", reason="spacy comes with the optional pii extra")
+
+
+def test_presidio_pattern_recognisers_offline(presidio_ready):
+    # oracles: phonenumbers itself for the phones, a hand-written Luhn check for the cards
+    import phonenumbers
+
+    found = [m.raw_string for m in phonenumbers.PhoneNumberMatcher(PII_TEXT, "US")]
+    assert found == ["(212) 555-0198", "+44 20 7946 0958"]
+
+    def luhn(number):
+        digits = [int(c) for c in number if c.isdigit()][::-1]
+        return sum(d if i % 2 == 0 else (2 * d - 9 if d > 4 else 2 * d) for i, d in enumerate(digits)) % 10 == 0
+
+    assert luhn(CARD) and not luhn(BAD_CARD)
+    s = RedactSettings(presidio=("default",))
+    assert "PHONE_NUMBER" in s.presidio and "CREDIT_CARD" in s.presidio  # 'default' expanded on the client
+    frame = pd.DataFrame({"id": ["a", "b"], "text": [PII_TEXT, "nothing here"]}).astype(STRING)
+    out = redact(frame, s)
+    assert out["text"].iloc[0] == (
+        "Call <redacted-phone> or <redacted-phone>. Card <redacted-credit-card>, not " + BAD_CARD + ". "
+        "IBAN <redacted-iban>, not " + BAD_IBAN + ". Mail <redacted-email>")  # e-mail: still the fast path
+    assert out["_pii_phone_number"].tolist() == [2, 0] and out["_pii_credit_card"].tolist() == [1, 0]
+    assert out["_pii_iban_code"].tolist() == [1, 0] and out["_pii_email"].tolist() == [1, 0]
+
+
+def test_presidio_strategies_and_manifest(presidio_ready, tmp_path, monkeypatch):
+    frame = pd.DataFrame({"id": ["a"], "text": [f"{CARD} and {CARD}"]}).astype(STRING)
+    replaced = redact(frame, RedactSettings(presidio=("CREDIT_CARD",), strategy="replace", replace_token="[X]"))
+    assert replaced["text"].iloc[0] == "[X] and [X]"
+    monkeypatch.setenv("CURATE_TEST_SALT", "pepper")
+    hashed = redact(frame, RedactSettings(presidio=("CREDIT_CARD",), strategy="hash", hash_salt_env="CURATE_TEST_SALT"))
+    import hashlib
+
+    digest = hashlib.sha256(b"pepper" + CARD.encode()).hexdigest()[:16]
+    assert hashed["text"].iloc[0] == f"<credit-card-{digest}> and <credit-card-{digest}>"  # equal values stay equal
+    write_jsonl(tmp_path / "in.jsonl", [{"id": "1", "text": PII_TEXT}, {"id": "2", "text": "none"}])
+    m = run_stage("redact", {"presidio": ["PHONE_NUMBER", "IBAN_CODE"]}, tmp_path / "in.jsonl", tmp_path / "o")
+    assert m["redacted"]["phone_number"] == 2 and m["redacted"]["iban_code"] == 1 and m["redacted"]["documents"] == 1
+    assert "pepper" not in (tmp_path / "o" / "manifest.json").read_text()
+
+
+def test_presidio_settings_errors(presidio_ready, tmp_path):
+    with pytest.raises(SettingsError, match="unknown entity 'PERSONS'"):
+        RedactSettings(presidio=("PERSONS",))
+    with pytest.raises(SettingsError, match="spacy_model"):
+        RedactSettings(presidio=("PERSON",), spacy_model=str(tmp_path / "missing"))

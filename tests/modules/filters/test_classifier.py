@@ -85,3 +85,19 @@ def test_retrained_model_changes_the_chain(tmp_path, model):
         f.write(b"\0")
     (again,) = parse_chain({"filters": [{"filter": "classifier", "model": str(copy)}]}, "x")
     assert again["model_stamp"] != spec["model_stamp"]
+
+
+def test_case_is_kept_as_nemo_does(tmp_path):
+    """A model trained the NeMo way (cased text) sees cased text: upper-case good words, lower-case
+    bad words. Lower-casing before predicting (the old behaviour) turns good documents into bad ones."""
+    from modules.filters.classifier import fasttext_lines
+
+    assert fasttext_lines(["A B\nc __label__hq  d "]) == ["A B c hq d"]  # NeMo: "__label__" -> " "
+    assert fasttext_lines(["A B"], lowercase=True) == ["a b"]
+    words = [w.upper() for w in GOOD_WORDS]
+    path = tmp_path / "cased.bin"
+    train(docs(words, 200, 1), docs(GOOD_WORDS, 200, 2), str(path), dim=8, bucket=1000, epoch=10, lr=0.05,
+          valid_fraction=0.2)
+    doc = docs(words, 1, 9)[0]
+    assert get_filter("classifier")(model=str(path)).score(doc) > 0.9
+    assert get_filter("classifier")(model=str(path), lowercase=True).score(doc) < 0.1

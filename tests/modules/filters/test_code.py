@@ -185,3 +185,32 @@ def test_byte_entropy_memory_does_not_grow_with_documents_x_256():
         tracemalloc.stop()
     assert scores[:4].tolist() == [1.0, 0.0, 0.0, pytest.approx(np.log2(3))]
     assert peak < 24 * 2**20, peak  # a 100k x 256 int64 histogram alone would be 195 MiB
+
+
+# --------------------------------------------------------------------------- NeMo Curator's code filters
+
+# (text, NeMo 0.9's XMLHeaderFilter, AlphaFilter, HTMLBoilerplateFilter scores), run side by side
+PAGE = ("<html><head><style>body{color:red}</style><script>var x=1;</script></head><body><p>"
+        + "Hello world text here. " * 8 + "</p></body></html>")
+NEMO_CODE = [
+    ('<?xml version="1.0"?><a>b</a>', 1, 0.4482758620689655, 0),
+    ('  <?xml version="1.0"?>', 1, 0.43478260869565216, 0),
+    ("x = [1, 2, 3, 4, 5, 6, 7, 8]", 0, 0.03571428571428571, 0),
+    ("déjà vu ünïcode", 0, 0.8666666666666667, 0),
+    (PAGE, 0, 0.7298245614035088, 0.6456140350877193),
+    ("<html><body>" + '<div class="x"></div>' * 50 + "short</body></html>", 0, 0.574468085106383, 0),
+    ("plain text that is not html at all but long enough to count as text for the filter, more than one hundred "
+     "characters in total length.", 0, 0.7969924812030075, 1.0),
+]
+
+
+@pytest.mark.parametrize("text,xml,alpha,html", NEMO_CODE)
+def test_code_filters_score_as_nemo(text, xml, alpha, html):
+    assert get_filter("code_xml_header")().score(text) == xml
+    assert get_filter("code_alpha")().score(text) == pytest.approx(alpha)
+    assert get_filter("code_html_boilerplate")().score(text) == pytest.approx(html)
+    assert get_filter("code_xml_header")(head_chars=5).score(text) == 0
+
+
+def test_code_xml_header_only_in_the_head():
+    assert get_filter("code_xml_header")().score("x" * 100 + '<?xml version="1.0"?>') == 0

@@ -71,11 +71,20 @@ def test_keeps_good_and_drops_bad_for_its_reason(kind, params, good, bad):
     assert out["_reason"].iloc[1] == flt.reason
 
 
+#: filters without a usable default: the parameters the generic tests give them
+REQUIRED = {
+    "substring": {"substring": "the"},
+    "histogram": {"chars": "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ ,.\n"},
+    "token_count": {"tokenizer": "tiktoken:cl100k_base", "min": 1},
+    "code_tokenizer_fertility": {"tokenizer": "tiktoken:cl100k_base"},
+}
+
+
 def test_the_good_document_passes_the_whole_default_chain():
     for kind in FILTERS:
         if kind.startswith(("code_", "language", "classifier")):
             continue
-        flt = get_filter(kind)()
+        flt = get_filter(kind)(**REQUIRED.get(kind, {}))
         assert flt.keep(flt.score(GOOD)), (kind, flt.score(GOOD))
 
 
@@ -85,7 +94,7 @@ TEXT_KINDS = [k for k in FILTERS if not k.startswith(("code_extension", "classif
 @pytest.mark.parametrize("kind", TEXT_KINDS)
 @pytest.mark.parametrize("text", ["", "   ", "\n\n\t\n"], ids=["empty", "spaces", "blank-lines"])
 def test_empty_and_whitespace_never_divide_by_zero(kind, text):
-    flt = get_filter(kind)()
+    flt = get_filter(kind)(**REQUIRED.get(kind, {}))
     with np.errstate(all="raise"):
         score = flt.score(text)
     assert np.isfinite(score)
@@ -188,3 +197,88 @@ def test_repetition_scores_match_reference():
     exp_paras = [len(set(paras(d))) / len(paras(d)) if paras(d) else 0.0 for d in docs]
     np.testing.assert_allclose(get_filter("repeated_lines")().score_texts(t), exp_lines)
     np.testing.assert_allclose(get_filter("repeated_paragraphs")().score_texts(t), exp_paras)
+
+
+# --------------------------------------------------------------------------- parity with NeMo Curator
+
+# NeMo Curator's config/heuristic_filter_en.yaml, transcribed: (filter, threshold) in its order
+NEMO_HEURISTIC_EN = [
+    ("non_alpha_numeric", {"max": 0.25}), ("symbols_to_words", {"max": 0.1}), ("numbers", {"max": 0.15}),
+    ("urls", {"max": 0.2}), ("whitespace", {"max": 0.25}), ("parentheses", {"max": 0.1}),
+    ("boilerplate_strings", {"max": 0.4}), ("repeated_lines", {"min": 0.7}), ("repeated_paragraphs", {"min": 0.7}),
+    ("repeated_lines_char", {"min": 0.8}), ("repeated_paragraphs_char", {"min": 0.8}),
+    ("word_count", {"min": 50, "max": 100000}), ("punctuation", {"max": 0.85}),
+    ("words_with_alphabets", {"min": 0.8}), ("common_english_words", {"min": 2}),
+    ("mean_word_length", {"min": 3, "max": 10}), ("longest_word", {"max": 1000}), ("ellipsis", {"max": 0.3}),
+    ("top_ngrams", {"n": 2, "max": 0.2}), ("top_ngrams", {"n": 3, "max": 0.18}), ("top_ngrams", {"n": 4, "max": 0.16}),
+    *[("duplicate_ngrams", {"n": n, "max": m}) for n, m in zip(range(5, 11), (0.15, 0.14, 0.13, 0.12, 0.11, 0.10))],
+    ("bullets", {"max": 0.9}),
+]
+
+
+def test_heuristic_en_is_exactly_nemos_28_filters():
+    from modules.filters.base import load_chain
+
+    chain = load_chain("jobs/filters/heuristic_en.yaml")
+    assert len(chain) == 28
+    for spec, (kind, params) in zip(chain, NEMO_HEURISTIC_EN):
+        assert spec["filter"] == kind
+        assert {k: spec[k] for k in params} == params
+        assert all(spec[k] is None for k in ("min", "max") if k not in params)  # no threshold NeMo lacks
+    assert [s["filter"] for s in load_chain("jobs/filters/pornographic_urls.yaml")] == ["pornographic_urls"]
+
+
+# scores NeMo 0.9's BoilerPlateStringFilter gave for these (run side by side)
+BOILERPLATE_NEMO = [
+    ("Hello there, a normal paragraph.\n\nNecessary cookies are absolutely essential for the website to function "
+     "properly. This category only includes cookies that ensures basic functionalities and security features of "
+     "the website. These cookies do not store any personal information.", 0.5),
+    ("Text.\n\nIf you continue to browse this site without changing your cookie settings, you agree to this use. "
+     "AcceptRead More", 0.5),
+    ("We use cookies here.\n\nplain", 0.5),
+    ("privacy overview\n\nx\n\ny", 1 / 3),
+    ("a\n\n\n\nprivacy policy", 1 / 3),  # blank paragraphs count, as in NeMo
+]
+
+
+@pytest.mark.parametrize("text,nemo", BOILERPLATE_NEMO)
+def test_boilerplate_strings_scores_as_nemo(text, nemo):
+    assert get_filter("boilerplate_strings")().score(text) == pytest.approx(nemo)
+
+
+def test_c4_policy_list_is_c4s():
+    from modules.clean import C4_BOILERPLATE
+    from modules.filters.heuristic import C4_POLICY_SUBSTRINGS
+
+    # TensorFlow Datasets' c4_utils._POLICY_SUBSTRINGS
+    assert C4_POLICY_SUBSTRINGS == ("terms of use", "privacy policy", "cookie policy", "uses cookies",
+                                    "use of cookies", "use cookies")
+    assert C4_BOILERPLATE == ("javascript", *C4_POLICY_SUBSTRINGS)
+    lines = "We use cookies to run this site and it works.\nPrivacy overview is here and fine.\n" + GOOD
+    c4 = get_filter("c4_sentences")()
+    # "use cookies" removes the first line (C4 does), "privacy overview" is not C4's and stays
+    assert c4.score(lines) == c4.score("Privacy overview is here and fine.\n" + GOOD)
+
+
+def test_substring_positions():
+    f = get_filter("substring")
+    assert [f(substring="ab", position=p).score("abcab") for p in ("any", "prefix", "suffix")] == [1, 1, 1]
+    assert [f(substring="ca", position=p).score("abcab") for p in ("any", "prefix", "suffix")] == [1, 0, 0]
+    assert f(substring="x").keep(0) is False and f(substring="x", min=None, max=0).keep(0) is True
+
+
+def test_histogram_from_a_user_sample(tmp_path):
+    sample = tmp_path / "en.txt"
+    sample.write_text(GOOD * 3, encoding="utf-8")
+    flt = get_filter("histogram")(sample=str(sample), coverage=1.0)
+    assert set(flt.chars) == set(GOOD * 3)
+    assert flt.score("  " + GOOD + "  ") == pytest.approx(len(GOOD) / (len(GOOD) + 4))  # ends stripped, as NeMo
+    cyr = "кириллица и ещё немного текста"
+    assert flt.score(cyr) == pytest.approx(cyr.count(" ") / len(cyr)) and not flt.keep(flt.score(cyr))
+    # the characters are in the chain's settings: workers never reread the sample
+    from modules.filters.base import build_chain, parse_chain
+
+    chain = parse_chain({"filters": [{"filter": "histogram", "sample": str(sample)}]}, "t")
+    sample.unlink()
+    rebuilt = build_chain(chain)[0]  # the sample is gone: the characters came with the chain
+    assert rebuilt.chars and set(rebuilt.chars) <= set(GOOD)

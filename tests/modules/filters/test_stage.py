@@ -109,4 +109,70 @@ def test_job_yaml_with_shipped_chain(tmp_path):
     (outcome,) = run_job(load_job(str(job)), str(tmp_path / "out"))
     m = json.load(open(tmp_path / "out" / "01-filter" / "manifest.json"))
     assert m["counts"]["in"] == 7 and outcome.manifest["counts"]["out"] == 1
-    assert len(m["filters"]) == 29
+    assert len(m["filters"]) == 28  # exactly NeMo Curator's chain
+
+
+# --------------------------------------------------------------------------- the score sample
+
+
+def test_score_sample_counts_and_histograms_without_keep_scores(setup):
+    import numpy as np
+
+    tmp, chain = setup
+    manifest = run_stage("filter", {"config": chain}, str(tmp / "in" / "*.jsonl"), tmp / "out")
+    assert not any(c.startswith("score_") for c in read_output(tmp / "out").columns)  # not kept, yet sampled
+    oracle = run_stage("filter", {"config": chain, "keep_scores": True}, str(tmp / "in" / "*.jsonl"), tmp / "k")
+    assert oracle["score_sample"] == manifest["score_sample"]
+    sample = manifest["score_sample"]
+    assert (sample["documents"], sample["sampled"]) == (6, 6)
+    scores = pd.concat([read_output(tmp / "k"), *(pd.read_parquet(p) for p in (tmp / "k" / "_rejects").glob("*"))])
+    for f in manifest["filters"]:
+        v = scores[f["column"]].dropna().to_numpy(dtype=float)
+        entry = sample["filters"][f["reason"]]
+        lo_ok = v >= f["min"] if f["min"] is not None else np.ones(len(v), bool)
+        hi_ok = v <= f["max"] if f["max"] is not None else np.ones(len(v), bool)
+        assert (entry["scored"], entry["rejected"]) == (len(v), int((~(lo_ok & hi_ok)).sum()))
+        h = entry["histogram"]
+        assert sum(h["kept"]) + sum(h["rejected"]) == len(v) == h["sampled"]  # every score in a bin
+        assert sum(h["rejected"]) == entry["rejected"]  # the whole partition is sampled here
+        assert len(h["edges"]) == len(h["kept"]) + 1 and h["edges"] == sorted(h["edges"])
+        for x in (f["min"], f["max"]):
+            assert x is None or h["edges"][0] <= x <= h["edges"][-1]  # the thresholds are on the axis
+    # word_count scores every document: 3 of 6 have fewer than 20 words; numbers only sees the rest
+    assert sample["filters"]["word_count"]["scored"] == 6 and sample["filters"]["word_count"]["rejected"] == 3
+
+
+def test_score_sample_is_the_bottom_k_by_id_hash_over_all_partitions(setup, monkeypatch):
+    """Edge case: k smaller than a partition; the merged sample must be the global bottom-k (brute force)."""
+    from modules.filters import stage as filter_stage
+
+    tmp, chain = setup
+    monkeypatch.setattr(filter_stage, "SAMPLE_SIZE", 2)
+    parts = [FilterStage().transform(pd.DataFrame(d).astype(STRING).assign(
+        _reason=pd.Series([pd.NA] * len(d), dtype=STRING)), FilterSettings(config=chain, keep_scores=True))
+        for d in (DOCS[:3], DOCS[3:])]
+    samples = [filter_stage.partition_sample(p, FilterSettings(config=chain).chain) for p in parts]
+    assert all(len(s["sample"]) == 2 for s in samples)
+    merged = filter_stage.merge_samples(samples, FilterSettings(config=chain).chain)
+    assert merged["sampled"] == 2 and merged["documents"] == 6
+    everything = pd.concat(parts)
+    h = pd.util.hash_pandas_object(everything["id"].astype(str), index=False).to_numpy()
+    want = everything.iloc[h.argsort(kind="stable")[:2]]
+    got = merged["filters"]["word_count"]["histogram"]
+    words = want["score_word_count"].to_numpy()
+    assert sum(got["kept"]) == int((words >= 20).sum()) and sum(got["rejected"]) == int((words < 20).sum())
+
+
+def test_a_resumed_run_samples_only_the_partitions_it_writes(setup):
+    """Edge case: a killed run wrote partition 0; the rerun must not score it again for the sample."""
+    tmp, chain = setup
+    full = run_stage("filter", {"config": chain}, str(tmp / "in" / "*.jsonl"), tmp / "out")
+    assert (full["score_sample"]["partitions"], full["score_sample"]["of_partitions"]) == (2, 2)
+    out = tmp / "out"
+    for name in ("manifest.json", "_SUCCESS", "_state/part-00001.json", "part-00001.parquet",
+                 "_rejects/part-00001.parquet"):
+        (out / name).unlink(missing_ok=True)  # as if killed after writing partition 0 only
+    resumed = run_stage("filter", {"config": chain}, str(tmp / "in" / "*.jsonl"), out)
+    assert resumed["counts"] == full["counts"]
+    sample = resumed["score_sample"]
+    assert (sample["partitions"], sample["of_partitions"], sample["documents"]) == (1, 2, 3)  # b.jsonl: 3 docs

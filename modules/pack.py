@@ -1,0 +1,714 @@
+"""``pack``: tokenized documents -> fixed-length training rows (BOS-aligned best-fit-decreasing packing).
+
+Input: a token set written by ``curate tokenize`` (``modules/tokenize/read.py``). Output directory::
+
+    part_00000.parquet ...      one file per input pair (named after it: train_00000, validation_00000 ...)
+    _rejects/part_00000.parquet documents longer than a row under --long-docs drop (pair, document,
+                                tokens, _reason = too_long, _detail)
+    manifest.json               settings, ids (bos, pad, eod), counts, fill ratio, per-file rows/tokens
+    _SUCCESS                    written last
+
+Every document becomes a *segment* ``[BOS] content``: the BOS is the token set's own when tokenize
+ran with ``--add-bos``, else pack adds it (``bos_added`` in the manifest). A tokenizer without a
+BOS token (tiktoken's cl100k_base) uses its end-of-document token as the separator, GPT-2 style;
+then the EOD tokenize appended at the end of each document is dropped (``eod_stripped``): the next
+segment's BOS is that same token, and a row must hold exactly one per document. ``--bos-id``
+overrides.
+
+Rows (Parquet, zstd, row groups of about 2**20 tokens), one record per row::
+
+    column             Arrow type     meaning
+    input_ids          list<uint32>   exactly seq_length ids (list<uint16> with --dtype uint16, refused
+                                      when the vocabulary has more than 65,535 ids)
+    loss_mask          list<uint8>    seq_length flags: 1 where target_ids is a real next token
+    doc_starts         list<uint32>   position of each segment's BOS, ascending, the first is 0
+    doc_index          list<int64>    per segment: the document's number in its input pair (0-based)
+    doc_offset         list<int64>    per segment: where its content starts in the document's tokens
+                                      (the document without its BOS; 0 unless the document was split
+                                      or windowed)
+    valid_token_count  int32          tokens before the padding: the segments' lengths summed
+    pack_id            int64          (input file number << 32) | row number in the file: unique
+
+``input_ids[valid_token_count:]`` is all ``pad_id``. ``target_ids`` is not stored; it is
+``input_ids`` shifted left by one: ``target_ids[i] = input_ids[i+1]`` for ``i < seq_length - 1``
+and ``pad_id`` at the end. ``loss_mask[i] = 1`` exactly when ``i + 1 < valid_token_count`` and
+``i + 1`` is not in ``doc_starts``: the model learns every next token of a document (its EOD
+included) and never a prediction across a document boundary or into the padding. Per-document
+attention (cu_seqlens, position ids) follows from ``doc_starts`` and ``valid_token_count``.
+
+Producer invariant, checked on every row before its row group is written (:func:`check_rows`, the
+same function ``curate verify`` runs on the files): ``len(doc_starts)`` equals the number of BOS ids
+in ``input_ids[:valid_token_count]`` and each start holds a BOS; ``valid_token_count`` is in
+``1..seq_length`` and everything after it is ``pad_id``; ids are below the vocabulary size;
+``loss_mask`` is the function of ``doc_starts`` and ``valid_token_count`` above. A violation fails
+the run naming the file and row (a BOS id inside a document's text, for one).
+
+Long documents (a segment longer than ``seq_length``): ``split`` cuts the content into consecutive
+chunks of ``seq_length - 1`` tokens, each behind its own BOS (full chunks fill a row alone, the last
+one is packed like any document); ``window`` emits full rows ``[BOS] content[o : o + seq_length - 1]``
+for ``o = 0, stride, 2*stride, ...`` and a last window ending at the document's end (overlapping
+tokens are trained on more than once, as in the OpenGenome2 recipe); ``drop`` rejects the document
+(reason ``too_long``). The manifest counts each.
+
+Packing. Segments are sorted by length, longest first (equal lengths in a seeded pseudo-random
+order: splitmix64 of document, offset and --seed), and each goes into the open row with the
+least room that still fits it (best fit; equal room: the older row), else into a new row. Rows are
+then written in a seeded random order (so a file is not sorted by length). The result depends only
+on the pair's tokens, the settings and the file's number: not on the cluster, its size or timing.
+
+How far from optimal. Per partition (input pair) best-fit decreasing needs at most
+``11/9 * OPT_p + 4`` rows, OPT_p the fewest rows any packing of that pair's segments needs (Johnson
+1973; FFD's tight ``11/9 * OPT + 6/9`` is Dósa 2007). Against one packing of the whole corpus,
+packing pairs separately guarantees only what every fit rule does: no two rows of a pair are both at
+most half full, so the rows number fewer than ``2 * tokens / seq_length + pairs``. The real loss
+depends on how different the pairs' length distributions are (a pair of only 0.6-row documents and
+another of only 0.4-row ones lose a third of a row per document; packed together they fill every
+row): after ``curate shuffle`` every pair samples the same distribution and the loss is a
+partly-filled row or so per pair. Measured (README, ``jobs/bench_pack.py``): 99.98-99.99% fill in 16
+partitions against 100.00% in one, on 200,000 long-tailed documents.
+
+Memory: per pair, the index (12 bytes per document), the segment layout (about 48 bytes per
+segment) and one row group at a time; the tokens are memory-mapped (``modules/tokenize/read.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from modules.errors import DataError, SettingsError
+from modules.stage import Stage, check_choice, check_range
+
+log = logging.getLogger(__name__)
+
+LONG_DOCS = ("split", "window", "drop")
+#: tokens per Parquet row group (and per assembly batch): bounds the memory of one task
+ROW_GROUP_TOKENS = 1 << 20
+UINT16_MAX_VOCAB = 65535  # the issue's contract: uint16 only for vocabularies of at most 65,535 ids
+COLUMNS = ("input_ids", "loss_mask", "doc_starts", "doc_index", "doc_offset", "valid_token_count", "pack_id")
+TOO_LONG = "too_long"
+
+
+@dataclass(frozen=True)
+class PackSettings:
+    seq_length: int = field(default=8192, metadata={"help": "tokens per row", "metavar": "N"})
+    long_docs: str = field(default="split", metadata={
+        "help": "documents longer than a row: split into chunks, overlapping windows, or drop",
+        "choices": LONG_DOCS})
+    stride: int | None = field(default=None, metadata={
+        "help": "--long-docs window: tokens between window starts (default: seq_length // 2)", "metavar": "S"})
+    dtype: str = field(default="uint32", metadata={"help": "input_ids element type", "choices": ("uint32", "uint16")})
+    seed: int = field(default=0, metadata={"help": "seed of the tie-breaks and of the row order"})
+    bos_id: int | None = field(default=None, metadata={
+        "help": "BOS id (default: the tokenizer's, else its end-of-document id)", "metavar": "ID"})
+    pad_id: int | None = field(default=None, metadata={
+        "help": "padding id (default: the end-of-document id, or 0 when that is the BOS)", "metavar": "ID"})
+    input_prefix: str | None = field(default=None, metadata={
+        "help": "the token set (tokenize --prefix) when the input directory holds several", "metavar": "NAME"})
+
+    def __post_init__(self):
+        check_range(self, "seq_length", lo=2)
+        check_choice(self, "long_docs")
+        check_choice(self, "dtype")
+        if self.stride is not None:
+            if self.long_docs != "window":
+                raise SettingsError(f"stride applies to --long-docs window only; got long_docs={self.long_docs!r}")
+            check_range(self, "stride", lo=1, hi=self.seq_length - 1)
+        for name in ("bos_id", "pad_id", "seed"):
+            check_range(self, name, lo=0)
+        if self.bos_id is not None and self.bos_id == self.pad_id:
+            raise SettingsError(f"pad_id must differ from bos_id (both {self.bos_id}): BOS ids count documents")
+
+    @property
+    def window_stride(self) -> int:
+        return self.stride if self.stride is not None else self.seq_length // 2
+
+
+@dataclass(frozen=True)
+class PackPlan:
+    """Everything a pair task needs, resolved once on the client from the settings and the token set."""
+
+    seq_length: int
+    long_docs: str
+    stride: int
+    seed: int
+    bos_id: int
+    pad_id: int
+    dtype: str
+    vocab_size: int
+    has_bos: bool  # the input documents start with bos_id already
+    strip_eod: bool  # drop each document's trailing EOD (it is the BOS: GPT-2 style separator)
+
+
+def resolve_plan(settings: PackSettings, ts) -> PackPlan:
+    """Ids and dtype from the settings and the token set's manifest; SettingsError naming the problem."""
+    vocab = ts.vocab_size
+    if settings.dtype == "uint16" and vocab > UINT16_MAX_VOCAB:
+        raise SettingsError(f"dtype uint16 cannot hold the ids of a {vocab:,}-id vocabulary (more than 65,535); "
+                            "use --dtype uint32")
+    bos = settings.bos_id
+    if bos is None:
+        bos = ts.bos_id if ts.bos_id is not None else ts.eod_id
+    if bos is None:
+        raise SettingsError("the tokenizer has neither a BOS nor an end-of-document token: pass --bos-id")
+    pad = settings.pad_id
+    if pad is None:
+        pad = ts.eod_id if ts.eod_id is not None and ts.eod_id != bos else (0 if bos != 0 else 1)
+    for what, v in (("bos_id", bos), ("pad_id", pad)):
+        if not 0 <= v < vocab:
+            raise SettingsError(f"{what} {v} is outside the vocabulary (size {vocab:,})")
+    if pad == bos:
+        raise SettingsError(f"pad_id must differ from bos_id (both {bos}): BOS ids count documents")
+    has_bos = bool(ts.add_bos and ts.bos_id == bos)
+    strip_eod = bool(ts.append_eod and ts.eod_id == bos)
+    return PackPlan(settings.seq_length, settings.long_docs, settings.window_stride, settings.seed, int(bos),
+                    int(pad), settings.dtype, vocab, has_bos, strip_eod)
+
+
+# --------------------------------------------------------------------------- the layout (pure)
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+@dataclass
+class Layout:
+    """Where every segment goes: arrays with one entry per segment, sorted by (row, position)."""
+
+    doc: np.ndarray  # document number in the pair
+    offset: np.ndarray  # first content token (document without BOS) of the segment
+    length: np.ndarray  # content tokens (the segment is length + 1 tokens with its BOS)
+    row: np.ndarray
+    pos: np.ndarray  # position of the segment's BOS in its row
+    rows: int
+    dropped: np.ndarray  # documents rejected as too long (drop mode)
+    long_documents: int  # documents longer than a row (split, windowed or dropped)
+
+
+def segments(content: np.ndarray, seq_length: int, long_docs: str, stride: int):
+    """(document, content offset, content length) of each segment, and the documents dropped.
+
+    ``content`` is each document's length without its BOS; a segment is ``[BOS] + content piece``.
+    """
+    content = np.asarray(content, dtype=np.int64)
+    width = seq_length - 1
+    n = len(content)
+    long = content > width
+    docs = np.arange(n, dtype=np.int64)
+    short = ~long
+    parts = [(docs[short], np.zeros(int(short.sum()), np.int64), content[short])]
+    dropped = np.zeros(0, np.int64)
+    if long.any():
+        lc, ld = content[long], docs[long]
+        if long_docs == "drop":
+            dropped = ld
+        elif long_docs == "split":
+            pieces = -(-lc // width)
+            d = np.repeat(ld, pieces)
+            k = np.arange(int(pieces.sum()), dtype=np.int64) - np.repeat(np.cumsum(pieces) - pieces, pieces)
+            off = k * width
+            parts.append((d, off, np.minimum(width, np.repeat(lc, pieces) - off)))
+        else:  # window: starts 0, stride, ... below lc - width, then one more ending at the document's end
+            count = (lc - width - 1) // stride + 2
+            d = np.repeat(ld, count)
+            k = np.arange(int(count.sum()), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
+            off = np.minimum(k * stride, np.repeat(lc - width, count))
+            parts.append((d, off, np.full(len(d), width, np.int64)))
+    d = np.concatenate([p[0] for p in parts])
+    o = np.concatenate([p[1] for p in parts])
+    c = np.concatenate([p[2] for p in parts])
+    return d, o, c, dropped, int(long.sum())
+
+
+def best_fit_decreasing(sizes: np.ndarray, capacity: int, tiebreak: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row of each item, the order items were placed in): longest first (ties by ``tiebreak``), each
+    into the open row with the least room that fits it (ties: the older row), else a new row."""
+    from sortedcontainers import SortedList
+
+    order = np.lexsort((tiebreak, -np.asarray(sizes, dtype=np.int64)))
+    row = np.empty(len(sizes), dtype=np.int64)
+    room = SortedList()  # (room left, row) of rows that can still take something
+    rows = 0
+    sizes_list = np.asarray(sizes, dtype=np.int64)[order].tolist()
+    for i, s in zip(order.tolist(), sizes_list):
+        k = room.bisect_left((s, -1)) if s < capacity else len(room)
+        if k < len(room):
+            left, r = room.pop(k)
+            left -= s
+        else:
+            r, left = rows, capacity - s
+            rows += 1
+        row[i] = r
+        if left > 0:
+            room.add((left, r))
+    return row, order
+
+
+def layout(content: np.ndarray, plan: PackPlan, file_no: int = 0) -> Layout:
+    """The packing of one pair's documents (content lengths, without BOS) into rows."""
+    d, o, c, dropped, n_long = segments(content, plan.seq_length, plan.long_docs, plan.stride)
+    sizes = c + 1
+    seed = _splitmix64(np.array([plan.seed], dtype=np.uint64))[0]
+    tiebreak = _splitmix64((d.astype(np.uint64) << np.uint64(32)) ^ o.astype(np.uint64) ^ seed)
+    row, order = best_fit_decreasing(sizes, plan.seq_length, tiebreak)
+    rows = int(row.max()) + 1 if len(row) else 0
+    # positions: segments in placement order, within a row one after the other
+    placed_rows = row[order]
+    by_row = order[np.argsort(placed_rows, kind="stable")]
+    sz = sizes[by_row]
+    ends = np.cumsum(sz)
+    first_of_row = np.r_[True, row[by_row][1:] != row[by_row][:-1]] if len(by_row) else np.zeros(0, bool)
+    row_start = np.maximum.accumulate(np.where(first_of_row, ends - sz, 0)) if len(by_row) else ends
+    pos = np.empty(len(sizes), dtype=np.int64)
+    pos[by_row] = ends - sz - row_start
+    # rows in a seeded random order: a file is not sorted by length
+    perm = np.random.default_rng([plan.seed, file_no]).permutation(rows)
+    new_row = perm[row] if rows else row
+    key = np.lexsort((pos, new_row))
+    return Layout(d[key], o[key], c[key], new_row[key], pos[key], rows, dropped, n_long)
+
+
+# --------------------------------------------------------------------------- rows (pure)
+
+
+def loss_mask_for(valid: np.ndarray, starts_flat: np.ndarray, seq_length: int) -> np.ndarray:
+    """The documented loss mask of rows: 1 at i when i + 1 < valid and i + 1 starts no segment.
+    ``starts_flat`` are flat positions (row * seq_length + start)."""
+    col = np.arange(seq_length)
+    mask = (col[None, :] < (np.asarray(valid)[:, None] - 1)).astype(np.uint8)
+    inner = starts_flat[starts_flat % seq_length > 0]
+    mask.reshape(-1)[inner - 1] = 0
+    return mask
+
+
+def check_rows(ids: np.ndarray, valid: np.ndarray, starts: np.ndarray, counts: np.ndarray,
+               bos_id: int, pad_id: int, vocab_size: int | None, loss_mask: np.ndarray | None = None) -> list:
+    """(row, problem) for every row that breaks the invariant (see the module doc); [] when all hold.
+
+    ``ids`` is (rows, seq_length); ``starts`` the segment starts of all rows concatenated and
+    ``counts`` how many each row has.
+    """
+    n, seq = ids.shape
+    valid = np.asarray(valid, dtype=np.int64)
+    counts = np.asarray(counts, dtype=np.int64)
+    starts = np.asarray(starts, dtype=np.int64)
+    problems: dict[int, str] = {}
+
+    def flag(bad, text):
+        for r in np.flatnonzero(bad).tolist():
+            problems.setdefault(r, text(r))
+
+    flag((valid < 1) | (valid > seq), lambda r: f"valid_token_count {int(valid[r])} is outside 1..{seq}")
+    v = np.clip(valid, 0, seq)
+    row_of = np.repeat(np.arange(n), counts)
+    first = np.cumsum(counts) - counts
+    flag(counts == 0, lambda r: "no document (doc_starts is empty)")
+    has = counts > 0
+    bad_first = np.zeros(n, bool)
+    bad_first[has] = starts[first[has]] != 0
+    flag(bad_first, lambda r: "the first document does not start at position 0")
+    order_bad = np.zeros(n, bool)
+    if len(starts) > 1:
+        same = row_of[1:] == row_of[:-1]
+        np.logical_or.at(order_bad, row_of[1:][same & (starts[1:] <= starts[:-1])], True)
+    flag(order_bad, lambda r: "doc_starts are not strictly increasing")
+    outside = (starts < 0) | (starts >= v[row_of])
+    bad_out = np.zeros(n, bool)
+    np.logical_or.at(bad_out, row_of[outside], True)
+    flag(bad_out, lambda r: f"a document starts at or after valid_token_count {int(valid[r])}")
+    ok_starts = ~outside
+    not_bos = np.zeros(n, bool)
+    np.logical_or.at(not_bos, row_of[ok_starts][ids[row_of[ok_starts], starts[ok_starts]] != bos_id], True)
+    flag(not_bos, lambda r: f"a document does not start with the BOS id {bos_id}")
+    col = np.arange(seq)[None, :]
+    inside = col < v[:, None]
+    bos_count = ((ids == bos_id) & inside).sum(axis=1)
+    flag(bos_count != counts, lambda r: f"{int(bos_count[r])} BOS ids but {int(counts[r])} documents")
+    pads = ((ids != pad_id) & ~inside).any(axis=1)
+    flag(pads, lambda r: f"a token after valid_token_count {int(valid[r])} is not the pad id {pad_id}")
+    if vocab_size is not None:
+        big = (ids.astype(np.int64) >= vocab_size).any(axis=1)
+        flag(big, lambda r: f"token id {int(ids[r].max())} >= the vocabulary size {vocab_size}")
+    if loss_mask is not None and not problems:
+        expected = loss_mask_for(v, row_of * seq + starts, seq)
+        flag((loss_mask != expected).any(axis=1), lambda r: "loss_mask is not 1 exactly where the next token "
+                                                            "is of the same document")
+    return sorted(problems.items())
+
+
+def assemble(lay: Layout, r0: int, r1: int, content_start: np.ndarray, tokens, plan: PackPlan):
+    """Rows ``r0 .. r1-1`` of a layout: (ids (rows, seq_length), valid, doc starts in the row, documents
+    per row, loss mask). ``tokens`` is the pair's token array, ``content_start`` each document's first
+    content token in it."""
+    seq = plan.seq_length
+    dtype = np.dtype(plan.dtype)
+    a, b = np.searchsorted(lay.row, [r0, r1])
+    row, pos = lay.row[a:b] - r0, lay.pos[a:b]
+    length, doc, off = lay.length[a:b], lay.doc[a:b], lay.offset[a:b]
+    n = r1 - r0
+    ids = np.full(n * seq, plan.pad_id, dtype=dtype)
+    dest = row * seq + pos
+    ids[dest] = plan.bos_id
+    total = int(length.sum())
+    within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(length) - length, length)
+    values = np.asarray(tokens[np.repeat(content_start[doc] + off, length) + within])
+    if len(values) and (int(values.min()) < 0 or int(values.max()) > np.iinfo(dtype).max):
+        bad = int(values.min()) if int(values.min()) < 0 else int(values.max())
+        raise DataError(f"token id {bad} does not fit {dtype}")
+    ids[np.repeat(dest + 1, length) + within] = values
+    counts = np.bincount(row, minlength=n)
+    valid = np.bincount(row, weights=length + 1, minlength=n).astype(np.int64)
+    return ids.reshape(n, seq), valid, pos, counts, loss_mask_for(valid, dest, seq)
+
+
+def rows_frame(arrays, doc, off, row_ids) -> pd.DataFrame:
+    """The output columns of assembled rows as a pandas frame (one object per row: small inputs only)."""
+    ids, valid, pos, counts, mask = arrays
+    cuts = np.cumsum(counts)[:-1]
+    return pd.DataFrame({
+        "input_ids": list(ids),
+        "loss_mask": list(mask),
+        "doc_starts": np.split(pos.astype(np.uint32), cuts),
+        "doc_index": np.split(np.asarray(doc, np.int64), cuts),
+        "doc_offset": np.split(np.asarray(off, np.int64), cuts),
+        "valid_token_count": valid.astype(np.int32),
+        "pack_id": row_ids,
+    })
+
+
+def pack_ids(file_no: int, r0: int, r1: int) -> np.ndarray:
+    return (np.int64(file_no) << np.int64(32)) + np.arange(r0, r1, dtype=np.int64)
+
+
+def content_of(starts: np.ndarray, lengths: np.ndarray, plan: PackPlan) -> tuple[np.ndarray, np.ndarray]:
+    """(first content token, content length) of each document: without its BOS and its stripped EOD."""
+    head = int(plan.has_bos)
+    cut = head + int(plan.strip_eod)
+    return starts + np.minimum(lengths, head), np.maximum(lengths - cut, 0)
+
+
+def pack_frame(df: pd.DataFrame, plan: PackPlan, file_no: int = 0) -> pd.DataFrame:
+    """Pure form for small inputs and tests: documents (column ``tokens``, lists of ids as the token set
+    stores them) -> packed rows, invariant checked. Dropped documents are not in the output."""
+    lists = [np.asarray(t, dtype=np.int64) for t in df["tokens"]]
+    lengths = np.array([len(t) for t in lists], dtype=np.int64)
+    flat = np.concatenate(lists) if lists else np.zeros(0, np.int64)
+    starts = np.cumsum(lengths) - lengths
+    cstart, clen = content_of(starts, lengths, plan)
+    lay = layout(clen, plan, file_no)
+    frames = []
+    step = max(1, ROW_GROUP_TOKENS // plan.seq_length)
+    for r0 in range(0, lay.rows, step):
+        r1 = min(r0 + step, lay.rows)
+        arrays = assemble(lay, r0, r1, cstart, flat, plan)
+        _assert_rows(arrays, plan, "pack_frame", file_no, r0)
+        a, b = np.searchsorted(lay.row, [r0, r1])
+        frames.append(rows_frame(arrays, lay.doc[a:b], lay.offset[a:b], pack_ids(file_no, r0, r1)))
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in COLUMNS})
+    return pd.concat(frames, ignore_index=True)
+
+
+def _assert_rows(arrays, plan: PackPlan, where: str, file_no: int, r0: int) -> None:
+    ids, valid, pos, counts, mask = arrays
+    problems = check_rows(ids, valid, pos, counts, plan.bos_id, plan.pad_id, plan.vocab_size, mask)
+    if problems:
+        r, text = problems[0]
+        more = f" (and {len(problems) - 1} more rows)" if len(problems) > 1 else ""
+        hint = "; a document holds the BOS id inside its tokens" if "BOS ids but" in text else ""
+        raise DataError(f"{where}: row {r0 + r} (pack_id {(file_no << 32) + r0 + r}): invariant: {text}{more}{hint}")
+
+
+# --------------------------------------------------------------------------- one pair (a task)
+
+
+def row_schema(dtype: str):
+    import pyarrow as pa
+
+    return pa.schema([
+        ("input_ids", pa.list_(pa.uint16() if dtype == "uint16" else pa.uint32())),
+        ("loss_mask", pa.list_(pa.uint8())),
+        ("doc_starts", pa.list_(pa.uint32())),
+        ("doc_index", pa.list_(pa.int64())),
+        ("doc_offset", pa.list_(pa.int64())),
+        ("valid_token_count", pa.int32()),
+        ("pack_id", pa.int64()),
+    ])
+
+
+def _table(arrays, doc, off, ids_of_rows, dtype: str):
+    """A pyarrow table straight from the row arrays (no per-row Python objects)."""
+    import pyarrow as pa
+
+    ids, valid, pos, counts, mask = arrays
+    n, seq = ids.shape
+    fixed = pa.array(np.arange(0, n * seq + 1, seq, dtype=np.int32))
+    seg = pa.array(np.r_[0, np.cumsum(counts)].astype(np.int32))
+    return pa.Table.from_arrays([
+        pa.ListArray.from_arrays(fixed, pa.array(ids.reshape(-1))),
+        pa.ListArray.from_arrays(fixed, pa.array(mask.reshape(-1))),
+        pa.ListArray.from_arrays(seg, pa.array(pos.astype(np.uint32))),
+        pa.ListArray.from_arrays(seg, pa.array(doc.astype(np.int64))),
+        pa.ListArray.from_arrays(seg, pa.array(off.astype(np.int64))),
+        pa.array(valid.astype(np.int32)),
+        pa.array(ids_of_rows),
+    ], schema=row_schema(dtype))
+
+
+def pack_pair(ts, file_no: int, plan: PackPlan, out, run: str) -> dict:
+    """Pack input pair ``file_no`` of token set ``ts`` into ``<pair>.parquet``, journaled; its stats."""
+    import pyarrow.parquet as pq
+
+    from modules.dataset import DETAIL, REASON, REJECTS
+    from modules.tokenize.read import document_bounds
+
+    started = time.perf_counter()
+    pair = ts.pairs[file_no]
+    name = f"{pair.name}.parquet"
+    rejects = f"{REJECTS}/{pair.name}.parquet"
+    out.intend(pair.name, [name, rejects])
+    index = ts.index(pair)
+    tokens = ts.tokens(pair, index)
+    starts, lengths = document_bounds(index)
+    cstart, clen = content_of(starts, lengths, plan)
+    if plan.has_bos and len(lengths):
+        firsts = np.asarray(tokens[starts[lengths > 0]])
+        if (firsts != plan.bos_id).any():
+            k = int(np.flatnonzero(lengths > 0)[np.argmax(firsts != plan.bos_id)])
+            raise DataError(f"{ts.path(pair.name + '.bin')}: document {k} does not start with the BOS id "
+                            f"{plan.bos_id} the manifest promises (add_bos)")
+    lay = layout(clen, plan, file_no)
+    step = max(1, ROW_GROUP_TOKENS // plan.seq_length)
+    records = []
+    valid_tokens = 0
+    with out.open(name) as sink:
+        writer = pq.ParquetWriter(sink, row_schema(plan.dtype), compression="zstd")
+        try:
+            for r0 in range(0, lay.rows, step):
+                r1 = min(r0 + step, lay.rows)
+                arrays = assemble(lay, r0, r1, cstart, tokens, plan)
+                _assert_rows(arrays, plan, out.path(name), file_no, r0)
+                a, b = np.searchsorted(lay.row, [r0, r1])
+                writer.write_table(_table(arrays, lay.doc[a:b], lay.offset[a:b], pack_ids(file_no, r0, r1),
+                                          plan.dtype))
+                valid_tokens += int(arrays[1].sum())
+        finally:
+            writer.close()
+    records.append(sink.record)
+    dropped = {}
+    if len(lay.dropped):
+        frame = pd.DataFrame({
+            "pair": pair.name, "document": lay.dropped.astype(np.int64),
+            "tokens": lengths[lay.dropped].astype(np.int64),
+            REASON: TOO_LONG,
+            DETAIL: [f"{int(c) + 1} tokens with its BOS > seq_length {plan.seq_length}" for c in clen[lay.dropped]],
+        })
+        records.append({**out.write_frame(rejects, frame, "parquet")})
+        dropped[TOO_LONG] = len(lay.dropped)
+    seconds = round(time.perf_counter() - started, 3)
+    stats = {
+        "partition": file_no, "in": int(len(lengths)), "out": int(len(lengths) - len(lay.dropped)),
+        "dropped": dropped,
+        "file": {"name": name, "pair": pair.name, "set": pair.set, "rows": lay.rows,
+                 "valid_tokens": valid_tokens, "segments": int(len(lay.doc)),
+                 "long_documents": lay.long_documents, "input_tokens": int(lengths.sum())},
+        "seconds": seconds,
+    }
+    out.record_done(pair.name, run, records, stats=stats)
+    return {**stats, "outputs": records}
+
+
+# --------------------------------------------------------------------------- the stage
+
+
+class PackStage(Stage):
+    """Pack a token set (curate tokenize's output) into fixed-length rows: Parquet, one file per pair."""
+
+    name = "pack"
+    Settings = PackSettings
+    help = "pack tokenized documents into rows of exactly --seq-length tokens (Parquet)"
+    reads_raw_files = True  # a token set, not a document dataset
+
+    def run(self, settings: PackSettings, ctx) -> dict:
+        import dask
+
+        from modules import dataset
+        from modules.output import Output
+        from modules.tokenize.read import one_input, open_token_set
+
+        started = time.time()
+        ts = open_token_set(one_input(ctx.input, self.name), settings.input_prefix, ctx.io.allow_incomplete)
+        plan = resolve_plan(settings, ts)
+        out = Output.at(ctx.output)
+        out.begin(dataset.stage_owner(ctx, self.name))
+        run = ctx.fingerprint
+        listing = out.listing()
+        done = {}
+        if not ctx.force:
+            for i, pair in enumerate(ts.pairs):
+                rec = out.finished(pair.name, run, listing)
+                if rec is not None:
+                    done[i] = {**rec["stats"], "outputs": rec["files"]}
+        if done:
+            log.info("pack: %d of %d pairs already packed; skipped", len(done), len(ts.pairs))
+        tasks = [dask.delayed(pack_pair, pure=False)(ts, i, plan, out, run, dask_key_name=f"pack-{i:05d}")
+                 for i in range(len(ts.pairs)) if i not in done]
+        computed = list(ctx.run_compute(*tasks)) if tasks else []
+        stats = sorted([*done.values(), *computed], key=lambda s: s["partition"])
+        extra = _manifest_extra(ts, settings, plan, stats, len(done))
+        return dataset.finish_output(ctx, stage=self.name, settings=settings, partition_stats=stats,
+                                     schema=None, started=started, extra=extra, run=run)
+
+
+def _manifest_extra(ts, settings, plan: PackPlan, stats, resumed: int) -> dict:
+    files = [s["file"] for s in stats]
+    rows = sum(f["rows"] for f in files)
+    valid = sum(f["valid_tokens"] for f in files)
+    total = rows * plan.seq_length
+    sets: dict[str, dict] = {}
+    for f in files:
+        s = sets.setdefault(f["set"], {"files": 0, "rows": 0, "valid_tokens": 0})
+        s["files"] += 1
+        s["rows"] += f["rows"]
+        s["valid_tokens"] += f["valid_tokens"]
+    return {
+        "format": "packed-rows",
+        "row_schema": {f.name: str(f.type) for f in row_schema(plan.dtype)},
+        "seq_length": plan.seq_length,
+        "dtype": plan.dtype,
+        "bos_id": plan.bos_id,
+        "pad_id": plan.pad_id,
+        "eod_id": ts.eod_id,
+        "bos_added": not plan.has_bos,
+        "eod_stripped": plan.strip_eod,
+        "vocab_size": ts.vocab_size,
+        "tokenizer": {"name": ts.tokenizer},
+        "long_docs": plan.long_docs,
+        "stride": plan.stride if plan.long_docs == "window" else None,
+        "seed": plan.seed,
+        "totals": {
+            "rows": rows, "tokens": total, "valid_tokens": valid, "pad_tokens": total - valid,
+            "fill_ratio": round(valid / total, 6) if total else None,
+            "documents": int(sum(s["in"] for s in stats)),
+            "segments": int(sum(f["segments"] for f in files)),
+            "long_documents": int(sum(f["long_documents"] for f in files)),
+            "input_tokens": int(sum(f["input_tokens"] for f in files)),
+        },
+        "sets": sets,
+        "files": files,
+        "resumed_partitions": resumed,
+        "input_token_set": {"url": ts.url, "prefix": ts.prefix, "fingerprint": ts.fingerprint},
+        "target_ids": "input_ids shifted left by one, pad_id last; loss_mask marks the real ones",
+    }
+
+
+# --------------------------------------------------------------------------- the verify gate
+
+#: rows named per file before the rest is only counted
+MAX_ROW_PROBLEMS = 10
+
+
+def verify(path: str, vocab_size: int | None = None, tokenizer=None, first_tokens: int = 64):
+    """Check a pack output (``curate verify DIR``): files present and parseable, the schema, the dtype
+    against the vocabulary, and on every row the invariant of :func:`check_rows`."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from modules.output import Output
+    from modules.tokenize.read import CheckReport, listed_files, vocab_for_check
+
+    out = Output.at(path)
+    manifest = out.manifest()
+    problems: list[str] = []
+    files = listed_files(out, manifest, ".parquet", problems)
+    manifest = manifest or {}
+    vocab, source = vocab_for_check(vocab_size, tokenizer, manifest)
+    seq, bos, pad = manifest.get("seq_length"), manifest.get("bos_id"), manifest.get("pad_id")
+    if not all(isinstance(v, int) for v in (seq, bos, pad)):
+        problems.append(f"{out.path(out.manifest_name)}: manifest: seq_length, bos_id and pad_id are required")
+        return CheckReport(problems, [], vocab_size=vocab, vocab_source=source)
+    rows_total, valid_total, first = 0, 0, None
+    for rec in files:
+        where = out.path(rec["path"])
+        try:
+            with out.open_read(rec["path"]) as fh:
+                pf = pq.ParquetFile(fh)
+                missing = [c for c in COLUMNS if c not in pf.schema_arrow.names]
+                if missing:
+                    problems.append(f"{where}: schema: missing column(s) {', '.join(missing)}")
+                    continue
+                id_type = pf.schema_arrow.field("input_ids").type
+                if not pa.types.is_list(id_type) or id_type.value_type not in (pa.uint16(), pa.uint32()):
+                    problems.append(f"{where}: dtype: input_ids is {id_type}, expected list<uint32> or list<uint16>")
+                    continue
+                if id_type.value_type == pa.uint16() and vocab is not None and vocab > UINT16_MAX_VOCAB:
+                    problems.append(f"{where}: dtype: uint16 ids cannot hold a {vocab:,}-id vocabulary "
+                                    "(more than 65,535)")
+                if manifest.get("dtype") and str(id_type.value_type) != manifest["dtype"]:
+                    problems.append(f"{where}: dtype: {id_type.value_type}, manifest.json says {manifest['dtype']}")
+                bad_rows, row0 = 0, 0
+                for rg in range(pf.num_row_groups):
+                    t = pf.read_row_group(rg, columns=list(COLUMNS))
+                    found = _check_table(t, seq, bos, pad, vocab)
+                    for r, text in found:
+                        bad_rows += 1
+                        if bad_rows <= MAX_ROW_PROBLEMS:
+                            pid = t.column("pack_id")[r].as_py() if r < t.num_rows else None
+                            problems.append(f"{where}: row {row0 + r} (pack_id {pid}): {text}")
+                    if first is None and t.num_rows and not found:
+                        ids = t.column("input_ids")[0].values.to_numpy()
+                        first = (f"row 0 of {rec['path']} ({t.column('valid_token_count')[0].as_py()} valid tokens)",
+                                 ids[:first_tokens])
+                    row0 += t.num_rows
+                    valid_total += int(t.column("valid_token_count").to_numpy(zero_copy_only=False).sum())
+                if bad_rows > MAX_ROW_PROBLEMS:
+                    problems.append(f"{where}: and {bad_rows - MAX_ROW_PROBLEMS} more rows break the invariant")
+                rows_total += row0
+        except (OSError, pa.ArrowException) as e:
+            problems.append(f"{where}: parse: not a readable Parquet file ({str(e).splitlines()[0][:200]})")
+    totals = manifest.get("totals") or {}
+    if not problems and totals.get("rows") is not None and totals["rows"] != rows_total:
+        problems.append(f"{out.path(out.manifest_name)}: counts: {rows_total} rows in the files, "
+                        f"manifest says {totals['rows']}")
+    fill = valid_total / (rows_total * seq) if rows_total else 0.0
+    summary = [f"packed rows: {len(files)} files, {rows_total:,} rows of {seq} tokens, "
+               f"{valid_total:,} valid tokens (fill {fill:.2%}), bos {bos}, pad {pad}, {manifest.get('dtype')}"]
+    return CheckReport(problems, summary, first, (manifest.get("tokenizer") or {}).get("name"), vocab, source)
+
+
+def _check_table(t, seq: int, bos: int, pad: int, vocab: int | None) -> list:
+    """(row, problem) of a row group read back from a file."""
+
+    def lists(name):
+        col = t.column(name).combine_chunks()
+        return col.offsets.to_numpy(), col.values.to_numpy(zero_copy_only=False)
+
+    n = t.num_rows
+    offsets, values = lists("input_ids")
+    lengths = np.diff(offsets)
+    if (lengths != seq).any():
+        return [(int(r), f"input_ids has {int(lengths[r])} tokens, not seq_length {seq}")
+                for r in np.flatnonzero(lengths != seq)]
+    m_off, mask = lists("loss_mask")
+    if (np.diff(m_off) != seq).any():
+        return [(int(r), "loss_mask length differs from seq_length") for r in np.flatnonzero(np.diff(m_off) != seq)]
+    s_off, starts = lists("doc_starts")
+    counts = np.diff(s_off)
+    for name in ("doc_index", "doc_offset"):
+        if (np.diff(lists(name)[0]) != counts).any():
+            r = int(np.argmax(np.diff(lists(name)[0]) != counts))
+            return [(r, f"{name} has not one entry per document (doc_starts)")]
+    valid = t.column("valid_token_count").to_numpy(zero_copy_only=False)
+    if t.column("valid_token_count").null_count or t.column("input_ids").null_count:
+        return [(0, "null values")]
+    ids = values[offsets[0]:offsets[0] + n * seq].reshape(n, seq)
+    mask2 = mask[m_off[0]:m_off[0] + n * seq].reshape(n, seq)
+    return check_rows(ids, valid, starts[s_off[0]:s_off[-1]], counts, bos, pad, vocab, mask2)

@@ -1,0 +1,107 @@
+"""blend: documents by weight to a target size (seeded), and Megatron --data-path weights for token sets."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from modules.blend import BlendSettings, data_paths, documents_per_source, plan_source
+from modules.errors import SettingsError
+from tests.conftest import read_output, run_stage, write_jsonl
+
+
+def make_source(path, name, n, files=2):
+    per = math.ceil(n / files)
+    for k in range(files):
+        write_jsonl(path / f"{k}.jsonl", [{"id": f"{name}{i}", "text": f"{name} text {i}"}
+                                          for i in range(k * per, min(n, (k + 1) * per))])
+    return str(path / "*.jsonl")
+
+
+def test_documents_per_source_is_nemos_ceil_rule():
+    assert documents_per_source([2, 1, 1], 10) == [5, 3, 3]  # ceil(5), ceil(2.5), ceil(2.5): 11 >= 10
+    assert documents_per_source([0.5, 0.5], 7) == [4, 4]
+
+
+def test_plan_source_copies_then_samples_without_replacement():
+    plan = plan_source([3, 4], wanted=10, seed=1, source=0)  # 7 docs: one full copy + 3 sampled
+    assert [c for c, _ in plan] == [1, 1]
+    picked = [p for _, e in plan for p in e.tolist()]
+    assert len(picked) == 3
+    # positions are local to their partition and the sample is the seeded draw itself
+    draw = np.sort(np.random.default_rng([1, 0]).choice(7, 3, replace=False))
+    assert sorted(np.concatenate([plan[0][1], plan[1][1] + 3]).tolist()) == draw.tolist()
+
+
+def test_blend_documents(tmp_path):
+    a = make_source(tmp_path / "a", "a", 10)
+    b = make_source(tmp_path / "b", "b", 3)
+    m = run_stage("blend", {"weights": [0.5, 0.5], "target_size": 8, "seed": 3, "names": ["web", "wiki"]},
+                  [a, b], tmp_path / "o")
+    out = read_output(tmp_path / "o")
+    counts = out["blend_source"].value_counts().to_dict()
+    assert counts == {"web": 4, "wiki": 4}
+    assert out["id"].is_unique
+    wiki = sorted(out[out["blend_source"] == "wiki"]["id"])
+    assert sum(i.endswith("@1") for i in wiki) == 1 and {"b0", "b1", "b2"} <= set(wiki)  # one full copy + 1
+    assert set(out[out["blend_source"] == "web"]["id"]) <= {f"a{i}" for i in range(10)}
+    assert m["blend"]["sources"]["wiki"]["full_copies"] == 1 and m["blend"]["documents"] == 8
+    # deterministic by seed; another seed samples other documents
+    run_stage("blend", {"weights": [0.5, 0.5], "target_size": 8, "seed": 3}, [a, b], tmp_path / "o2")
+    assert read_output(tmp_path / "o2")["id"].tolist() == out["id"].tolist()
+    run_stage("blend", {"weights": [0.5, 0.5], "target_size": 8, "seed": 4}, [a, b], tmp_path / "o3")
+    assert read_output(tmp_path / "o3")["id"].tolist() != out["id"].tolist()
+
+
+def fake_token_set(path, files):
+    path.mkdir(parents=True)
+    manifest = {"stage": "tokenize", "dtype": "uint16", "tokenizer": {"name": "tok"},
+                "totals": {"documents": 1, "tokens": sum(t for _, _, t in files)},
+                "files": [{"name": n, "set": s, "tokens": t, "documents": 1, "bytes": 2 * t} for n, s, t in files]}
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    (path / "_SUCCESS").write_text("")
+    return str(path)
+
+
+def test_blend_token_sets_writes_megatron_data_path(tmp_path):
+    web = fake_token_set(tmp_path / "web", [("part_00000", None, 300), ("part_00001", None, 100)])
+    wiki = fake_token_set(tmp_path / "wiki", [("train_00000", "train", 50), ("validation_00000", "validation", 5)])
+    m = run_stage("blend", {"weights": [3, 1]}, [web, wiki], tmp_path / "o")
+    line = (tmp_path / "o" / "data_path.txt").read_text().split()
+    pairs = dict(zip(line[1::2], map(float, line[0::2])))
+    # web gets 3/4 of the weight, split 3:1 by tokens; wiki's train file the other 1/4
+    assert pairs == {f"{tmp_path}/web/part_00000": 0.5625, f"{tmp_path}/web/part_00001": 0.1875,
+                     f"{tmp_path}/wiki/train_00000": 0.25}
+    assert (tmp_path / "o" / "valid_data_path.txt").read_text().split() == ["0.25", f"{tmp_path}/wiki/validation_00000"]
+    assert (tmp_path / "o" / "_SUCCESS").exists() and m["blend"]["files"] == {"train": 3, "validation": 1}
+    assert data_paths([(web, json.loads((tmp_path / "web" / "manifest.json").read_text()))], [1])["train"][0][0] == 0.75
+
+
+def test_settings_and_usage_errors(tmp_path):
+    with pytest.raises(SettingsError):
+        BlendSettings()
+    with pytest.raises(SettingsError):
+        BlendSettings(weights=(1.0, -1.0))
+    a = make_source(tmp_path / "a", "a", 2)
+    with pytest.raises(SettingsError, match="one per input"):
+        run_stage("blend", {"weights": [1.0], "target_size": 2}, [a, a], tmp_path / "o")
+    with pytest.raises(SettingsError, match="target_size"):
+        run_stage("blend", {"weights": [1.0]}, [a], tmp_path / "o")
+
+
+def test_token_set_with_prefix_units(tmp_path):
+    # tokenize --prefix web and --prefix code into one folder: manifest.web.json, manifest.code.json
+    folder = tmp_path / "tok"
+    folder.mkdir()
+    for unit, tokens in (("web", 30), ("code", 10)):
+        m = {"stage": "tokenize", "dtype": "uint16", "totals": {"documents": 1, "tokens": tokens},
+             "files": [{"name": f"{unit}_00000", "set": None, "tokens": tokens}]}
+        (folder / f"manifest.{unit}.json").write_text(json.dumps(m))
+        (folder / f"_SUCCESS.{unit}").write_text("")
+    (folder / "manifest.half.json").write_text(json.dumps({"stage": "tokenize", "files": [{"name": "x", "tokens": 5}]}))
+    other = fake_token_set(tmp_path / "other", [("part_00000", None, 10)])
+    run_stage("blend", {"weights": [1, 1]}, [str(folder), other], tmp_path / "o")
+    line = (tmp_path / "o" / "data_path.txt").read_text().split()
+    assert dict(zip(line[1::2], map(float, line[0::2]))) == {  # the unfinished unit is left out
+        f"{folder}/code_00000": 0.125, f"{folder}/web_00000": 0.375, f"{tmp_path}/other/part_00000": 0.5}
