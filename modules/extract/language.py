@@ -3,8 +3,9 @@
 Both models ship inside their PyPI packages; nothing is fetched at run time.
 
 - :func:`detect` (CLD2, C++): what NeMo Curator uses to pick a page's stop list, on the HTML or on
-  plain text. About 100x cheaper than py3langid per character, so language id no longer dominates
-  extraction. Its score is the share of the text (0..1) in the language found.
+  plain text. About 5x cheaper than py3langid per character (0.09 ms for 4,000 characters against
+  0.24 ms for 2,000), so language id no longer dominates extraction. Its score is the share of the
+  text (0..1) in the language found.
 - :func:`identify` (py3langid, a naive Bayes model in numpy, loaded once per process on first use):
   the previous default, kept as ``--language-id langid``; its score is a probability. Only the first
   ``SAMPLE_CHARS`` characters are classified: more text barely changes the answer and costs time
