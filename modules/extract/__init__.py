@@ -20,13 +20,19 @@ import pandas as pd
 
 from modules.errors import DataError, SettingsError
 
-_TRAILING_SPACE = re.compile(r"[ \t]+\n")
 _BLANK_RUNS = re.compile(r"\n{3,}")
 
 
 def tidy_text(text: str) -> str:
-    """Trailing spaces off every line, at most one blank line in a row, no blank ends (every extractor)."""
-    return _BLANK_RUNS.sub("\n\n", _TRAILING_SPACE.sub("\n", text)).strip()
+    """Trailing spaces off every line, at most one blank line in a row, no blank ends (every extractor).
+
+    Each step runs only when a cheap substring test says it has work to do: on resiliparse output
+    the two regular expressions cost a third as much as the extraction itself."""
+    if " \n" in text or "\t\n" in text:
+        text = "\n".join([line.rstrip(" \t") for line in text.split("\n")])
+    if "\n\n\n" in text:
+        text = _BLANK_RUNS.sub("\n\n", text)
+    return text.strip()
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,14 @@ Two tools:
   limits. A member whose path is absolute or climbs out of its folder (``../../etc/x``), a link
   (symbolic or hard: never followed), a member over ``max_member_bytes`` and a gzip payload that
   inflates beyond its bound (a decompression bomb) are reported as rejected members with a reason;
-  nothing is ever written to disk.
+  nothing is ever written to disk. Pax and GNU long-name headers are bounded too
+  (``max_header_bytes``): Python's ``tarfile`` would read a header of any declared size into memory.
 """
 
 from __future__ import annotations
 
 import bz2
+import os
 import posixpath
 import tarfile
 import zlib
@@ -81,8 +83,9 @@ def sniff_compression(head: bytes) -> str | None:
 class GuardedStream:
     """Decompressed bytes of a file; a break in the file ends the stream and is kept in ``error``."""
 
-    def __init__(self, raw, codec: str | None):
+    def __init__(self, raw, codec: str | None, head: bytes = b""):
         self._raw = raw
+        self._head = head  # bytes already read from ``raw`` to sniff the format
         self._codec = _CODECS[codec] if codec else None
         self._member = self._codec() if self._codec else None
         self._fed = False  # the current compressed member has received input
@@ -110,7 +113,7 @@ class GuardedStream:
     def _next_block(self, want: int) -> bytes:
         try:
             if self._member is None:
-                block = self._raw.read(max(want, CHUNK))
+                block = self._read_raw(max(want, CHUNK))
                 self._done = not block
             else:
                 block = self._inflate_block()
@@ -121,6 +124,12 @@ class GuardedStream:
             return b""
         self._produced += len(block)
         return block
+
+    def _read_raw(self, size: int) -> bytes:
+        if self._head:
+            block, self._head = self._head, b""
+            return block
+        return self._raw.read(size)
 
     def _feed_member(self, data: bytes) -> bytes:
         if not self._fed:
@@ -140,7 +149,7 @@ class GuardedStream:
             held = m.more()
             if held:
                 return held
-        block = self._raw.read(CHUNK)
+        block = self._read_raw(CHUNK)
         if not block:
             self._done = True
             if self._fed and not m.eof:
@@ -152,6 +161,10 @@ class GuardedStream:
         """``member_starts`` without the member the stream broke in: that one never ended, so its
         start says nothing about where the record before it ends."""
         return self.member_starts[:-1] if self.broken_member is not None else list(self.member_starts)
+
+    @property
+    def compressed(self) -> bool:
+        return self._codec is not None
 
     def tell(self) -> int:
         """Decompressed bytes delivered so far."""
@@ -173,16 +186,22 @@ class GuardedStream:
         self.close()
 
 
-def open_stream(path: str) -> GuardedStream:
-    """``path``'s decompressed bytes (gzip, bzip2 or none, by magic number); OSError if unopenable."""
-    f = open(path, "rb")
+def open_stream(source) -> GuardedStream:
+    """Decompressed bytes (gzip, bzip2 or none, by magic number) of a path or of a binary file-like
+    object (anything with ``read(n)``: a local file, an HTTP response, an fsspec file; it is read
+    sequentially, never seeked, and closed with the stream); OSError if a path cannot be opened."""
+    f = open(source, "rb") if isinstance(source, (str, os.PathLike)) else source
     try:
-        codec = sniff_compression(f.read(4))
-        f.seek(0)
+        head = b""
+        while len(head) < 4:  # a network stream may hand out fewer bytes than asked
+            more = f.read(4 - len(head))
+            if not more:
+                break
+            head += more
     except OSError:
         f.close()
         raise
-    return GuardedStream(f, codec)
+    return GuardedStream(f, sniff_compression(head), head)
 
 
 # --------------------------------------------------------------------------- tar and gzip members
@@ -198,6 +217,8 @@ class Limits:
     max_inflated_bytes: int = 256 << 20
     #: most members of an inner tarball
     max_members: int = 10_000
+    #: largest pax extended header or GNU long-name/long-link block (real ones are a few hundred bytes)
+    max_header_bytes: int = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -212,6 +233,32 @@ class Member:
 
 class ArchiveBomb(ValueError):
     """An archive inflates beyond its bound."""
+
+
+class HeaderTooLarge(tarfile.TarError):
+    """A pax or long-name header declares more bytes than the bound.
+
+    Not a ``tarfile.HeaderError``: tarfile would turn that into "bad header" and keep reading."""
+
+
+def _bounded_tarinfo(max_header: int):
+    """A TarInfo class that refuses pax and GNU long-name headers over ``max_header`` bytes *before*
+    tarfile reads them (it reads the whole declared size at once)."""
+
+    class BoundedTarInfo(tarfile.TarInfo):
+        def _check(self, what: str) -> None:
+            if self.size > max_header:
+                raise HeaderTooLarge(f"{what} header of {self.size} bytes > {max_header}")
+
+        def _proc_gnulong(self, tar):
+            self._check("GNU long-name")
+            return super()._proc_gnulong(tar)
+
+        def _proc_pax(self, tar):
+            self._check("pax")
+            return super()._proc_pax(tar)
+
+    return BoundedTarInfo
 
 
 def safe_member_name(name: str) -> str | None:
@@ -237,7 +284,10 @@ def iter_tar(fileobj, limits: Limits, *, mode: str = "r|*", max_total: int | Non
     total = 0
     count = 0
     try:
-        tar = tarfile.open(fileobj=fileobj, mode=mode)
+        tar = tarfile.open(fileobj=fileobj, mode=mode, tarinfo=_bounded_tarinfo(limits.max_header_bytes))
+    except HeaderTooLarge as e:
+        yield Member("", reason="oversized_header", detail=f"{e}; the archive is not read further")
+        return
     except (tarfile.TarError, EOFError, OSError, zlib.error) as e:
         yield Member("", reason="truncated_archive", detail=f"not a readable tar archive: {e}")
         return
@@ -245,6 +295,10 @@ def iter_tar(fileobj, limits: Limits, *, mode: str = "r|*", max_total: int | Non
         while True:
             try:
                 info = tar.next()
+            except HeaderTooLarge as e:
+                # the header's blocks are not read, so where the next member starts is unknown
+                yield Member("", reason="oversized_header", detail=f"{e}; the rest of the archive is skipped")
+                return
             except (tarfile.TarError, EOFError, OSError, zlib.error) as e:
                 yield Member("", reason="truncated_archive", detail=f"archive breaks off: {e}")
                 return

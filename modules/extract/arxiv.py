@@ -13,7 +13,8 @@ file's name).
 
 Rejected (``_reason``): ``unsafe_path`` (a member path escaping its folder, such as
 ``../../etc/x``), ``link_member``, ``special_member``, ``too_large``, ``decompression_bomb``,
-``truncated_archive`` (the papers before the break are kept), ``corrupt_member``,
+``truncated_archive`` (the papers before the break are kept), ``oversized_header`` (a pax or
+GNU long-name header over 1 MiB: not read, and the archive stops there), ``corrupt_member``,
 ``no_source`` (a PDF-only submission), ``no_tex`` (no LaTeX document among the files, or a
 single-paper archive without any .tex), ``no_text``, ``not_a_paper`` (a bulk tarball's .gz/.pdf member
 not named by an arXiv id). ``decompression_bomb`` also covers a paper whose ``\\input`` files
@@ -147,7 +148,7 @@ class _Paper:
                           want=is_tex_name):
             if m.reason:
                 self.reject(f"{pid}:{m.name}" if m.name else pid, m.reason, f"{where}: {m.detail}")
-                if m.reason in ("decompression_bomb", "truncated_archive"):
+                if m.reason in ("decompression_bomb", "truncated_archive", "oversized_header"):
                     return
                 continue
             sources[m.name] = m.data
@@ -218,7 +219,7 @@ def _from_archive(paper: _Paper, f) -> None:
         if m.reason:
             paper.reject(f"{paper.raw.name}:{m.name}" if m.name else paper.raw.name, m.reason,
                          f"member {m.name or '?'}: {m.detail}")
-            if m.reason in ("truncated_archive", "too_many_members"):
+            if m.reason in ("truncated_archive", "too_many_members", "oversized_header"):
                 stopped = True
                 break
             continue

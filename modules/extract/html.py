@@ -7,13 +7,20 @@ less than 1% damage is rejected as undecodable.
 
 Algorithms (``ALGORITHMS``):
 
-- ``resiliparse``: resiliparse's main-content heuristics (fast, C++); the default.
+- ``resiliparse``: resiliparse's main-content heuristics (fast, C++), with NeMo Curator's
+  arguments; the default. NeMo's stop-word post-filter then keeps only lines whose share of stop
+  words of the page's language is at least ``min_stopword_density`` (0.32; see
+  :func:`stopword_lines`).
 - ``justext``: jusText with NeMo Curator's parameters (length_low 70, length_high 200,
-  stopwords_low 0.30, stopwords_high 0.32, max_link_density 0.2, max_heading_distance 200). The
-  stop list is the one of the page's language, identified on the page's paragraphs first; for a
-  language jusText has no list for (Chinese, Japanese, Thai, ...) the stop-word criterion is
-  switched off and only length and link density decide, as NeMo does for non-spaced languages.
+  stopwords_low 0.30, stopwords_high 0.32, max_link_density 0.2, max_heading_distance 200) and its
+  sequence (context-free classes copied before the context-sensitive revision).
 - ``trafilatura``: trafilatura's extractor, comments excluded.
+
+Stop lists, as NeMo Curator picks them (:func:`stoplists`): CLD2 identifies the language of the
+whole page (markup skipped); jusText's list of that language is used, except Latin's (NeMo drops
+it). A page in a language without a list is dropped by default (``unlisted_languages``); pages in
+Thai, Chinese, Japanese and Korean keep every paragraph (jusText) or line (resiliparse), NeMo's
+rule for languages written without spaces.
 
 Every algorithm returns paragraphs separated by blank lines, or "" when nothing is left.
 """
@@ -65,6 +72,7 @@ class UndecodableError(ValueError):
     """No charset decodes the page."""
 
 
+@functools.lru_cache(maxsize=256)
 def _normalise_charset(name: str | None) -> str | None:
     if not name:
         return None
@@ -89,6 +97,12 @@ def decode_html(data: bytes, header_charset: str | None = None) -> tuple[str, st
 
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
+    first = _normalise_charset(header_charset)
+    if first:  # the common case: the header's charset decodes the page (tried first below anyway)
+        try:
+            return data.decode(first), first
+        except (UnicodeDecodeError, LookupError):
+            pass
     meta = _META_CHARSET.search(data, 0, META_WINDOW)
     declared = [_normalise_charset(header_charset),
                 _normalise_charset(meta.group(1).decode("ascii") if meta else None)]
@@ -121,13 +135,30 @@ def decode_html(data: bytes, header_charset: str | None = None) -> tuple[str, st
     raise UndecodableError(f"no charset decodes the page (tried {', '.join(tried)})")
 
 
-def extract_resiliparse(html: str) -> str:
+def extract_resiliparse(html: str, tidy: bool = True) -> str:
     from resiliparse.extract.html2text import extract_plain_text
-    from resiliparse.parse.html import HTMLTree
 
-    text = extract_plain_text(HTMLTree.parse(html), main_content=True, alt_texts=False, links=False,
-                              form_fields=False, noscript=False, comments=False)
-    return tidy_text(text)
+    # NeMo Curator's arguments; comments=False would also drop headings whose id merely contains
+    # "comment" (resiliparse matches class and id names)
+    text = extract_plain_text(html, main_content=True, alt_texts=False, links=False,
+                              form_fields=False, noscript=False, comments=True)
+    return tidy_text(text) if tidy else text
+
+
+def stopword_lines(text: str, stoplist: frozenset[str], min_density: float) -> str:
+    """The lines of ``text`` whose share of stop words is at least ``min_density`` (NeMo Curator's
+    post-filter of resiliparse output: words split on whitespace, compared case-sensitively, as
+    NeMo does), tidied as :func:`modules.extract.tidy_text` does (paragraph breaks are kept)."""
+    kept: list[str] = []
+    contains = stoplist.__contains__
+    for line in text.split("\n"):
+        words = line.split()
+        if not words:
+            if kept and kept[-1]:
+                kept.append("")  # one paragraph break
+        elif sum(map(contains, words)) / len(words) >= min_density:  # NeMo's comparison, to the last bit
+            kept.append(line.rstrip(" \t"))
+    return "\n".join(kept).strip()
 
 
 @functools.cache
@@ -139,11 +170,42 @@ def justext_stoplist(language: str) -> frozenset[str]:
     return justext.get_stoplist(name) if name else frozenset()
 
 
-def extract_justext(html: str) -> str:
+#: cld2's language name -> jusText's stop-list name, where they differ (NeMo Curator's table)
+_CLD2_NAMES = {"Haitian": "HAITIAN_CREOLE", "Norwegian_Bokmal": "NORWEGIAN",
+               "Norwegian_Nynorsk": "NORWEGIAN_N", "Waray_Waray": "WARAY_PHILIPPINES"}
+#: languages written without spaces between words: no stop-word test (NeMo keeps every paragraph)
+NON_SPACED = frozenset({"THAI", "CHINESE", "JAPANESE", "KOREAN"})
+
+
+@functools.cache
+def stoplists(with_latin: bool = False) -> dict[str, frozenset[str]]:
+    """jusText's stop lists keyed by cld2's upper-case language name, as NeMo Curator keys them.
+
+    Latin is left out unless asked for (NeMo removes it: it "yields a lot of low quality
+    documents"). Thai, Chinese and Japanese have no jusText list: they are non-spaced languages,
+    whose pages are kept without a stop-word test (:data:`NON_SPACED`)."""
+    import justext
+
+    lists = {}
+    for name in justext.get_stoplists():
+        if name == "Latin" and not with_latin:
+            continue
+        lists[_CLD2_NAMES.get(name, name.upper())] = justext.get_stoplist(name)
+    for name in NON_SPACED:
+        lists.setdefault(name, frozenset())
+    return lists
+
+
+def extract_justext(html: str, stoplist: frozenset[str] | None = None, keep_all: bool = False) -> str:
+    """jusText in NeMo Curator's sequence: context-free classes, copied into ``class_type``, then
+    the context-sensitive revision (jusText's own revision copies each class only as it reaches it,
+    so a heading never sees the good paragraph after it).
+
+    ``stoplist``: the page language's list (None: identify the language on the paragraphs and use
+    its list, the stop-word test off when jusText has none). ``keep_all``: keep every paragraph
+    (NeMo's rule for non-spaced languages)."""
     import justext.core as jt
     import lxml.etree
-
-    from modules.extract.language import identify
 
     try:
         dom = jt.preprocessor(jt.html_to_dom(html))
@@ -155,15 +217,19 @@ def extract_justext(html: str) -> str:
         raise
     if not paragraphs:
         return ""
-    language, _ = identify(" ".join(p.text for p in paragraphs))
-    stoplist = justext_stoplist(language)
+    if stoplist is None:
+        from modules.extract.language import identify
+
+        stoplist = justext_stoplist(identify(" ".join(p.text for p in paragraphs))[0])
     params = dict(JUSTEXT)
     if not stoplist:
         params.update(stopwords_low=0.0, stopwords_high=0.0)
     heading_distance = params.pop("max_heading_distance")
     jt.classify_paragraphs(paragraphs, stoplist, no_headings=False, **params)
+    for p in paragraphs:
+        p.class_type = p.cf_class
     jt.revise_paragraph_classification(paragraphs, heading_distance)
-    return tidy_text("\n\n".join(p.text for p in paragraphs if not p.is_boilerplate))
+    return tidy_text("\n\n".join(p.text for p in paragraphs if keep_all or not p.is_boilerplate))
 
 
 def extract_trafilatura(html: str) -> str:

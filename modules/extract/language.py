@@ -1,18 +1,49 @@
-"""Language identification with py3langid, whose model ships inside the PyPI package.
+"""Language identification: CLD2 (pycld2) by default, py3langid on request.
 
-Nothing is fetched at run time. The model (about 0.5 s to load) is loaded once per process on first
-use and then reused by every task of that worker. Only the first ``SAMPLE_CHARS`` characters are
-classified: more text barely changes the answer and costs time linearly.
+Both models ship inside their PyPI packages; nothing is fetched at run time.
+
+- :func:`detect` (CLD2, C++): what NeMo Curator uses to pick a page's stop list, on the HTML or on
+  plain text. About 5x cheaper than py3langid per character (0.09 ms for 4,000 characters against
+  0.24 ms for 2,000), so language id no longer dominates extraction. Its score is the share of the
+  text (0..1) in the language found.
+- :func:`identify` (py3langid, a naive Bayes model in numpy, loaded once per process on first use):
+  the previous default, kept as ``--language-id langid``; its score is a probability. Only the first
+  ``SAMPLE_CHARS`` characters are classified: more text barely changes the answer and costs time
+  linearly.
 """
 
 from __future__ import annotations
 
 import functools
+import unicodedata
 
 #: characters of a document that are classified
 SAMPLE_CHARS = 2000
 #: language code for text with no letters at all (the model would return a uniform guess)
 UNDETERMINED = "und"
+#: CLD2 codes that differ from ISO 639-1
+_CLD2_CODES = {"un": UNDETERMINED, "iw": "he", "jw": "jv", "zh-Hant": "zh", "xx-Qaai": UNDETERMINED}
+
+
+def detect(text: str, html: bool = False) -> tuple[str, str, float]:
+    """(CLD2 language name in upper case, ISO 639 code, share of the text in 0..1).
+
+    ``html``: the text is an HTML page (CLD2 skips its markup). ``("UNKNOWN", "und", 0.0)`` when CLD2
+    finds nothing. Text CLD2 refuses (control characters, lone surrogates) is retried without them.
+    """
+    import pycld2
+
+    try:
+        details = pycld2.detect(text, isPlainText=not html)[2]
+    except pycld2.error:
+        cleaned = "".join(ch for ch in text if unicodedata.category(ch)[0] != "C" or ch in "\n\t")
+        try:
+            details = pycld2.detect(cleaned.encode("utf-8", "ignore").decode("utf-8"), isPlainText=not html)[2]
+        except pycld2.error:
+            return "UNKNOWN", UNDETERMINED, 0.0
+    name, code, percent, _ = details[0]
+    code = _CLD2_CODES.get(code, code)
+    return name.upper(), code, (percent / 100.0 if code != UNDETERMINED else 0.0)
 
 
 @functools.lru_cache(maxsize=1)
@@ -24,7 +55,7 @@ def _identifier():
 
 
 def identify(text: str) -> tuple[str, float]:
-    """(ISO 639 code, probability in 0..1) of ``text``; ("und", 0.0) when it has no letters."""
+    """(ISO 639 code, probability in 0..1) of ``text`` by py3langid; ("und", 0.0) when it has no letters."""
     sample = text[:SAMPLE_CHARS]
     if not any(ch.isalpha() for ch in sample):
         return UNDETERMINED, 0.0
@@ -33,5 +64,5 @@ def identify(text: str) -> tuple[str, float]:
 
 
 def labels() -> list[str]:
-    """Every language code the model can answer."""
+    """Every language code the py3langid model can answer."""
     return list(_identifier().labels)

@@ -12,7 +12,17 @@ Only main-namespace articles are documents; wikitext becomes plain text with mwp
 unique across languages), ``title``, ``text``, ``url``, ``language`` (the dump's ``xml:lang``, else
 its dbname, else the file name's ``xxwiki-`` prefix; ``--language`` overrides).
 
+A page is bounded while it streams: once more than ``max_page_bytes`` (default 8 MiB; MediaWiki caps
+an article at 2 MiB of wikitext) of the dump have gone by inside one ``<page>``, the parser is
+dropped, the rest of the page is read past unparsed, and the page becomes a ``too_large`` reject;
+memory stays at about that bound plus one read (1 MiB) whatever the page's size.
+
+Tables are dropped by default; ``tables: true`` keeps their cell text. NeMo Curator 0.9 removes a
+table only in a section that contains a wikilink (its table removal runs inside its link loop), so on
+real articles it drops nearly all of them: the default is the one that matches it.
+
 Rejected pages (``_reason``; text not kept): ``not_article`` (another namespace), ``redirect``,
+``too_large``,
 ``malformed_page`` (no id, title or text), ``undecodable`` (bytes the detected encoding cannot
 decode), ``wikitext_error``, ``no_text``; and one row ``malformed_xml`` or ``truncated_file`` when
 the XML or the compressed stream breaks (pages before the break are kept).
@@ -33,7 +43,7 @@ from modules.dataset import STRING
 from modules.extract import RawFile, file_failure, frame, from_files, raw_inputs, reject
 from modules.extract.archive import open_stream
 from modules.extract.wikitext import DEFAULT_DROP_NAMESPACES, wikitext_to_text
-from modules.stage import Stage
+from modules.stage import Stage, parse_bytes
 
 WIKI_SUFFIXES = (".xml.bz2", ".xml.gz", ".xml", ".bz2")  # dump parts: *.xml-p1p41242.bz2
 COLUMNS = ("id", "title", "text", "url", "language")
@@ -63,12 +73,19 @@ _BOMS = (
 class ExtractWikipediaSettings:
     language: str = field(default="", metadata={
         "help": "language code for the rows (default: from the dump)", "metavar": "CODE"})
+    tables: bool = field(default=False, metadata={
+        "help": "keep the text of tables (cells one per line). Default: drop them, which matches NeMo "
+                "Curator 0.9 on real articles (it drops tables in every section that has a link)"})
+    max_page_bytes: str = field(default="8MiB", metadata={
+        "help": "a page with more bytes of XML is skipped while streaming, never held, and rejected as "
+                "too_large (MediaWiki caps an article at 2 MiB of wikitext)", "metavar": "SIZE"})
 
     def __post_init__(self):
         from modules.errors import SettingsError
 
         if self.language and not re.fullmatch(r"[a-z][a-z\-]{0,15}", self.language):
             raise SettingsError(f"language must be a wiki language code such as en or zh-yue; got {self.language!r}")
+        parse_bytes(self.max_page_bytes, "max_page_bytes")
 
 
 def wikipedia_meta() -> pd.DataFrame:
@@ -156,11 +173,16 @@ def page_url(base: str, title: str) -> str:
     return base + urllib.parse.quote(title.replace(" ", "_"), safe="/:(),'!*;@$&+=-._~")
 
 
-def extract_wikipedia_file(raw: RawFile, settings: ExtractWikipediaSettings, on_error: str = "raise") -> pd.DataFrame:
-    """Every page of one dump file as a row (pure apart from reading the file)."""
+def extract_wikipedia_file(raw: RawFile, settings: ExtractWikipediaSettings, on_error: str = "raise",
+                           fileobj=None) -> pd.DataFrame:
+    """Every page of one dump file as a row (pure apart from reading the file).
+
+    ``fileobj``: read this binary file-like object (an HTTP stream, read sequentially and closed
+    here) instead of opening ``raw.path``; ``raw`` still names the file in ids and messages.
+    """
     meta = wikipedia_meta()
     try:
-        stream = open_stream(raw.path)
+        stream = open_stream(raw.path if fileobj is None else fileobj)
     except OSError as e:
         return file_failure(raw, on_error, "unreadable_file", e, meta)
     site = _Site(raw, settings.language)
@@ -173,18 +195,30 @@ def extract_wikipedia_file(raw: RawFile, settings: ExtractWikipediaSettings, on_
             return file_failure(raw, on_error, "not_a_dump", "the file is empty", meta)
         encoding, bom = detect_encoding(head)
         decoder = codecs.getincrementaldecoder(encoding)(errors=_error_handler())
+        state = {"root": None, "depth": 0, "pages": 0, "page": None, "page_at": 0,
+                 "max_page": parse_bytes(settings.max_page_bytes, "max_page_bytes"),
+                 "tables": settings.tables}
         parser = ET.XMLPullParser(events=("start", "end"))
-        state = {"root": None, "depth": 0, "pages": 0}
         chunk = head[bom:]
+        fed = 0  # dump bytes fed to the parser
         try:
             while True:
                 final = not chunk
                 parser.feed(decoder.decode(chunk, final=final))
+                fed += len(chunk)
+                state["fed"] = fed
                 _drain(parser, state, site, raw, rows)
                 if final:
                     break
+                if state["page"] is not None and fed - state["page_at"] > state["max_page"]:
+                    # the page would be held whole by the parser: skip to its end tag unparsed
+                    parser, chunk, skipped = _skip_page(stream, decoder, state, site, raw, rows)
+                    fed = state["fed"]
+                    if parser is None:
+                        break
+                    continue
                 chunk = stream.read(CHUNK)
-            if stream.error is None:
+            if stream.error is None and parser is not None:
                 parser.close()
                 _drain(parser, state, site, raw, rows)
         except ET.ParseError as e:
@@ -201,6 +235,50 @@ def extract_wikipedia_file(raw: RawFile, settings: ExtractWikipediaSettings, on_
                                   f"{raw.path}: the compressed stream breaks off after {state['pages']} pages: "
                                   f"{stream.error}"))
     return frame(rows, meta)
+
+
+_PAGE_END = "</page>"
+
+
+def _skip_page(stream, decoder, state, site: _Site, raw: RawFile, rows: list[dict]):
+    """Read past the open page's end tag without parsing (memory stays constant), reject the page
+    as too_large, and return (a fresh parser positioned after it, the first bytes to feed it, the
+    dump bytes skipped); (None, b"", skipped) when the dump ends first.
+
+    In dump XML a ``<`` inside text is always escaped, so the first ``</page>`` ends the page."""
+    page = state["page"]
+    if site.drop is None:
+        site.finish()
+    page_id = (_child_text(page, "id") or "").strip()
+    title = _child_text(page, "title")
+    state["pages"] += 1
+    row = {"id": f"{site.dbname}:{page_id}" if page_id else f"{raw.name}:page{state['pages']}",
+           "title": title, "text": "", "url": page_url(site.base, title) if site.base and title else None,
+           "language": site.language or None}
+    rows.append(reject(row, "too_large", f"{raw.path}: page {page_id or '?'} ({title!r}): more than "
+                                          f"{state['max_page']} bytes of XML; skipped unread"))
+    state["page"] = None
+    tail, skipped = "", 0
+    while True:
+        chunk = stream.read(CHUNK)
+        skipped += len(chunk)
+        text = tail + decoder.decode(chunk, final=not chunk)
+        at = text.find(_PAGE_END)
+        if at >= 0:
+            rest = text[at + len(_PAGE_END):]
+            break
+        if not chunk:
+            return None, b"", skipped
+        tail = text[-len(_PAGE_END):]
+    # a new parser inside a stand-in root element: later pages are its children, as before
+    state["fed"] += skipped
+    parser = ET.XMLPullParser(events=("start", "end"))
+    state.update(root=None, depth=0)
+    parser.feed("<mediawiki>")
+    _drain(parser, state, site, raw, rows)
+    parser.feed(rest)
+    _drain(parser, state, site, raw, rows)
+    return parser, stream.read(CHUNK), skipped
 
 
 def _error_handler() -> str:
@@ -228,6 +306,8 @@ def _drain(parser, state, site: _Site, raw: RawFile, rows: list[dict]) -> None:
             if state["root"] is None:
                 state["root"] = elem
                 site.read_root(elem)
+            elif state["depth"] == 2 and _local(elem.tag) == "page":
+                state["page"], state["page_at"] = elem, state.get("fed", 0)
             continue
         state["depth"] -= 1
         if state["depth"] != 1:
@@ -239,7 +319,8 @@ def _drain(parser, state, site: _Site, raw: RawFile, rows: list[dict]) -> None:
             if site.drop is None:
                 site.finish()
             state["pages"] += 1
-            rows.append(_page_row(elem, site, raw, state["pages"]))
+            state["page"] = None
+            rows.append(_page_row(elem, site, raw, state["pages"], state.get("tables", False)))
         # the page (or siteinfo) is done: drop it so the tree never grows
         try:
             state["root"].remove(elem)
@@ -247,7 +328,7 @@ def _drain(parser, state, site: _Site, raw: RawFile, rows: list[dict]) -> None:
             pass
 
 
-def _page_row(page, site: _Site, raw: RawFile, ordinal: int) -> dict:
+def _page_row(page, site: _Site, raw: RawFile, ordinal: int, tables: bool = False) -> dict:
     ns = (_child_text(page, "ns") or "").strip()
     page_id = (_child_text(page, "id") or "").strip()
     title = _child_text(page, "title")
@@ -274,7 +355,7 @@ def _page_row(page, site: _Site, raw: RawFile, ordinal: int) -> dict:
     if UNDECODABLE_MARK in wikitext or UNDECODABLE_MARK in title:
         return reject(row, "undecodable", f"{where}: bytes that are not valid in the dump's encoding")
     try:
-        text = wikitext_to_text(wikitext, site.drop)
+        text = wikitext_to_text(wikitext, site.drop, tables=tables)
     except Exception as e:  # mwparserfromhell failing on one page must not lose the dump
         return reject(row, "wikitext_error", f"{where}: {type(e).__name__}: {e}")
     if not text:

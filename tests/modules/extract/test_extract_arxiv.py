@@ -163,3 +163,38 @@ def test_a_bulk_member_not_named_by_an_arxiv_id_is_rejected(tmp_path):
     reasons = _reasons(_frame(path))
     assert reasons["arXiv_src_2301_004.tar:2301/weird_name.gz"] == "not_a_paper"
     assert [k for k, v in reasons.items() if v == "kept"] == ["2301.00001", "2301.00002"]
+
+
+@pytest.mark.parametrize("kind", ["pax", "gnu-longname", "pax-claims-8GB"])
+def test_oversized_pax_and_long_name_headers_are_refused_before_reading(tmp_path, kind):
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    first = gzip.compress(SINGLE_TEX.encode(), mtime=0)
+    fmt = tarfile.GNU_FORMAT if kind == "gnu-longname" else tarfile.PAX_FORMAT
+    with tarfile.open(fileobj=buf, mode="w", format=fmt) as tar:
+        info = tarfile.TarInfo("2301/2301.00001.gz")
+        info.size = len(first)
+        tar.addfile(info, io.BytesIO(first))
+        if kind == "gnu-longname":
+            info = tarfile.TarInfo("2301/" + "n" * (2 << 20) + ".gz")  # a 2 MiB name
+        else:
+            info = tarfile.TarInfo("2301/2301.00002.gz")
+            info.pax_headers = {"comment": "c" * (2 << 20)}  # a 2 MiB pax record
+        info.size = len(first)
+        tar.addfile(info, io.BytesIO(first))
+    data = buf.getvalue()
+    if kind == "pax-claims-8GB":  # the header claims 10 GB and the file ends: nothing may try to read it
+        at = data.index(b"././@PaxHeader")
+        block = bytearray(data[at:at + 512])
+        block[124:136] = b"77777777777\0"  # the largest 11-digit octal size
+        block[148:156] = b" " * 8
+        block[148:155] = b"%06o\0" % sum(block)
+        data = data[:at] + bytes(block)
+    (tmp_path / "hdr.tar").write_bytes(data)
+    df = _frame(tmp_path / "hdr.tar")
+    assert df.loc[df["_reason"].isna(), "id"].tolist() == ["2301.00001"]
+    bad = df[df["_reason"].notna()]
+    assert bad["_reason"].tolist() == ["oversized_header"]
+    assert "1048576" in bad["_detail"].iloc[0]

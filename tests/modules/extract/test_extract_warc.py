@@ -41,7 +41,7 @@ def test_rust_book_two_files_dask_equals_pandas(tmp_path, pages):
     assert (out["language"] == "en").all() and (out["language_score"] > 0.9).all()
     assert out["id"].str.match(r"^urn:uuid:[0-9a-f-]{36}$").all()
     assert (out["warc_record_id"] == "<" + out["id"] + ">").all()
-    assert out["text"].str.contains("Rust").all()
+    assert out["text"].str.contains("Rust").sum() >= 10  # a few short chapters keep only their help lines
     assert not out["text"].str.contains("<div|</p>", regex=True).any()
 
 
@@ -99,11 +99,75 @@ def test_a_wrong_content_length_is_caught_at_the_gzip_member_boundary(tmp_path):
     records = [warc_record(f"http://x/{i}", GOOD, extra_length=400 if i == 1 else 0) for i in range(5)]
     write_warc(tmp_path / "len.warc.gz", records)
     df = _frame(tmp_path / "len.warc.gz")
-    # record 1 claims 400 bytes too many and so swallows record 2 (and more): none is lost silently
-    kept = df[df["_reason"].isna()]["url"].tolist()
-    assert kept[0] == "http://x/0" and "http://x/1" not in kept and "http://x/2" not in kept
-    assert len(kept) + (df["_reason"] == "malformed_record").sum() == 5
+    # record 1 claims 400 bytes too many: it is rejected, reading resumes at the next gzip member
+    assert df.loc[df["_reason"].isna(), "url"].tolist() == ["http://x/0", "http://x/2", "http://x/3", "http://x/4"]
     assert df.loc[df["url"] == "http://x/1", "_reason"].tolist() == ["malformed_record"]
+    assert len(df) == 5  # records in = documents out + rejects
+
+
+def _counts(df):
+    return df["_reason"].isna().sum(), df["_reason"].value_counts().to_dict()
+
+
+@pytest.mark.parametrize("compress", [False, True], ids=["warc", "warc.gz"])
+@pytest.mark.parametrize("lie", [10**9, 400, -30, -200], ids=["past-eof", "too-large", "too-small", "far-too-small"])
+def test_a_wrong_content_length_loses_no_later_record(tmp_path, compress, lie):
+    # edge cases: a length past the end of the file, into the next record's header, and short of
+    # the block's end by a little (inside the HTML) and by a lot (inside the HTTP header)
+    urls = [f"http://x/{i}" for i in range(4)]
+    records = [warc_record(u, _numbered(i), extra_length=lie if i == 1 else 0) for i, u in enumerate(urls)]
+    path = write_warc(tmp_path / ("len.warc.gz" if compress else "len.warc"), records, compress=compress)
+    df = _frame(path)
+    assert df.loc[df["_reason"].isna(), "url"].tolist() == [urls[0], urls[2], urls[3]]
+    bad = df[df["_reason"].notna()]
+    assert bad["url"].tolist() == [urls[1]] and bad["_reason"].tolist() == ["malformed_record"]
+    assert "Content-Length" in bad["_detail"].iloc[0] and path.name in bad["_detail"].iloc[0]
+    assert len(df) == 4  # 4 records in = 3 documents out + 1 reject
+
+
+def test_bytes_between_records_are_skipped_and_reported(tmp_path):
+    records = [warc_record(f"http://x/{i}", _numbered(i)) for i in range(3)]
+    data = b"junk before the first record\r\n" + records[0] + b"stray bytes\x00\xff" * 10 + records[1] + records[2]
+    (tmp_path / "g.warc").write_bytes(data)
+    df = _frame(tmp_path / "g.warc")
+    assert df.loc[df["_reason"].isna(), "url"].tolist() == ["http://x/0", "http://x/1", "http://x/2"]
+    junk = df[df["_reason"].notna()]
+    assert junk["_reason"].tolist() == ["malformed_record"] * 2
+    assert junk["_detail"].str.contains("belong to no WARC record").all()
+
+
+def test_an_oversized_record_is_skipped_unread_and_a_lying_one_resyncs(tmp_path):
+    big = b"<html><body><p>" + b"big " * 100_000 + b"</p></body></html>"
+    records = [warc_record("http://x/0", GOOD), warc_record("http://x/big", big),
+               warc_record("http://x/liar", GOOD, extra_length=10**6), warc_record("http://x/3", GOOD)]
+    path = write_warc(tmp_path / "big.warc", records, compress=False)
+    df = _frame(path, max_record_bytes="100KiB")
+    assert df.loc[df["_reason"].isna(), "url"].tolist() == ["http://x/0", "http://x/3"]
+    assert dict(zip(df["url"], df["_reason"])) == {
+        "http://x/0": pd.NA, "http://x/big": "too_large", "http://x/liar": "malformed_record", "http://x/3": pd.NA}
+
+
+def test_the_reader_takes_any_binary_stream(tmp_path, pages):
+    """What streaming downloads call: a non-seekable file-like object instead of a path."""
+    import io
+
+    class Socketish(io.RawIOBase):  # hands out at most 1,000 bytes per read, cannot seek
+        def __init__(self, data):
+            self.data, self.pos = data, 0
+
+        def readable(self):
+            return True
+
+        def read(self, n=-1):
+            n = 1000 if n is None or n < 0 else min(n, 1000)
+            out = self.data[self.pos:self.pos + n]
+            self.pos += len(out)
+            return out
+
+    path = page_warc(tmp_path / "s.warc.gz", pages[:3])
+    raw = RawFile("http://mirror/s.warc.gz", "s.warc.gz")
+    streamed = extract_warc_file(raw, ExtractWarcSettings(), "raise", fileobj=Socketish(path.read_bytes()))
+    pd.testing.assert_frame_equal(streamed, _frame(path))
 
 
 def test_charset_from_header_meta_or_detection(tmp_path):
@@ -185,7 +249,10 @@ def test_cli_extract_warc_on_the_rust_book(tmp_path):
     proc = curate("extract", "warc", "--input", RUST_BOOK, "--output", tmp_path / "out", "--workers", "1",
                   "--algorithm", "resiliparse")
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
-    assert manifest["counts"] == {"in": 124, "out": 124, "dropped": {}}, proc.stdout
+    counts = manifest["counts"]
+    # NeMo's stop-word post-filter leaves nothing of a few chapters that are mostly code
+    assert counts["in"] == 124 and counts["out"] >= 100 and set(counts["dropped"]) <= {"no_text"}, proc.stdout
+    assert counts["out"] + sum(counts["dropped"].values()) == 124
     assert (tmp_path / "out" / "_SUCCESS").exists()
     with gzip.open(RUST_BOOK) as f:
         assert f.read(8) == b"WARC/1.0"
@@ -216,3 +283,75 @@ def test_trailing_garbage_after_the_last_member_keeps_the_record(tmp_path):
     assert df["_reason"].tolist()[0] is pd.NA and df["url"].tolist()[0] == "http://x/0"
     assert df["_reason"].dropna().tolist() == ["truncated_file"]
     assert len(df) == 2
+
+
+# --------------------------------------------------------------------------- NeMo Curator parity
+
+PROSE = ("The garden was quiet in the morning, and we walked along the path to see the tomatoes that "
+         "had grown in the sun for most of the summer. ")
+
+
+def test_justext_keeps_a_short_heading_before_a_good_paragraph():
+    """NeMo's sequence: the context-free classes are copied before the revision, so a short heading
+    whose next paragraph is good becomes near-good and stays (jusText's revision alone loses it)."""
+    from modules.extract.html import extract_justext, stoplists
+
+    html = (f"<html><body><h2>Growing tomatoes at home</h2><p>{PROSE * 3}</p>"
+            "<div><a href='/'>Home</a> <a href='/a'>About</a></div></body></html>")
+    text = extract_justext(html, stoplists()["ENGLISH"])
+    assert text.split("\n\n") == ["Growing tomatoes at home", (PROSE * 3).strip()]
+
+
+def test_stop_lists_as_nemo_latin_dropped_non_spaced_kept_whole(tmp_path):
+    latin = ("Gallia est omnis divisa in partes tres, quarum unam incolunt Belgae, aliam Aquitani, tertiam qui "
+             "ipsorum lingua Celtae, nostra Galli appellantur. Hi omnes lingua, institutis, legibus inter se "
+             "differunt. Gallos ab Aquitanis Garumna flumen, a Belgis Matrona et Sequana dividit. ") * 2
+    chinese = "这是一个关于在家里种植西红柿的中文段落，我们每天早上都会去花园看看它们长得怎么样。" * 4
+    records = [warc_record("http://x/la", f"<html><body><p>{latin}</p></body></html>".encode()),
+               warc_record("http://x/zh", f"<html><body><p>{chinese}</p><p>短</p></body></html>".encode()),
+               warc_record("http://x/en", f"<html><body><p>{PROSE * 3}</p></body></html>".encode())]
+    path = write_warc(tmp_path / "lang.warc.gz", records)
+    for algorithm in ("justext", "resiliparse"):
+        df = _frame(path, algorithm=algorithm)
+        assert dict(zip(df["url"], df["_reason"].fillna("kept"))) == {
+            "http://x/la": "no_stoplist", "http://x/zh": "kept", "http://x/en": "kept"}, algorithm
+        assert df.loc[df["url"] == "http://x/la", "language"].tolist() == ["la"]
+        assert "no stop list" in df.loc[df["url"] == "http://x/la", "_detail"].iloc[0]
+        kept = _frame(path, algorithm=algorithm, unlisted_languages="keep")
+        assert kept["_reason"].isna().all() and "Gallia est omnis" in kept["text"].iloc[0]
+    # jusText keeps every paragraph of a non-spaced language, the short one too (NeMo's rule)
+    zh = _frame(path, algorithm="justext").set_index("url").loc["http://x/zh"]
+    assert zh["text"].endswith("短") and zh["language"] == "zh"
+
+
+def test_resiliparse_stopword_density_filter_by_hand(tmp_path):
+    from modules.extract.html import stoplists, stopword_lines
+
+    english = stoplists()["ENGLISH"]
+    # densities by hand: 'the'/'and'/'of' are stop words, 'Home'/'Products' are not, the test is case-sensitive
+    assert stopword_lines("Home Products Contact\nthe cat and the hat\nThe End Of", english, 0.32) == \
+        "the cat and the hat"
+    assert stopword_lines("the cat and the hat\n\nHome\n\nof the day", english, 0.32) == \
+        "the cat and the hat\n\nof the day"  # paragraph breaks stay
+    assert stopword_lines("a b c d e f g h i j k l m n o p q r s t u v w x y z", english, 0.32) == ""
+    nav = "".join(f"<p>{w} Products</p>" for w in ("Garden", "Kitchen", "Pricing"))
+    page = f"<html><body><main>{nav}<p>{PROSE * 2}</p><p>Redirecting to Homepage Now</p></main></body></html>"
+    path = write_warc(tmp_path / "d.warc.gz", [warc_record("http://x/d", page.encode())])
+    filtered, unfiltered = _frame(path)["text"].iloc[0], _frame(path, min_stopword_density=0)["text"].iloc[0]
+    assert filtered == (PROSE * 2).strip()
+    assert "Kitchen Products" in unfiltered and "Redirecting" in unfiltered and PROSE.strip() in unfiltered
+    with pytest.raises(SettingsError, match="min_stopword_density"):
+        ExtractWarcSettings(min_stopword_density=1.5)
+
+
+@pytest.mark.parametrize("language_id", ["cld2", "langid", "none"])
+def test_language_id_options(tmp_path, language_id):
+    bg = "Това е текст на български език за проверка на езика на страницата и нищо повече от това. " * 3
+    records = [warc_record("http://x/en", f"<html><body><p>{PROSE * 3}</p></body></html>".encode()),
+               warc_record("http://x/bg", f"<html><body><p>{bg}</p></body></html>".encode())]
+    df = _frame(write_warc(tmp_path / "l.warc.gz", records), language_id=language_id)
+    assert df["_reason"].isna().all()
+    if language_id == "none":
+        assert df["language"].isna().all() and df["language_score"].isna().all()
+    else:
+        assert df["language"].tolist() == ["en", "bg"] and (df["language_score"] > 0.5).all()

@@ -178,3 +178,56 @@ def test_multistream_bz2_is_read_to_the_end(tmp_path):
     (tmp_path / "enwiki-multistream.xml.bz2").write_bytes(bz2.compress(xml[:cut].encode())
                                                          + bz2.compress(xml[cut:].encode()))
     assert _frame(tmp_path / "enwiki-multistream.xml.bz2")["text"].tolist() == ["Alpha text.", "Beta text."]
+
+
+def test_tables_are_dropped_by_default_and_kept_on_request(tmp_path):
+    path = write_dump(tmp_path / "enwiki-t.xml.bz2", mediawiki_xml(PAGES))
+    default, tables = _frame(path), _frame(path, tables=True)
+    tomato = tables.loc[tables["id"] == "enwiki:1", "text"].iloc[0]
+    assert "cell one" not in default.loc[default["id"] == "enwiki:1", "text"].iloc[0]
+    assert "cell one\ncell two" in tomato and "wikitable" not in tomato  # one cell per line, no markup
+    # the real table-heavy pages: the table text comes in addition, nothing else changes order
+    real, real_tables = _frame(ENWIKI), _frame(ENWIKI, tables=True)
+    assert (real_tables["text"].str.len() > real["text"].str.len()).sum() >= 3
+    for marker in ("{|", "|}", "|-", "{{"):
+        assert not real_tables["text"].str.contains(marker, regex=False).any(), marker
+
+
+def test_a_page_over_the_bound_is_skipped_while_streaming(tmp_path):
+    pages = [{"id": 1, "title": "Before", "text": "Before text."},
+             {"id": 2, "title": "Huge", "text": "lorem ipsum " * 300_000},  # 3.6 MB
+             {"id": 3, "title": "After", "text": "After text."}]
+    path = write_dump(tmp_path / "enwiki-big.xml.bz2", mediawiki_xml(pages))
+    df = _frame(path, max_page_bytes="1MiB")
+    assert df.loc[df["_reason"].isna(), "title"].tolist() == ["Before", "After"]
+    huge = df[df["_reason"].notna()]
+    assert huge["_reason"].tolist() == ["too_large"] and huge["id"].tolist() == ["enwiki:2"]
+    assert huge["title"].tolist() == ["Huge"] and "1048576" in huge["_detail"].iloc[0]
+    assert len(df) == 3  # pages in = articles out + rejects
+    assert _frame(path)["_reason"].isna().all()  # under the default bound (8 MiB) the page is an article
+
+
+def test_a_300_mb_page_in_a_tiny_bz2_keeps_the_worker_small(tmp_path):
+    """The hostile case: 523 bytes of bzip2 inflating to one 300 MB page (tests/data/extract)."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.rawdata import DATA
+
+    # VmHWM is the child's own peak (ru_maxrss would carry over the forking pytest's)
+    code = (
+        "import json, re\n"
+        "from modules.extract import RawFile\n"
+        "from modules.extract.wikipedia import ExtractWikipediaSettings, extract_wikipedia_file\n"
+        f"df = extract_wikipedia_file(RawFile({str(DATA / 'huge-page.xml.bz2')!r}, 'huge-page.xml.bz2'),"
+        " ExtractWikipediaSettings(), 'raise')\n"
+        "peak = int(re.search(r'VmHWM:\\s*(\\d+)', open('/proc/self/status').read()).group(1))\n"
+        "print(json.dumps({'reasons': df['_reason'].tolist(), 'peak_kib': peak}))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=str(DATA.parent.parent.parent))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert (DATA / "huge-page.xml.bz2").stat().st_size < 600
+    assert out["reasons"] == ["too_large"]
+    assert out["peak_kib"] < 300 * 1024, f"peak RSS {out['peak_kib'] / 1024:.0f} MiB"

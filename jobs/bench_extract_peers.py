@@ -1,0 +1,329 @@
+"""WARC extraction speed against the raw libraries and against datatrove, on the same files.
+
+    .venv/bin/python jobs/bench_extract_peers.py inputs --output out/bench-peers   # synthetic + real WARCs
+    .venv/bin/python jobs/bench_extract_peers.py raw out/bench-peers/synthetic/*.warc.gz [--repeat 5]
+    # datatrove in a throwaway venv (never a dependency of curate):
+    python3 -m venv /tmp/dt && /tmp/dt/bin/pip install datatrove==0.10.1 warcio resiliparse faust-cchardet \\
+        python-magic orjson psutil
+    .venv/bin/python jobs/bench_extract_peers.py datatrove out/bench-peers/synthetic \\
+        --datatrove-python /tmp/dt/bin/python [--repeat 3] [--workers 2]
+
+``inputs`` writes two sets of 4 gzip'd WARC files: ``synthetic`` (8,000 ~4 kB pages of
+generated English prose, jobs/data/make_bench_input.py) and ``real`` (the Rust book, its mirrors
+and the parity pages of jobs/data/make_parity_warc.py if present under out/, each copied 4 times
+with new record ids, dealt round-robin).
+
+``raw``: documents per CPU-second in one process, runs alternated, the best of ``--repeat``:
+
+- ``raw``: a FastWARC loop (response records, HTML content type, UTF-8 decoding) calling resiliparse's
+  ``extract_plain_text`` with curate's arguments, against curate's ``extract_warc_file`` doing the
+  same work (``--language-id none --min-stopword-density 0``): the stage's overhead over the library;
+- ``raw+nemo``: the same loop plus NeMo Curator's steps written by hand (CLD2 on the page, the stop
+  list of its language, the stop-word line filter), against curate's defaults (which do that too).
+
+``datatrove``: whole processes, ``--workers`` worker processes each, alternated: datatrove's
+``WarcReader`` -> a ``BaseExtractor`` calling the same ``extract_plain_text`` -> ``JsonlWriter``
+(``LocalPipelineExecutor``, one task per file), against ``curate extract warc --algorithm resiliparse
+--language-id none --min-stopword-density 0`` (datatrove has no language id without downloading a
+fastText model; neither side runs one). Reported: documents per second per worker (wall clock: noisy
+on a shared machine), documents per CPU-second (user + system time of the whole process tree: what
+a core delivers, whatever else the machine runs) and the peak memory of the process tree, sampled
+every 50 ms, as summed RSS and summed PSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import gzip
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+RESILIPARSE_ARGS = dict(main_content=True, alt_texts=False, links=False, form_fields=False, noscript=False,
+                        comments=True)
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def _members(path: str):
+    """(header, block) of every record of a gzip'd WARC (one record per member)."""
+    from modules.extract.archive import open_stream
+    from modules.extract.warcreader import WarcReader
+
+    for item in WarcReader(open_stream(path), 1 << 30, None):
+        if item.kind == "record":
+            yield item.headers, item.block
+
+
+def _record(headers: dict, block: bytes) -> bytes:
+    head = "WARC/1.0\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items() if k != "Content-Length")
+    head += f"Content-Length: {len(block)}\r\n\r\n"
+    return gzip.compress(head.encode() + block + b"\r\n\r\n", compresslevel=6, mtime=0)
+
+
+def make_inputs(output: str, files: int = 4) -> None:
+    sys.path.insert(0, os.path.join(REPO, "jobs", "data"))
+    synth = os.path.join(output, "synthetic")
+    subprocess.run([sys.executable, os.path.join(REPO, "jobs", "data", "make_bench_input.py"), "--docs", "8000",
+                    "--files", str(files), "--output", synth, "--format", "warc"], check=True)
+    real = os.path.join(output, "real")
+    os.makedirs(real, exist_ok=True)
+    sources = [os.path.join(REPO, "jobs", "data", "rust-book.warc.gz"), os.path.join(REPO, "jobs", "data",
+                                                                                      "mirrors.warc.gz")]
+    sources += [p for p in [os.path.join(REPO, "out", "parity.warc.gz")] if os.path.exists(p)]
+    records = [(h, b) for s in sources for h, b in _members(s) if h.get("WARC-Type") == "response"]
+    outs = [open(os.path.join(real, f"real-{i:03d}.warc.gz"), "wb") for i in range(files)]
+    rng = random.Random(0)
+    k = 0
+    for _copy in range(4):
+        for headers, block in records:
+            headers = {**headers, "WARC-Record-ID": f"<urn:uuid:{uuid.UUID(int=rng.getrandbits(128))}>"}
+            outs[k % files].write(_record(headers, block))
+            k += 1
+    for f in outs:
+        f.close()
+    print(f"{synth}: 8000 synthetic pages; {real}: {k} real pages ({len(records)} distinct) in {files} files")
+
+
+# --------------------------------------------------------------------------- in-process: curate vs the raw loop
+
+
+def raw_loop(files: list[str], nemo: bool) -> int:
+    from fastwarc.warc import ArchiveIterator, WarcRecordType
+    from resiliparse.extract.html2text import extract_plain_text
+
+    if nemo:
+        from modules.extract.html import stoplists
+        from modules.extract.language import detect
+
+        lists = stoplists()
+    docs = 0
+    for path in files:
+        with open(path, "rb") as f:
+            for rec in ArchiveIterator(f, record_types=WarcRecordType.response, parse_http=True):
+                if rec.http_headers is None or rec.http_headers.status_code != 200:
+                    continue
+                if (rec.http_content_type or "").lower() not in ("text/html", "application/xhtml+xml"):
+                    continue
+                html = rec.reader.read().decode(rec.http_charset or "utf-8", "replace")
+                if nemo:
+                    name = detect(html, html=True)[0]
+                text = extract_plain_text(html, **RESILIPARSE_ARGS)
+                if nemo and text.strip():
+                    stop = lists.get(name)
+                    if stop is None:
+                        continue
+                    kept = []
+                    for line in text.split("\n"):
+                        words = line.split()
+                        if words and sum(w in stop for w in words) / len(words) >= 0.32:
+                            kept.append(line)
+                    text = "\n\n".join(kept)
+                docs += bool(text.strip())
+    return docs
+
+
+def curate_loop(files: list[str], defaults: bool) -> int:
+    from modules.extract import RawFile
+    from modules.extract.warc import ExtractWarcSettings, extract_warc_file
+
+    settings = ExtractWarcSettings() if defaults else ExtractWarcSettings(language_id="none", min_stopword_density=0)
+    docs = 0
+    for path in files:
+        df = extract_warc_file(RawFile(path, os.path.basename(path)), settings, "raise")
+        docs += int(df["_reason"].isna().sum())
+    return docs
+
+
+def bench_raw(files: list[str], repeat: int) -> dict:
+    pairs = {"extraction only": (lambda: raw_loop(files, False), lambda: curate_loop(files, False)),
+             "with NeMo's language id + stop-word filter": (lambda: raw_loop(files, True),
+                                                            lambda: curate_loop(files, True))}
+    results = {}
+    for label, (raw, ours) in pairs.items():
+        raw(), ours()  # warm-up: imports, models
+        best = {"raw": float("inf"), "curate": float("inf")}
+        docs = {}
+        for r in range(repeat):
+            order = [("raw", raw), ("curate", ours)] if r % 2 == 0 else [("curate", ours), ("raw", raw)]
+            for name, fn in order:
+                start = time.process_time()
+                docs[name] = fn()
+                best[name] = min(best[name], time.process_time() - start)
+        pages = _pages(files)
+        results[label] = {"pages": pages, "docs": docs, "raw_pages_per_s": pages / best["raw"],
+                          "curate_pages_per_s": pages / best["curate"], "ratio": best["raw"] / best["curate"]}
+        r = results[label]
+        print(f"{label:<44} raw {r['raw_pages_per_s']:8.0f} pages/s  curate {r['curate_pages_per_s']:8.0f} pages/s"
+              f"  curate/raw {r['ratio']:.2f}x  (docs kept raw {docs['raw']}, curate {docs['curate']})", flush=True)
+    return results
+
+
+def _pages(files: list[str]) -> int:
+    from fastwarc.warc import ArchiveIterator, WarcRecordType
+
+    n = 0
+    for path in files:
+        with open(path, "rb") as f:
+            n += sum(1 for _ in ArchiveIterator(f, record_types=WarcRecordType.response))
+    return n
+
+
+# --------------------------------------------------------------------------- whole processes: curate vs datatrove
+
+DATATROVE_SCRIPT = '''
+import sys
+from datatrove.executor import LocalPipelineExecutor
+from datatrove.pipeline.extractors.base import BaseExtractor
+from datatrove.pipeline.readers import WarcReader
+from datatrove.pipeline.writers import JsonlWriter
+
+
+class Resiliparse(BaseExtractor):
+    name = "resiliparse"
+
+    def __init__(self):
+        super().__init__(timeout=60)
+
+    def extract(self, text):
+        from resiliparse.extract.html2text import extract_plain_text
+        return extract_plain_text(text, **%r)
+
+
+if __name__ == "__main__":
+    src, out, logs, tasks, workers = sys.argv[1:6]
+    LocalPipelineExecutor(pipeline=[WarcReader(src, glob_pattern="*.warc.gz"), Resiliparse(), JsonlWriter(out)],
+                          tasks=int(tasks), workers=int(workers), logging_dir=logs).run()
+'''.replace("%r", repr(RESILIPARSE_ARGS))
+
+
+def run_tree(cmd: list[str], env=None) -> dict:
+    """Wall seconds, CPU seconds (user + system of the command and each descendant, as last sampled)
+    and peak memory of the process tree: RSS summed (shared libraries counted once per process)
+    and PSS summed (shared pages split between the processes that map them)."""
+    import psutil
+
+    cpu_by_pid: dict[int, float] = {}
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    root = psutil.Process(proc.pid)
+    peak_rss = peak_pss = 0
+    tree: dict[int, str] = {}
+    while proc.poll() is None:
+        rss = pss = 0
+        try:
+            procs = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            break
+        for p in procs:
+            try:
+                info = p.memory_full_info()
+                times = p.cpu_times()
+                tree.setdefault(p.pid, " ".join(p.cmdline()[:3])[-60:])
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+            cpu_by_pid[p.pid] = times.user + times.system
+            rss += info.rss
+            pss += info.pss
+        peak_rss, peak_pss = max(peak_rss, rss), max(peak_pss, pss)
+        time.sleep(0.05)
+    wall = time.perf_counter() - start
+    err = proc.stderr.read().decode(errors="replace")
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd[:3])} failed ({proc.returncode}): {err[-2000:]}")
+    cpu = sum(cpu_by_pid.values())  # each process's last sample: at most 50 ms short per process
+    return {"wall": wall, "cpu": cpu, "rss": peak_rss, "pss": peak_pss, "processes": len(tree)}
+
+
+def count_jsonl_gz(folder: str) -> int:
+    n = 0
+    for path in glob.glob(os.path.join(folder, "**", "*.jsonl.gz"), recursive=True):
+        with gzip.open(path, "rt") as f:
+            n += sum(1 for _ in f)
+    return n
+
+
+def bench_datatrove(folder: str, python: str, repeat: int, workers: int) -> dict:
+    files = sorted(glob.glob(os.path.join(folder, "*.warc.gz")))
+    tmp = tempfile.mkdtemp(prefix="curate-bench-peers-")
+    script = os.path.join(tmp, "datatrove_run.py")
+    with open(script, "w") as f:
+        f.write(DATATROVE_SCRIPT)
+    curate_bin = os.path.join(os.path.dirname(sys.executable), "curate")
+    runs = {"datatrove": [], "curate": []}
+    docs = {}
+    for r in range(repeat):
+        order = ["datatrove", "curate"] if r % 2 == 0 else ["curate", "datatrove"]
+        for name in order:
+            out = os.path.join(tmp, f"{name}-{r}")
+            if name == "datatrove":
+                cmd = [python, script, folder, out, os.path.join(tmp, f"logs-{r}"), str(len(files)), str(workers)]
+                run = run_tree(cmd)
+                docs[name] = count_jsonl_gz(out)
+            else:
+                cmd = [curate_bin, "extract", "warc", "--input", folder, "--output", out, "--workers", str(workers),
+                       "--algorithm", "resiliparse", "--language-id", "none", "--min-stopword-density", "0"]
+                run = run_tree(cmd)
+                with open(os.path.join(out, "manifest.json")) as f:
+                    docs[name] = json.load(f)["counts"]["out"]
+            runs[name].append(run)
+            print(f"  run {r} {name:<10} wall {run['wall']:6.1f} s  cpu {run['cpu']:6.1f} s  peak RSS "
+                  f"{run['rss'] / 2**20:5.0f} MiB  PSS {run['pss'] / 2**20:5.0f} MiB  ({run['processes']} "
+                  f"processes)  docs {docs[name]}", flush=True)
+            shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(tmp, ignore_errors=True)
+    result = {}
+    for name, rs in runs.items():
+        wall, cpu = min(r["wall"] for r in rs), min(r["cpu"] for r in rs)
+
+        def med(k, rs=rs):
+            return sorted(r[k] for r in rs)[len(rs) // 2] / 2**20
+        result[name] = {"docs": docs[name], "best_wall_s": wall, "best_cpu_s": cpu,
+                        "docs_per_s_per_worker": docs[name] / wall / workers, "docs_per_cpu_s": docs[name] / cpu,
+                        "peak_rss_mib": med("rss"), "peak_pss_mib": med("pss")}
+    for name, r in result.items():
+        print(f"{name:<10} {r['docs']:>6} docs  wall {r['best_wall_s']:6.1f} s ({r['docs_per_s_per_worker']:5.0f} "
+              f"docs/s per worker)  cpu {r['best_cpu_s']:6.1f} s ({r['docs_per_cpu_s']:5.0f} docs per CPU-second)  "
+              f"peak RSS {r['peak_rss_mib']:5.0f} MiB  PSS {r['peak_pss_mib']:5.0f} MiB (medians)")
+    for key, label in (("docs_per_s_per_worker", "docs/s per worker (wall)"), ("docs_per_cpu_s", "docs per CPU-second")):
+        result[f"ratio_{key}"] = result["curate"][key] / result["datatrove"][key]
+        print(f"curate/datatrove {label}: {result[f'ratio_{key}']:.2f}x")
+    return result
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("inputs")
+    s.add_argument("--output", default=os.path.join(REPO, "out", "bench-peers"))
+    s = sub.add_parser("raw")
+    s.add_argument("warcs", nargs="+")
+    s.add_argument("--repeat", type=int, default=5)
+    s = sub.add_parser("datatrove")
+    s.add_argument("folder")
+    s.add_argument("--datatrove-python", required=True)
+    s.add_argument("--repeat", type=int, default=3)
+    s.add_argument("--workers", type=int, default=2)
+    args = p.parse_args(argv)
+    if args.cmd == "inputs":
+        make_inputs(args.output)
+    elif args.cmd == "raw":
+        bench_raw(args.warcs, args.repeat)
+    else:
+        bench_datatrove(args.folder, args.datatrove_python, args.repeat, args.workers)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
