@@ -417,7 +417,12 @@ class Output:
             return None
 
     def finished(self, key: str, run: str, listing: dict[str, int] | None = None) -> dict | None:
-        """The done record of ``key`` for run ``run`` when every file it lists is present with its size."""
+        """The done record of ``key`` for run ``run`` when every file it lists is present with its size.
+
+        With a ``listing`` a key without a record file costs no request (a first run on an object
+        store would otherwise ask once per partition)."""
+        if listing is not None and self._state_rel(key) not in listing:
+            return None
         try:
             rec = self.read_json(self._state_rel(key))
         except DataError:
