@@ -99,7 +99,8 @@ up() {
   # slurmctld listens on all of the machine's addresses: a port no one else (another minicluster,
   # the machine's own SLURM) uses
   ctld_port=$(free_port)
-  cpus=$(nproc)
+  # nproc honours OMP_NUM_THREADS, which Dask and numeric libraries set in their processes: count CPUs
+  cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
   {
     echo "ClusterName=curatemini"
     echo "SlurmctldHost=$host($net.1)"
