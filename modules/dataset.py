@@ -891,16 +891,10 @@ def part_name(i: int, fmt: str) -> str:
 
 
 def atomic_write(path: str, write) -> None:
-    """Call ``write(tmp_path)`` then rename to ``path`` (local files that are not part of an output)."""
-    from modules.output import TMP_MARK
+    """Local files that are not part of an output (see :func:`modules.output.atomic_write`)."""
+    from modules.output import atomic_write as write_atomically
 
-    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}{TMP_MARK}{os.getpid()}")
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    write_atomically(path, write)
 
 
 def write_json(path: str, obj) -> None:

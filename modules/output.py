@@ -170,6 +170,34 @@ def file_checksum(f, chunk: int = 8 << 20) -> tuple[int, str]:
         n += len(data)
 
 
+# --------------------------------------------------------------------------- files outside a unit
+
+
+#: sidecar beside a raw download naming its URL (``<name>.url``): what makes a raw file curate's
+RAW_SIDECAR = ".url"
+
+
+def atomic_write(path: str, write) -> None:
+    """Call ``write(tmp_path)`` then rename to ``path`` (a local file that is not part of a unit: a
+    plot, a cache); the temporary is removed on failure."""
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}{TMP_MARK}{os.getpid()}")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+
+
+def remove_raw(path: str, dest: str) -> None:
+    """Delete a raw download curate owns: ``dest``, its ``.part`` or its sidecar, only while the
+    ``<dest>.url`` sidecar (written by curate before the first byte) proves curate fetched it."""
+    if path not in (dest, dest + ".part", dest + RAW_SIDECAR) or not os.path.exists(dest + RAW_SIDECAR):
+        raise RuntimeError(f"{path}: not a download of curate's (no {RAW_SIDECAR} sidecar); refusing to delete it")
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(path)
+
+
 # --------------------------------------------------------------------------- the output
 
 

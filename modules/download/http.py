@@ -53,6 +53,7 @@ import time
 from dataclasses import dataclass
 
 from modules.errors import DataError, SettingsError
+from modules.output import RAW_SIDECAR, remove_raw
 from modules.secrets import redact_url
 
 log = logging.getLogger("curate.download")
@@ -62,7 +63,7 @@ RETRY_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504, 509, 520, 521, 522,
 _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
 _UNSATISFIED_RANGE = re.compile(r"bytes\s+\*/(\d+)")
 #: sidecar beside a download naming its URL: ``<dest>.url``
-SOURCE_SUFFIX = ".url"
+SOURCE_SUFFIX = RAW_SIDECAR
 
 
 @dataclass(frozen=True)
@@ -179,12 +180,12 @@ def download(url: str, dest: str, options: DownloadOptions | None = None, *, exp
             return DownloadResult(url, dest, "skipped", size, 0, 0.0)
         else:
             log.warning("%s: %d bytes on disk but %d expected; downloading again", dest, size, expected_size)
-        os.remove(dest)
+        remove_raw(dest, dest)
     os.makedirs(os.path.dirname(os.path.abspath(dest)), exist_ok=True)
     if not same_source:
         if os.path.exists(part):  # bytes of another URL (or of unknown origin): never continue them
             log.info("%s: partial download of another URL; starting over", part)
-            os.remove(part)
+            remove_raw(part, dest)
         _write_source(dest, url)
     with _slot(max(1, options.max_inflight)):
         if url.startswith("s3://"):
@@ -195,10 +196,10 @@ def download(url: str, dest: str, options: DownloadOptions | None = None, *, exp
             raise DownloadError(f"{shown}: unsupported URL scheme (expected http://, https:// or s3://)")
     size = os.path.getsize(part)
     if expected_size is not None and size != expected_size:
-        os.remove(part)
+        remove_raw(part, dest)
         raise DownloadError(f"{shown}: got {size} bytes but the listing says {expected_size}")
     if sha1 and _sha1(part) != sha1.lower():
-        os.remove(part)
+        remove_raw(part, dest)
         raise DownloadError(f"{shown}: SHA-1 differs from the listing's {sha1} (corrupt download, removed)")
     os.replace(part, dest)
     return DownloadResult(url, dest, status, size, attempts, round(time.monotonic() - started, 3))
@@ -242,9 +243,9 @@ def _write_source(dest: str, url: str) -> None:
 
 def remove_download(dest: str) -> None:
     """Delete a downloaded file and its sidecar (either may be missing)."""
-    for path in (dest, dest + SOURCE_SUFFIX):
+    for path in (dest, dest + SOURCE_SUFFIX):  # the sidecar last: it is what makes the file curate's
         if os.path.exists(path):
-            os.remove(path)
+            remove_raw(path, dest)
 
 
 def _sha1(path: str) -> str:
@@ -330,7 +331,7 @@ def _http_attempt(session, url: str, part: str, options: DownloadOptions) -> boo
             m = _UNSATISFIED_RANGE.match(r.headers.get("Content-Range", ""))
             if m and int(m.group(1)) == offset:
                 return True  # the .part file was already complete
-            os.remove(part)
+            remove_raw(part, part[:-len(".part")])
             raise _Transient(f"HTTP 416 for bytes {offset}- (the remote file changed?); starting over")
         if code in RETRY_STATUS:
             raise _Transient(f"HTTP {code} {r.reason}", _retry_after(r.headers.get("Retry-After")))
@@ -339,7 +340,7 @@ def _http_attempt(session, url: str, part: str, options: DownloadOptions) -> boo
         if code == 206:
             m = _CONTENT_RANGE.match(r.headers.get("Content-Range", ""))
             if not m or int(m.group(1)) != offset:
-                os.remove(part)
+                remove_raw(part, part[:-len(".part")])
                 raise _Transient(f"bad Content-Range {r.headers.get('Content-Range')!r} for bytes {offset}-")
             total = None if m.group(3) == "*" else int(m.group(3))
             mode, continued = "ab", True
@@ -362,7 +363,7 @@ def _http_attempt(session, url: str, part: str, options: DownloadOptions) -> boo
         size = _size(part)
         if total is not None and size != total:
             if size > total:
-                os.remove(part)
+                remove_raw(part, part[:-len(".part")])
             raise _Transient(f"connection ended at byte {size} of {total}")
         return continued
 
@@ -446,7 +447,7 @@ def _fetch_s3(url: str, part: str, options: DownloadOptions) -> tuple[str, int]:
                 total = int(_remote(fs.info, key)["size"])
             offset = _size(part)
             if offset > total:
-                os.remove(part)
+                remove_raw(part, part[:-len(".part")])
                 offset = 0
             resumed |= offset > 0
             with open(part, "ab") as f:

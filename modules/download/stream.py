@@ -57,6 +57,7 @@ from modules.download.http import (
     source_url,
 )
 from modules.errors import DataError
+from modules.output import remove_raw
 from modules.secrets import redact_url
 
 log = logging.getLogger("curate.download")
@@ -212,9 +213,9 @@ class RemoteStream:
         else:
             for path in (dest, part):  # ours (the sidecar says so) but of another URL
                 if os.path.exists(path):
-                    os.remove(path)
+                    remove_raw(path, dest)
         if os.path.exists(dest):
-            os.remove(dest)
+            remove_raw(dest, dest)
         self._keeping = True  # .part (and sidecar) opened at the first byte: a 404 leaves nothing
 
     def _start_part(self) -> None:
@@ -299,7 +300,7 @@ class RemoteStream:
                     self._part = None
                 self._keeping = False
                 if os.path.exists(self.keep + ".part"):
-                    os.remove(self.keep + ".part")  # ours, and corrupt
+                    remove_raw(self.keep + ".part", self.keep)  # ours, and corrupt
             raise DownloadError(f"{self.shown}: SHA-1 differs from the listing's {self.sha1} (corrupt download)")
         if self._keeping:
             if self._part is None:  # an empty file, or a .part complete already

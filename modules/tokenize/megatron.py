@@ -90,22 +90,13 @@ def index_bytes(lengths, dtype, document_indices=None) -> bytes:
     ))
 
 
-def _write_bytes(path: str, data: bytes) -> None:
-    with open(path, "wb") as f:
-        f.write(data)
-
-
-def _tmp_name(path: str) -> str:
-    return os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp-{os.getpid()}")
-
-
 class PairWriter:
     """Streams documents into a ``.bin``; :meth:`index_bytes` gives the matching ``.idx`` at the end.
 
     With ``sink`` (a writable binary file, e.g. from ``modules.output.Output.open``) the caller
     owns the files: tokens go to the sink and the caller writes the index. Without it the writer
-    writes ``prefix.bin``/``prefix.idx`` itself, under temporary names renamed on :meth:`commit`,
-    the ``.bin`` first, so a killed run never leaves a half-written file under a final name.
+    writes ``prefix.bin``/``prefix.idx`` itself through ``modules.output.Output`` (temporary names,
+    renamed on :meth:`commit`, the ``.bin`` first), so a killed run never leaves a half file.
     """
 
     def __init__(self, prefix: str, dtype, sink=None):
@@ -113,10 +104,13 @@ class PairWriter:
         self.dtype = np.dtype(dtype)
         if self.dtype not in CODES:
             raise ValueError(f"{prefix}: unsupported token dtype {self.dtype}")
-        self._bin_tmp = None
-        if sink is None:
-            self._bin_tmp = _tmp_name(prefix + ".bin")
-            sink = open(self._bin_tmp, "wb")
+        self._own = None
+        if sink is None:  # own files: through the output abstraction, which owns temporaries too
+            from modules.output import Output
+
+            self._out = Output.at(os.path.dirname(os.path.abspath(prefix)))
+            self._own = self._out.open(os.path.basename(prefix) + ".bin")
+            sink = self._own.__enter__()
         self._bin = sink
         self._lengths: list[np.ndarray] = []
         self.documents = 0
@@ -145,21 +139,18 @@ class PairWriter:
                 "bytes": self.tokens * self.dtype.itemsize}
 
     def commit(self) -> dict:
-        """Own files only: write the index and move both files to their final names; return stats."""
-        self._bin.close()
-        from modules.dataset import atomic_write
-
-        index = self.index_bytes()
-        os.replace(self._bin_tmp, self.prefix + ".bin")
-        atomic_write(self.prefix + ".idx", lambda p: _write_bytes(p, index))
-        return {**self.stats(), "idx_bytes": os.path.getsize(self.prefix + ".idx")}
+        """Own files only: put the ``.bin`` in place, write the index; return the pair's stats."""
+        self._own.__exit__(None, None, None)
+        self._own = None
+        idx = self._out.write_bytes(os.path.basename(self.prefix) + ".idx", self.index_bytes())
+        return {**self.stats(), "idx_bytes": idx["bytes"]}
 
     def abort(self) -> None:
-        if self._bin_tmp is None:
+        if self._own is None:
             return
-        self._bin.close()
-        if os.path.exists(self._bin_tmp):
-            os.remove(self._bin_tmp)
+        self._bin.abandon()
+        self._own.__exit__(None, None, None)
+        self._own = None
 
     def __enter__(self):
         return self
