@@ -66,8 +66,8 @@ def summarise(rows: list[dict]) -> dict:
 
 
 def run_scaling(job_path: str, workers: list[int], repeat: int, output: str, cluster_kwargs: dict) -> dict:
-    from app import runner
-    from app.cluster import ClusterSettings, connect
+    from curate.app import runner
+    from curate.app.cluster import ClusterSettings, connect
 
     job = runner.load_job(job_path)
     first = job.stages[0]

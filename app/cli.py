@@ -19,18 +19,18 @@ import sys
 import typing
 import warnings
 
-from modules.errors import CurateError, SettingsError
-from modules.stage import IOSettings, field_types, settings_from_mapping
+from curate.stages.errors import CurateError, SettingsError
+from curate.stages.stage import IOSettings, field_types, settings_from_mapping
 
 log = logging.getLogger("curate")
 
 #: commands that are not stages: name -> module under app/commands with add_arguments() and main()
 COMMANDS = {
-    "verify": "app.commands.verify",
-    "merge": "app.commands.merge",
-    "report": "app.commands.report",
-    "train-classifier": "app.commands.train_classifier",
-    "bench": "app.commands.bench",
+    "verify": "curate.app.commands.verify",
+    "merge": "curate.app.commands.merge",
+    "report": "curate.app.commands.report",
+    "train-classifier": "curate.app.commands.train_classifier",
+    "bench": "curate.app.commands.bench",
 }
 
 
@@ -62,7 +62,7 @@ def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cluster_settings(args):
-    from app.cluster import ClusterSettings
+    from curate.app.cluster import ClusterSettings
 
     return ClusterSettings(
         mode=args.cluster, workers=args.workers, threads_per_worker=args.threads_per_worker,
@@ -106,7 +106,7 @@ def collect_settings(args, cls, where: str):
 
 
 def build_parser() -> ArgumentParser:
-    from modules import registry
+    from curate.stages import registry
 
     parser = ArgumentParser(prog="curate", description="Turn raw text data into Megatron token files, on Dask.")
     parser.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
@@ -176,9 +176,9 @@ def _shown(path: str) -> str:
 
 
 def cmd_stage(args) -> int:
-    from app import runner
-    from app.cluster import connect
-    from modules import registry
+    from curate.app import runner
+    from curate.app.cluster import connect
+    from curate.stages import registry
 
     cls = registry.get(args.stage)
     settings = collect_settings(args, cls.Settings, args.stage)
@@ -198,8 +198,8 @@ def cmd_stage(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from app import runner
-    from app.cluster import connect
+    from curate.app import runner
+    from curate.app.cluster import connect
 
     overrides = {"format": args.format, "on_error": args.on_error,
                  "allow_incomplete": args.allow_incomplete, "blocksize": args.blocksize}
@@ -224,7 +224,7 @@ def _output_of(args) -> str | None:
     output = getattr(args, "output", None)
     if output is None and getattr(args, "job", None):
         try:
-            from app import runner
+            from curate.app import runner
 
             output = runner.load_job(args.job).output
         except Exception:  # naming the path is a courtesy; the failure itself is reported anyway
@@ -233,8 +233,8 @@ def _output_of(args) -> str | None:
 
 
 def main(argv=None) -> int:
-    from app import logs
-    from app.cluster import NotClientRank, WorldTooSmall
+    from curate.app import logs
+    from curate.app.cluster import NotClientRank, WorldTooSmall
 
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
@@ -250,7 +250,7 @@ def main(argv=None) -> int:
         args = parser.parse_args(argv)
         logs.setup(args.log_level)
         if not debug:
-            from app.errors import hide_dask_tracebacks
+            from curate.app.errors import hide_dask_tracebacks
 
             hide_dask_tracebacks()
         if not getattr(args, "handler", None):
@@ -275,7 +275,7 @@ def main(argv=None) -> int:
     except Exception as e:  # a bug or an unexpected library failure: one line, the traceback with --debug
         if debug:
             raise
-        from app.errors import describe, masked_failure
+        from curate.app.errors import describe, masked_failure
 
         first = masked_failure(e)
         if first is not None:

@@ -29,7 +29,7 @@ import socket
 import sys
 from dataclasses import dataclass
 
-from modules.errors import CurateError, SettingsError
+from curate.stages.errors import CurateError, SettingsError
 
 log = logging.getLogger("curate.cluster")
 
@@ -512,10 +512,10 @@ def install_log_filters(client) -> None:
         name = "curate-quiet-worker-logs"
 
         def setup(self, worker):
-            from app.logs import quiet_noisy_loggers
+            from curate.app.logs import quiet_noisy_loggers
 
             logging.getLogger("distributed.worker").addFilter(_HideExpectedFailures())
-            from app.errors import hide_dask_tracebacks
+            from curate.app.errors import hide_dask_tracebacks
 
             hide_dask_tracebacks()
             if logging.getLogger("distributed").getEffectiveLevel() > logging.DEBUG:

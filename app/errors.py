@@ -1,6 +1,6 @@
 """Turning failures that are not curate's own errors into the one line a user reads.
 
-``curate`` reports :class:`modules.errors.CurateError` as its message. Other failures reach the CLI
+``curate`` reports :class:`curate.stages.errors.CurateError` as its message. Other failures reach the CLI
 as library exceptions that name nothing a user can act on: a worker killed for memory
 (``KilledWorker: ('read-_to_string_dtype-…', 0)``), a full disk (``[Errno 28]`` without a path). This
 module says which stage, which input, which limit and what to change. It is presentation only:
@@ -14,7 +14,7 @@ import logging
 import os
 import re
 
-from modules.errors import CurateError
+from curate.stages.errors import CurateError
 
 
 class WorkerKilled(CurateError):
@@ -54,8 +54,8 @@ class WorkerKilled(CurateError):
 
     def in_stage(self, stage: str, inputs, io) -> WorkerKilled:
         """Add the stage and the input file(s) the partition was read from (when it maps to one)."""
-        from modules import dataset, registry
-        from modules.settings import parse_bytes
+        from curate.stages import dataset, registry
+        from curate.stages.settings import parse_bytes
 
         self.stage, self.blocksize = stage, io.blocksize
         i = self.partition
@@ -74,7 +74,7 @@ class WorkerKilled(CurateError):
         return self
 
     def _message(self) -> str:
-        from modules.dataset import format_size
+        from curate.stages.dataset import format_size
 
         where = f"stage {self.stage}: " if self.stage else ""
         part = f" on partition {self.partition}" if self.partition is not None else ""

@@ -57,7 +57,7 @@ class RedactFilter(logging.Filter):
     """No credentials in a log line: URLs' passwords and signed query parameters become ``***``."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from modules.secrets import redact_url
+        from curate.stages.secrets import redact_url
 
         message = record.getMessage()
         clean = redact_url(message)

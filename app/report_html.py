@@ -26,7 +26,7 @@ import logging
 import os
 import time
 
-from app.commands.report import load_manifest, stage_dirs
+from curate.app.commands.report import load_manifest, stage_dirs
 
 log = logging.getLogger("curate.report")
 
@@ -174,7 +174,7 @@ def dedup_pairs(folder: str, manifest: dict, limit: int = EXAMPLE_PAIRS) -> list
             if manifest.get("stage") == "exact_dedup":
                 jac = 1.0 if ta == tb else None
             else:
-                from modules.dedup import minhash
+                from curate.stages.dedup import minhash
 
                 jac = float(minhash.jaccard([ta], [tb], settings.get("ngram", 5), settings.get("shingle", "word"))[0])
         out.append({"removed": a, "kept": b, "jaccard": jac, "removed_text": (ta or "")[:EXAMPLE_CHARS],
@@ -214,7 +214,7 @@ def token_lengths(folder: str, bins: int = 30) -> dict | None:
     """Histogram of document lengths in tokens over every ``.idx`` (log-spaced bins), streamed per file."""
     import numpy as np
 
-    from modules.tokenize import megatron
+    from curate.stages.tokenize import megatron
 
     idx = sorted(glob.glob(os.path.join(folder, "*.idx")))
     if not idx:
@@ -242,7 +242,7 @@ def _doc_lengths(index):
 
 
 def verify_result(folder: str) -> dict:
-    from modules.tokenize.verify import verify
+    from curate.stages.tokenize.verify import verify
 
     try:
         r = verify(folder)
@@ -369,7 +369,7 @@ def score_chart(name: str, f: dict, entry: dict):
 
 
 def threshold_text(f: dict) -> str:
-    from app.commands.report import threshold_text as t
+    from curate.app.commands.report import threshold_text as t
 
     return t(f)
 
@@ -589,7 +589,7 @@ def render(data: dict) -> str:
 
 def write_report(out: str, path: str | None = None, verify: bool | str = True) -> str:
     """Write the page (atomically) to ``path`` (default ``OUT/_reports/report.html``); return its path."""
-    from modules.dataset import atomic_write
+    from curate.stages.dataset import atomic_write
 
     path = os.path.abspath(path or os.path.join(out, "_reports", "report.html"))
     page = render(collect(out, verify=verify))
@@ -620,7 +620,7 @@ def write_run_report(output: str, client, performance_report: str | None, starte
     """End of ``curate run``: ``_reports/run.json`` (cluster, timing, the performance report) and
     ``_reports/report.html``. A failure here is logged with its reason; the run's data is unaffected.
     ``at_start``: :func:`cluster_info` as the run began (workers may be leaving by now)."""
-    from modules.dataset import write_json
+    from curate.stages.dataset import write_json
 
     reports = os.path.join(output, "_reports")
     cluster = cluster_info(client)

@@ -17,11 +17,18 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from app.errors import WorkerKilled
-from modules import dataset, registry
-from modules import output as output_mod
-from modules.errors import SettingsError
-from modules.stage import IOSettings, StageContext, coerce, fingerprint, settings_files, settings_from_mapping
+from curate.app.errors import WorkerKilled
+from curate.stages import dataset, registry
+from curate.stages import output as output_mod
+from curate.stages.errors import SettingsError
+from curate.stages.stage import (
+    IOSettings,
+    StageContext,
+    coerce,
+    fingerprint,
+    settings_files,
+    settings_from_mapping,
+)
 
 log = logging.getLogger("curate.runner")
 
@@ -284,7 +291,7 @@ def make_compute(client, show_progress: bool | None = None):
         show_progress = sys.stderr.isatty()
     tracker = None
     if client is not None:
-        from app.live import Tracker
+        from curate.app.live import Tracker
 
         tracker = Tracker(client).start()
 
@@ -323,7 +330,7 @@ def performance_report(output: str, label: str, client):
     folder = os.path.join(output, "_reports")
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, f"{time.strftime('%Y%m%d-%H%M%S')}-{label}.html")
-    from app.report_html import cluster_info, write_run_report
+    from curate.app.report_html import cluster_info, write_run_report
 
     started, cluster = time.time(), cluster_info(client)  # workers as the run starts
     with report(filename=path):

@@ -183,7 +183,7 @@ class Truth:
     def __init__(self, records: list[dict], threshold: float):
         import numpy as np
 
-        from modules.dedup import minhash
+        from curate.stages.dedup import minhash
 
         self.n = len(records)
         self.threshold = threshold
@@ -223,9 +223,9 @@ def run_curate(records: list[dict], tmp: str, settings: dict) -> tuple[set[int],
     import dask
     import pandas as pd
 
-    from app.runner import run_stage
-    from modules.dedup.fuzzy import FuzzyDedupSettings
-    from modules.stage import IOSettings, settings_from_mapping
+    from curate.app.runner import run_stage
+    from curate.stages.dedup.fuzzy import FuzzyDedupSettings
+    from curate.stages.stage import IOSettings, settings_from_mapping
 
     src = os.path.join(tmp, "in.jsonl")
     if not os.path.exists(src):
@@ -254,7 +254,7 @@ GRID = [(9, 13), (14, 8), (16, 8), (18, 7), (21, 6), (25, 5), (32, 4)]
 def bench_accuracy(args) -> None:
     import tempfile
 
-    from modules.dedup.fuzzy import FuzzyDedupSettings
+    from curate.stages.dedup.fuzzy import FuzzyDedupSettings
 
     pool = paragraphs(args.data)
     threshold = args.threshold
@@ -327,7 +327,7 @@ def bench_speed(args) -> None:
     import xxhash
     from datasketch import MinHash
 
-    from modules.dedup import minhash
+    from curate.stages.dedup import minhash
 
     pa.set_cpu_count(1)
     texts = synthetic_texts(args.docs, seed=1)
@@ -419,10 +419,10 @@ def peak_rss() -> int:
 def bench_scale(args) -> None:
     from distributed import Client, LocalCluster
 
-    from app.runner import make_compute, run_stage
-    from modules.dedup.exact import ExactDedupSettings
-    from modules.dedup.fuzzy import FuzzyDedupSettings
-    from modules.stage import IOSettings
+    from curate.app.runner import make_compute, run_stage
+    from curate.stages.dedup.exact import ExactDedupSettings
+    from curate.stages.dedup.fuzzy import FuzzyDedupSettings
+    from curate.stages.stage import IOSettings
 
     sizes = [int(s) for s in args.sizes.split(",")]
     results = []

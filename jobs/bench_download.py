@@ -9,7 +9,7 @@ Both modes run the CLI in a subprocess with a local cluster of ``--workers`` wor
 
 - ``stream``: ``curate download urls --list LIST --output OUT`` (one task per file, the bytes go from
   the socket into the extractor);
-- ``download+extract``: the files downloaded with curate's downloader (``modules.download.http``,
+- ``download+extract``: the files downloaded with curate's downloader (``curate.stages.download.http``,
   workers x 4 at once) into a raw folder, then ``curate extract warc --input RAW --output OUT``.
 
 Reported per mode: documents kept, wall seconds, documents per second, and the peak size of the raw
@@ -34,11 +34,11 @@ from concurrent.futures import ThreadPoolExecutor
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from modules.download.http import DownloadOptions, download  # noqa: E402
+from curate.stages.download.http import DownloadOptions, download  # noqa: E402
 from tests.httpserver import FileServer  # noqa: E402
 
 SOURCE = os.path.join(ROOT, "jobs", "data", "rust-book.warc.gz")
-CURATE = [sys.executable, "-m", "app.cli"]
+CURATE = [sys.executable, "-m", "curate"]
 
 
 def make_mirror(folder: str, files: int, copies: int) -> list[str]:

@@ -27,9 +27,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from modules.extract import RawFile  # noqa: E402
-from modules.extract.html import ALGORITHMS, decode_html, extract_text  # noqa: E402
-from modules.extract.warc import ExtractWarcSettings, extract_warc_file  # noqa: E402
+from curate.stages.extract import RawFile  # noqa: E402
+from curate.stages.extract.html import ALGORITHMS, decode_html, extract_text  # noqa: E402
+from curate.stages.extract.warc import ExtractWarcSettings, extract_warc_file  # noqa: E402
 
 DEFAULT_INPUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "rust-book.warc.gz")
 TARGET = 200.0

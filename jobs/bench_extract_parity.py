@@ -37,8 +37,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def dump_curate(warcs: list[str], algorithm: str, out: str) -> None:
     import pandas as pd
 
-    from modules.extract import RawFile
-    from modules.extract.warc import ExtractWarcSettings, extract_warc_file
+    from curate.stages.extract import RawFile
+    from curate.stages.extract.warc import ExtractWarcSettings, extract_warc_file
 
     with open(out, "w") as f:
         for path in warcs:

@@ -58,8 +58,8 @@ RESILIPARSE_ARGS = dict(main_content=True, alt_texts=False, links=False, form_fi
 
 def _members(path: str):
     """(header, block) of every record of a gzip'd WARC (one record per member)."""
-    from modules.extract.archive import open_stream
-    from modules.extract.warcreader import WarcReader
+    from curate.stages.extract.archive import open_stream
+    from curate.stages.extract.warcreader import WarcReader
 
     for item in WarcReader(open_stream(path), 1 << 30, None):
         if item.kind == "record":
@@ -104,8 +104,8 @@ def raw_loop(files: list[str], nemo: bool) -> int:
     from resiliparse.extract.html2text import extract_plain_text
 
     if nemo:
-        from modules.extract.html import stoplists
-        from modules.extract.language import detect
+        from curate.stages.extract.html import stoplists
+        from curate.stages.extract.language import detect
 
         lists = stoplists()
     docs = 0
@@ -135,8 +135,8 @@ def raw_loop(files: list[str], nemo: bool) -> int:
 
 
 def curate_loop(files: list[str], defaults: bool) -> int:
-    from modules.extract import RawFile
-    from modules.extract.warc import ExtractWarcSettings, extract_warc_file
+    from curate.stages.extract import RawFile
+    from curate.stages.extract.warc import ExtractWarcSettings, extract_warc_file
 
     settings = ExtractWarcSettings() if defaults else ExtractWarcSettings(language_id="none", min_stopword_density=0)
     docs = 0

@@ -44,9 +44,9 @@ def main() -> int:
     import pandas as pd
     import pyarrow as pa
 
-    from modules.clean import CleanSettings, clean
-    from modules.dataset import STRING
-    from modules.filters.base import ScoreFilter, Texts, build_chain, load_chain
+    from curate.stages.clean import CleanSettings, clean
+    from curate.stages.dataset import STRING
+    from curate.stages.filters.base import ScoreFilter, Texts, build_chain, load_chain
 
     pa.set_cpu_count(1)
     with gzip.open(args.data, "rt", encoding="utf-8") as f:

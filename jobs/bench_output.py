@@ -47,7 +47,7 @@ def run(args: list[str], checksum: bool) -> float:
     if not checksum:
         env["CURATE_BENCH_NO_CHECKSUM"] = "1"
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=ROOT, env=env, check=True,
+    subprocess.run([sys.executable, "-m", "curate", *args], cwd=ROOT, env=env, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - started
 

@@ -12,14 +12,14 @@ Length distributions (document lengths in tokens, each with one BOS, as pack see
 
 Algorithms, all on the same segments (documents longer than a row are split into BOS-led chunks):
 
-- best-fit decreasing: ``modules.pack.layout`` (what ``curate pack`` does), on the whole set and
+- best-fit decreasing: ``curate.stages.pack.layout`` (what ``curate pack`` does), on the whole set and
   per partition (the set cut into --partitions equal parts, as on a cluster);
 - plain first-fit: each segment, in input order, into the first row with room (a max-segment tree
   finds it in O(log rows));
 - concatenate-and-chop: every document behind its BOS, concatenated, cut every seq_length tokens:
   no padding at all, but documents are cut at arbitrary points (the fraction cut is shown).
 
-Speed: ``modules.pack.pack_pair`` end to end (index, layout, row assembly, invariant check, Parquet
+Speed: ``curate.stages.pack.pack_pair`` end to end (index, layout, row assembly, invariant check, Parquet
 write) on one pair of --speed-tokens long-tailed tokens, single process: tokens/s per core, the
 best of --repeat, from CPU time.
 """
@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def sample_lengths() -> np.ndarray:
-    from modules.tokenize.load import load_tokenizer
+    from curate.stages.tokenize.load import load_tokenizer
 
     tok = load_tokenizer("tiktoken:cl100k_base")
     with gzip.open(ROOT / "jobs" / "data" / "sample.jsonl.gz", "rt", encoding="utf-8") as f:
@@ -53,13 +53,13 @@ def long_tailed(n: int, seed: int = 0) -> np.ndarray:
 
 
 def plan(seq: int):
-    from modules.pack import PackPlan
+    from curate.stages.pack import PackPlan
 
     return PackPlan(seq, "split", seq // 2, 0, 1, 0, "uint32", 100_000, False, False)
 
 
 def sizes_of(content: np.ndarray, seq: int) -> np.ndarray:
-    from modules.pack import segments
+    from curate.stages.pack import segments
 
     _, _, c, _, _ = segments(content, seq, "split", seq // 2)
     return c + 1
@@ -90,7 +90,7 @@ def first_fit_rows(sizes: np.ndarray, cap: int) -> int:
 
 
 def bfd_rows(content: np.ndarray, seq: int, partitions: int = 1) -> int:
-    from modules.pack import layout
+    from curate.stages.pack import layout
 
     return sum(layout(part, plan(seq)).rows for part in np.array_split(content, partitions))
 
@@ -125,9 +125,9 @@ def fill_table(name: str, everything: np.ndarray, seqs, partitions: int, drop_lo
 
 
 def speed(tokens: int, seq: int, repeat: int) -> str:
-    from modules.output import Output
-    from modules.pack import pack_pair
-    from modules.tokenize.read import open_token_set
+    from curate.stages.output import Output
+    from curate.stages.pack import pack_pair
+    from curate.stages.tokenize.read import open_token_set
     from tests.modules.tokensets import make_token_set
 
     rng = np.random.default_rng(1)
@@ -153,7 +153,7 @@ def speed(tokens: int, seq: int, repeat: int) -> str:
 
 
 def plan_for(seq: int):
-    from modules.pack import PackPlan
+    from curate.stages.pack import PackPlan
 
     return PackPlan(seq, "split", seq // 2, 0, 50_000, 0, "uint32", 50_001, False, False)
 

@@ -107,7 +107,7 @@ def one_curate(stage: str, work: str, workers: int) -> dict:
         import pyarrow as pa
 
         pa.set_cpu_count(1)
-        from modules.dedup import minhash
+        from curate.stages.dedup import minhash
 
         lists = read_parquet_column(os.path.join(work, "shingles.parquet"), "shingles")
         minhash.signatures_of_shingles(lists[:10], NUM_PERM, SEED)  # compile / load the kernels
@@ -124,7 +124,7 @@ def one_curate(stage: str, work: str, workers: int) -> dict:
         import pyarrow as pa
 
         pa.set_cpu_count(1)
-        from modules.dedup import minhash
+        from curate.stages.dedup import minhash
 
         texts = read_parquet_column(os.path.join(work, "texts.parquet"), "text")
         minhash.signatures(texts[:10], NUM_PERM, SEED)
@@ -282,7 +282,7 @@ def prepare(work: str, docs: int, core_docs: int) -> None:
     import pyarrow.parquet as pq
     from bench_dedup import make_synthetic, synthetic_texts
 
-    from modules.dedup import minhash
+    from curate.stages.dedup import minhash
 
     os.makedirs(work, exist_ok=True)
     make_synthetic(os.path.join(work, "docs"), docs, per_file=max(docs // 8, 1000))
@@ -345,7 +345,7 @@ def main() -> int:
     args = p.parse_args()
 
     sys.path.insert(0, ROOT)
-    from modules.dedup.fuzzy import FuzzyDedupSettings
+    from curate.stages.dedup.fuzzy import FuzzyDedupSettings
 
     prepare(args.workdir, args.docs, args.core_docs)
     env = {"BENCH_BANDS_ROWS": json.dumps(FuzzyDedupSettings().lsh_params())}

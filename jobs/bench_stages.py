@@ -50,15 +50,15 @@ def main() -> int:
     import pandas as pd
     import pyarrow as pa
 
-    from modules import decontaminate as dc
-    from modules.add_id import AddIdSettings, add_ids
-    from modules.blend import blend_partition, plan_source
-    from modules.clean import CleanSettings, clean
-    from modules.dataset import STRING
-    from modules.filters import get_filter
-    from modules.filters.base import ScoreFilter
-    from modules.redact import RedactSettings, redact
-    from modules.split_join import JoinSettings, SplitSettings, join_frame, split_frame
+    from curate.stages import decontaminate as dc
+    from curate.stages.add_id import AddIdSettings, add_ids
+    from curate.stages.blend import blend_partition, plan_source
+    from curate.stages.clean import CleanSettings, clean
+    from curate.stages.dataset import STRING
+    from curate.stages.filters import get_filter
+    from curate.stages.filters.base import ScoreFilter
+    from curate.stages.redact import RedactSettings, redact
+    from curate.stages.split_join import JoinSettings, SplitSettings, join_frame, split_frame
 
     pa.set_cpu_count(1)
     with gzip.open(args.data, "rt", encoding="utf-8") as f:

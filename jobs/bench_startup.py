@@ -35,7 +35,7 @@ def info():
 
 
 def first_minhash():
-    from modules.dedup import minhash
+    from curate.stages.dedup import minhash
 
     minhash.signatures(["a b c d e f"], 16)
     return info()
@@ -46,13 +46,13 @@ def main() -> int:
     p.add_argument("--workers", type=int, default=2)
     args = p.parse_args()
     t0 = cpu()
-    import modules.stage  # noqa: F401
+    import curate.stages.stage  # noqa: F401
 
     t1 = cpu()
-    print(f"client: import modules.stage (pandas): {t1 - t0:.2f} s CPU, {rss():.0f} MiB")
-    import app.cli
+    print(f"client: import curate.stages.stage (pandas): {t1 - t0:.2f} s CPU, {rss():.0f} MiB")
+    import curate.app.cli
 
-    app.cli.build_parser()
+    curate.app.cli.build_parser()
     t2 = cpu()
     print(f"client: build the CLI parser (every stage): {t2 - t1:.2f} s CPU, {rss():.0f} MiB, {len(sys.modules)} modules")
     import dask.dataframe  # noqa: F401
@@ -60,7 +60,7 @@ def main() -> int:
 
     t3 = cpu()
     print(f"client: import dask.dataframe + distributed: {t3 - t2:.2f} s CPU, {rss():.0f} MiB")
-    from app.cluster import ClusterSettings, connect
+    from curate.app.cluster import ClusterSettings, connect
 
     wall = time.perf_counter()
     with connect(ClusterSettings(mode="local", workers=args.workers, threads_per_worker=1,

@@ -72,10 +72,10 @@ def cl100k_hf_dir(folder: str) -> str:
 def writer_run(spec: str, texts: list[str], batch_size: int):
     import pandas as pd
 
-    from modules.dataset import STRING
-    from modules.tokenize import megatron
-    from modules.tokenize.load import load_tokenizer
-    from modules.tokenize.writer import Output, Plan, tokenize_partition
+    from curate.stages.dataset import STRING
+    from curate.stages.tokenize import megatron
+    from curate.stages.tokenize.load import load_tokenizer
+    from curate.stages.tokenize.writer import Output, Plan, tokenize_partition
 
     tok = load_tokenizer(spec)
     df = pd.DataFrame({
@@ -109,7 +109,7 @@ def main():
 
     import tiktoken
 
-    from modules.tokenize.load import load_tokenizer
+    from curate.stages.tokenize.load import load_tokenizer
 
     texts = load_texts(args.mb)
     mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from modules.errors import SettingsError
-from modules.stage import REASON, Stage, check_range
+from curate.stages.errors import SettingsError
+from curate.stages.stage import REASON, Stage, check_range
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ def kept_count(df: pd.DataFrame) -> int:
 
 def add_ids(df: pd.DataFrame, settings: AddIdSettings, first: int = 0) -> pd.DataFrame:
     """Number the kept rows of ``df`` from ``settings.start + first``; the pure per-partition step."""
-    from modules.dataset import STRING
+    from curate.stages.dataset import STRING
 
     kept = df[REASON].isna().to_numpy() if REASON in df.columns else np.ones(len(df), dtype=bool)
     numbers = settings.start + first + np.cumsum(kept) - 1
@@ -74,7 +74,7 @@ class AddIdStage(Stage):
     help = "ids PREFIX-NNNNNNNNNN numbered in dataset order across partitions (no global sort)"
 
     def run(self, settings, ctx):
-        from modules import dataset
+        from curate.stages import dataset
 
         ddf = dataset.read_dataset(ctx.input, ctx.io, rejects_dir=ctx.output)
         counts = ddf.map_partitions(lambda d: pd.Series([kept_count(d)]), meta=(None, "int64"))

@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from modules.errors import SettingsError
-from modules.stage import REASON, Stage, check_range
+from curate.stages.errors import SettingsError
+from curate.stages.stage import REASON, Stage, check_range
 
 SOURCE_COLUMN = "blend_source"
 SET_FILES = {"train": "data_path.txt", "validation": "valid_data_path.txt", "test": "test_data_path.txt"}
@@ -91,7 +91,7 @@ def plan_source(sizes: list[int], wanted: int, seed: int, source: int) -> list[t
 
 def blend_partition(df: pd.DataFrame, copies: int, extra: np.ndarray, name: str, meta: pd.DataFrame) -> pd.DataFrame:
     """``copies`` copies of the kept rows plus the rows at ``extra``; rows rejected upstream once."""
-    from modules.dataset import STRING
+    from curate.stages.dataset import STRING
 
     bad = df[REASON].notna().to_numpy() if REASON in df.columns else np.zeros(len(df), dtype=bool)
     kept = df[~bad]
@@ -184,7 +184,7 @@ class BlendStage(Stage):
         import dask
         import dask.dataframe as dd
 
-        from modules import dataset
+        from curate.stages import dataset
 
         names = source_names(settings, ctx.input)
         sources = [dataset.read_dataset((spec,), ctx.io, rejects_dir=ctx.output) for spec in ctx.input]
@@ -217,7 +217,7 @@ class BlendStage(Stage):
     def _tokens(self, settings, ctx, sources):
         import time
 
-        from modules import dataset
+        from curate.stages import dataset
 
         started = time.time()
         names = source_names(settings, ctx.input)

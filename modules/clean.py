@@ -38,10 +38,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from modules.dataset import STRING, mark_dropped
-from modules.errors import SettingsError
-from modules.filters.heuristic import C4_POLICY_SUBSTRINGS
-from modules.stage import MapStage, check_choice, check_range
+from curate.stages.dataset import STRING, mark_dropped
+from curate.stages.errors import SettingsError
+from curate.stages.filters.heuristic import C4_POLICY_SUBSTRINGS
+from curate.stages.stage import MapStage, check_choice, check_range
 
 #: C4's line rules: a line mentioning javascript or one of C4's policy phrases (the list the C4 filters use)
 C4_BOILERPLATE = ("javascript", *C4_POLICY_SUBSTRINGS)
@@ -161,7 +161,7 @@ def fix_lines(arr, settings: CleanSettings):
 def clean_text(text: pd.Series, settings: CleanSettings) -> pd.Series:
     import pyarrow.compute as pc
 
-    from modules.filters.base import to_arrow
+    from curate.stages.filters.base import to_arrow
 
     arr = to_arrow(text)
     arr = pc.replace_substring(pc.replace_substring(arr, "\r\n", "\n"), "\r", "\n")

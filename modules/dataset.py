@@ -41,8 +41,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from modules.errors import DataError, SettingsError
-from modules.settings import IOSettings, parse_bytes, settings_dict
+from curate.stages.errors import DataError, SettingsError
+from curate.stages.settings import IOSettings, parse_bytes, settings_dict
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +160,7 @@ def _glob_root(pattern: str) -> str:
 
 
 def _dataset_dir_files(path: str, allow_incomplete: bool) -> list[str]:
-    from modules.output import Output
+    from curate.stages.output import Output
 
     out = Output.at(path)
     if not out.exists(SUCCESS) and not allow_incomplete:
@@ -200,7 +200,7 @@ def _manifest_parts(path: str, manifest: dict) -> list[str]:
 
     An unfinished output (read with --allow-incomplete) lists the parts its journal records as done.
     """
-    from modules.output import Output, is_control, is_temporary
+    from curate.stages.output import Output, is_control, is_temporary
 
     out = Output.at(path)
     listing = out.listing()
@@ -234,13 +234,13 @@ def _kind(path: str) -> str | None:
 
 
 def is_complete(path: str) -> bool:
-    from modules.output import Output
+    from curate.stages.output import Output
 
     return Output.at(path).exists(SUCCESS)
 
 
 def read_manifest(path: str) -> dict | None:
-    from modules.output import Output
+    from curate.stages.output import Output
 
     return Output.at(path).manifest()
 
@@ -891,8 +891,8 @@ def part_name(i: int, fmt: str) -> str:
 
 
 def atomic_write(path: str, write) -> None:
-    """Local files that are not part of an output (see :func:`modules.output.atomic_write`)."""
-    from modules.output import atomic_write as write_atomically
+    """Local files that are not part of an output (see :func:`curate.stages.output.atomic_write`)."""
+    from curate.stages.output import atomic_write as write_atomically
 
     write_atomically(path, write)
 
@@ -907,8 +907,8 @@ def write_json(path: str, obj) -> None:
 
 
 def stage_output(ctx, unit: str = ""):
-    """The :class:`modules.output.Output` a stage writes (``ctx.output``)."""
-    from modules.output import Output
+    """The :class:`curate.stages.output.Output` a stage writes (``ctx.output``)."""
+    from curate.stages.output import Output
 
     return Output.at(ctx.output, unit)
 

@@ -52,8 +52,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from modules.errors import SettingsError
-from modules.stage import REASON, Stage, check_range
+from curate.stages.errors import SettingsError
+from curate.stages.stage import REASON, Stage, check_range
 
 WORD = re.compile(r"\S+")
 PUNCT = str.maketrans("", "", string.punctuation)
@@ -334,7 +334,7 @@ def remove_partition(df: pd.DataFrame, index: Index, settings: DecontaminateSett
     Two internal columns feed the manifest (the stage drops them): ``_dc_tasks``, the task indices
     cut out, on the first row of each cut document only, and ``_dc_fragment``, the fragment number
     (-1 for a document left as it was)."""
-    from modules.dataset import STRING, mark_dropped
+    from curate.stages.dataset import STRING, mark_dropped
 
     kept = df[REASON].isna().to_numpy() if REASON in df.columns else np.ones(len(df), dtype=bool)
     texts, ids = df["text"].tolist(), df["id"].tolist()
@@ -397,7 +397,7 @@ class DecontaminateStage(Stage):
         import dask
         import dask.dataframe as dd
 
-        from modules import dataset
+        from curate.stages import dataset
 
         names, per_task = [], []
         for name, path in task_files(settings.tasks):

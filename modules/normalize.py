@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from modules.dataset import STRING, mark_dropped
-from modules.stage import MapStage
+from curate.stages.dataset import STRING, mark_dropped
+from curate.stages.stage import MapStage
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from modules.errors import DataError, SettingsError
+from curate.stages.errors import DataError, SettingsError
 
 log = logging.getLogger(__name__)
 

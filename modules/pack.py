@@ -80,8 +80,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from modules.errors import DataError, SettingsError
-from modules.stage import Stage, check_choice, check_range
+from curate.stages.errors import DataError, SettingsError
+from curate.stages.stage import Stage, check_choice, check_range
 
 log = logging.getLogger(__name__)
 
@@ -467,8 +467,8 @@ def pack_pair(ts, file_no: int, plan: PackPlan, out, run: str) -> dict:
     """Pack input pair ``file_no`` of token set ``ts`` into ``<pair>.parquet``, journaled; its stats."""
     import pyarrow.parquet as pq
 
-    from modules.dataset import DETAIL, REASON, REJECTS
-    from modules.tokenize.read import document_bounds
+    from curate.stages.dataset import DETAIL, REASON, REJECTS
+    from curate.stages.tokenize.read import document_bounds
 
     started = time.perf_counter()
     pair = ts.pairs[file_no]
@@ -540,9 +540,9 @@ class PackStage(Stage):
     def run(self, settings: PackSettings, ctx) -> dict:
         import dask
 
-        from modules import dataset
-        from modules.output import Output
-        from modules.tokenize.read import one_input, open_token_set
+        from curate.stages import dataset
+        from curate.stages.output import Output
+        from curate.stages.tokenize.read import one_input, open_token_set
 
         started = time.time()
         ts = open_token_set(one_input(ctx.input, self.name), settings.input_prefix, ctx.io.allow_incomplete)
@@ -622,8 +622,8 @@ def verify(path: str, vocab_size: int | None = None, tokenizer=None, first_token
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from modules.output import Output
-    from modules.tokenize.read import CheckReport, listed_files, vocab_for_check
+    from curate.stages.output import Output
+    from curate.stages.tokenize.read import CheckReport, listed_files, vocab_for_check
 
     out = Output.at(path)
     manifest = out.manifest()

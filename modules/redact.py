@@ -63,9 +63,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from modules.dataset import STRING
-from modules.errors import SettingsError
-from modules.stage import MapStage, check_range
+from curate.stages.dataset import STRING
+from curate.stages.errors import SettingsError
+from curate.stages.stage import MapStage, check_range
 
 KINDS = ("secret", "email", "network_address", "home_path")
 COUNT_PREFIX = "_pii_"
@@ -150,12 +150,12 @@ class RedactSettings:
         check_range(self, "secret_min_length", 8)
         check_range(self, "secret_min_entropy", 0, 8)
         check_range(self, "presidio_threshold", 0, 1)
-        from modules.stage import check_choice
+        from curate.stages.stage import check_choice
 
         check_choice(self, "strategy")
         if not self.presidio:
             return
-        from modules import presidio
+        from curate.stages import presidio
 
         if not presidio.available():
             raise SettingsError("presidio: presidio-analyzer and spacy are not installed; "
@@ -242,7 +242,7 @@ def redact(df: pd.DataFrame, settings: RedactSettings) -> pd.DataFrame:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from modules.filters.base import to_arrow
+    from curate.stages.filters.base import to_arrow
 
     arr = to_arrow(df["text"])
     n = len(arr)
@@ -296,7 +296,7 @@ def count_kinds(settings: RedactSettings) -> tuple[str, ...]:
 def _presidio(arr, settings: RedactSettings, counts: dict):
     import pyarrow as pa
 
-    from modules import presidio
+    from curate.stages import presidio
 
     texts, found = presidio.redact_texts(
         arr.to_pylist(), settings.presidio, settings.language, settings.spacy_model,
@@ -339,7 +339,7 @@ class RedactStage(MapStage):
         import dask
         import dask.dataframe as dd
 
-        from modules import dataset
+        from curate.stages import dataset
 
         out = self.apply(dataset.read_dataset(ctx.input, ctx.io, rejects_dir=ctx.output), settings)
         cols = [c for c in out._meta.columns if c.startswith(COUNT_PREFIX)]

@@ -9,35 +9,35 @@ from __future__ import annotations
 import importlib
 import importlib.util
 
-from modules.errors import SettingsError
+from curate.stages.errors import SettingsError
 
 STAGES: dict[str, str] = {
-    "normalize": "modules.normalize:NormalizeStage",
+    "normalize": "curate.stages.normalize:NormalizeStage",
     # download and extraction (issue: download/extract)
-    "download_commoncrawl": "modules.download.commoncrawl:DownloadCommonCrawlStage",
-    "download_wikipedia": "modules.download.wikipedia:DownloadWikipediaStage",
-    "download_arxiv": "modules.download.arxiv:DownloadArxivStage",
-    "download_urls": "modules.download.urls:DownloadUrlsStage",
-    "extract_warc": "modules.extract.warc:ExtractWarcStage",
-    "extract_wikipedia": "modules.extract.wikipedia:ExtractWikipediaStage",
-    "extract_arxiv": "modules.extract.arxiv:ExtractArxivStage",
+    "download_commoncrawl": "curate.stages.download.commoncrawl:DownloadCommonCrawlStage",
+    "download_wikipedia": "curate.stages.download.wikipedia:DownloadWikipediaStage",
+    "download_arxiv": "curate.stages.download.arxiv:DownloadArxivStage",
+    "download_urls": "curate.stages.download.urls:DownloadUrlsStage",
+    "extract_warc": "curate.stages.extract.warc:ExtractWarcStage",
+    "extract_wikipedia": "curate.stages.extract.wikipedia:ExtractWikipediaStage",
+    "extract_arxiv": "curate.stages.extract.arxiv:ExtractArxivStage",
     # cleaning and filtering
-    "clean": "modules.clean:CleanStage",
-    "redact": "modules.redact:RedactStage",
-    "filter": "modules.filters.stage:FilterStage",
-    "decontaminate": "modules.decontaminate:DecontaminateStage",
-    "split_documents": "modules.split_join:SplitDocumentsStage",
-    "join_documents": "modules.split_join:JoinDocumentsStage",
-    "add_id": "modules.add_id:AddIdStage",
+    "clean": "curate.stages.clean:CleanStage",
+    "redact": "curate.stages.redact:RedactStage",
+    "filter": "curate.stages.filters.stage:FilterStage",
+    "decontaminate": "curate.stages.decontaminate:DecontaminateStage",
+    "split_documents": "curate.stages.split_join:SplitDocumentsStage",
+    "join_documents": "curate.stages.split_join:JoinDocumentsStage",
+    "add_id": "curate.stages.add_id:AddIdStage",
     # deduplication
-    "exact_dedup": "modules.dedup.exact:ExactDedupStage",
-    "fuzzy_dedup": "modules.dedup.fuzzy:FuzzyDedupStage",
+    "exact_dedup": "curate.stages.dedup.exact:ExactDedupStage",
+    "fuzzy_dedup": "curate.stages.dedup.fuzzy:FuzzyDedupStage",
     # the product
-    "shuffle": "modules.shuffle:ShuffleStage",
-    "blend": "modules.blend:BlendStage",
-    "tokenize": "modules.tokenize.writer:TokenizeStage",
-    "pack": "modules.pack:PackStage",
-    "shards": "modules.shards:ShardsStage",
+    "shuffle": "curate.stages.shuffle:ShuffleStage",
+    "blend": "curate.stages.blend:BlendStage",
+    "tokenize": "curate.stages.tokenize.writer:TokenizeStage",
+    "pack": "curate.stages.pack:PackStage",
+    "shards": "curate.stages.shards:ShardsStage",
 }
 
 

@@ -16,7 +16,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-from modules.errors import SettingsError
+from curate.stages.errors import SettingsError
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from modules.errors import DataError, SettingsError
-from modules.stage import Stage, check_choice, check_range
+from curate.stages.errors import DataError, SettingsError
+from curate.stages.stage import Stage, check_choice, check_range
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +154,7 @@ def write_npy_header(f, dtype, n: int) -> None:
 
 def write_shard(ts, shard: ShardPlan, plan: StreamPlan, out, run: str) -> dict:
     """One shard file, streamed chunk by chunk, journaled; its stats."""
-    from modules.tokenize.read import document_bounds
+    from curate.stages.tokenize.read import document_bounds
 
     started = time.perf_counter()
     out.intend(shard.name[:-len(".npy")], [shard.name])
@@ -227,9 +227,9 @@ class ShardsStage(Stage):
     def run(self, settings: ShardsSettings, ctx) -> dict:
         import dask
 
-        from modules import dataset
-        from modules.output import Output
-        from modules.tokenize.read import one_input, open_token_set
+        from curate.stages import dataset
+        from curate.stages.output import Output
+        from curate.stages.tokenize.read import one_input, open_token_set
 
         started = time.time()
         ts = open_token_set(one_input(ctx.input, self.name), settings.input_prefix, ctx.io.allow_incomplete)
@@ -312,8 +312,8 @@ def read_npy_header(f, where: str) -> tuple[np.dtype, int, int]:
 def verify(path: str, vocab_size: int | None = None, tokenizer=None, first_tokens: int = 64):
     """Check a shards output (``curate verify DIR``): files present and parseable, dtype against the
     vocabulary, shard sizes, split names, every id below the vocabulary size, EOT counts."""
-    from modules.output import Output
-    from modules.tokenize.read import CheckReport, listed_files, vocab_for_check
+    from curate.stages.output import Output
+    from curate.stages.tokenize.read import CheckReport, listed_files, vocab_for_check
 
     out = Output.at(path)
     manifest = out.manifest()

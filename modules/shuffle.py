@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from modules.stage import Stage, check_range
+from curate.stages.stage import Stage, check_range
 
 #: shuffle keys are in [0, 2**53): exact as integers and as the float divisions Dask may compare them with
 KEY_BITS = 53
@@ -88,7 +88,7 @@ class ShuffleStage(Stage):
     help = "seeded global shuffle, resharded into N partitions of about equal size"
 
     def run(self, settings, ctx):
-        from modules import dataset
+        from curate.stages import dataset
 
         ddf = dataset.read_dataset(ctx.input, ctx.io)
         out = shuffle_dask(ddf, settings)

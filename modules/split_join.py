@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from modules.errors import SettingsError
-from modules.stage import REASON, MapStage
+from curate.stages.errors import SettingsError
+from curate.stages.stage import REASON, MapStage
 
 DOCUMENT_ID = "document_id"
 SEGMENT_ID = "segment_id"
@@ -62,7 +62,7 @@ class JoinSettings:
 
 def split_frame(df: pd.DataFrame, settings: SplitSettings) -> pd.DataFrame:
     """One row per segment; the pure per-partition step (rows dropped upstream are not passed in)."""
-    from modules.dataset import STRING
+    from curate.stages.dataset import STRING
 
     sep = _unescape(settings.separator)
     parts = df["text"].astype(object).where(df["text"].notna(), "").map(lambda t: t.split(sep))
@@ -85,7 +85,7 @@ def split_frame(df: pd.DataFrame, settings: SplitSettings) -> pd.DataFrame:
 
 def join_frame(df: pd.DataFrame, settings: JoinSettings) -> pd.DataFrame:
     """One row per document_id: texts joined in segment order, id restored, first segment's columns."""
-    from modules.dataset import STRING
+    from curate.stages.dataset import STRING
 
     for col in (DOCUMENT_ID, SEGMENT_ID):
         if col not in df.columns:

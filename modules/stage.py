@@ -18,10 +18,10 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from modules.dataset import REASON
+from curate.stages.dataset import REASON
 
 # re-exported: stages import their settings helpers from here
-from modules.settings import (  # noqa: F401
+from curate.stages.settings import (  # noqa: F401
     IOSettings,
     check_choice,
     check_range,
@@ -100,7 +100,7 @@ class MapStage(Stage):
         return ddf.map_partitions(apply_to_kept, self.transform, settings, meta=meta)
 
     def run(self, settings, ctx: StageContext) -> dict:
-        from modules import dataset
+        from curate.stages import dataset
 
         ddf = dataset.read_dataset(ctx.input, ctx.io, rejects_dir=ctx.output)
         out = self.apply(ddf, settings)

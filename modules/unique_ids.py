@@ -35,7 +35,7 @@ class UniqueIdReport:
 
 def id_rows(df: pd.DataFrame, piece: int) -> pd.DataFrame:
     """(h, id, piece) for the rows of one input partition that were not rejected."""
-    from modules.dataset import REASON, STRING
+    from curate.stages.dataset import REASON, STRING
 
     good = df if REASON not in df.columns else df[df[REASON].isna()]
     ids = good["id"].astype(STRING).reset_index(drop=True)
@@ -62,7 +62,7 @@ def partition_duplicates(df: pd.DataFrame, examples: int) -> dict:
 
 
 def _rejected(df: pd.DataFrame) -> int:
-    from modules.dataset import REASON
+    from curate.stages.dataset import REASON
 
     return int(df[REASON].notna().sum()) if REASON in df.columns else 0
 
@@ -72,8 +72,8 @@ def check(specs, io_settings, compute, examples: int = 10) -> UniqueIdReport:
     import dask
     import dask.dataframe as dd
 
-    from modules import dataset
-    from modules.settings import parse_bytes
+    from curate.stages import dataset
+    from curate.stages.settings import parse_bytes
 
     ddf = dataset.read_dataset(specs, io_settings)
     files = dataset.expand_named(specs, allow_incomplete=io_settings.allow_incomplete)

@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 
 def run_once(job_path: str, output: str, client) -> float:
-    from app import runner
+    from curate.app import runner
 
     job = runner.load_job(job_path)
     shutil.rmtree(output, ignore_errors=True)
@@ -51,7 +51,7 @@ def transfer_rate(client, mib: int = 64, repeat: int = 5) -> float:
 def start_cluster(workers: int, tls: bool):
     from distributed import Client, LocalCluster
 
-    from app.cluster import cluster_security
+    from curate.app.cluster import cluster_security
 
     kwargs = {"protocol": "tls://", "security": cluster_security()} if tls else {"protocol": "tcp://"}
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
@@ -66,7 +66,7 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--output", default="out/tls")
     args = p.parse_args()
-    from app import logs
+    from curate.app import logs
 
     logs.setup("WARNING")
     # both clusters stay up for the whole run (idle, one costs the other nothing) so that every

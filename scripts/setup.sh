@@ -46,6 +46,9 @@ want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: installing curate into .venv" >&2
   .venv/bin/python -m pip install -q --upgrade pip
+  # the distribution was called "curate" before it became curate-llm: its editable finder mapped top-level
+  # app and modules, so it goes first (in our own .venv only)
+  if .venv/bin/python -m pip show -q curate >/dev/null 2>&1; then .venv/bin/python -m pip uninstall -q -y curate; fi
   .venv/bin/python -m pip install -q -e '.[dev]'
   echo "$want" > "$stamp"
 fi

@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
-CURATE = [sys.executable, "-m", "app.cli"]
+CURATE = [sys.executable, "-m", "curate"]
 
 
 @pytest.fixture(autouse=True)
@@ -41,9 +41,9 @@ def write_jsonl(path, records, raw_lines=()):
 
 def run_stage(name, settings=None, inputs=(), output=None, **io):
     """Run a registered stage in-process (synchronous scheduler); return its manifest."""
-    from app.runner import run_stage as _run
-    from modules import registry
-    from modules.stage import IOSettings, settings_from_mapping
+    from curate.app.runner import run_stage as _run
+    from curate.stages import registry
+    from curate.stages.stage import IOSettings, settings_from_mapping
 
     cls = registry.get(name)
     if settings is None or isinstance(settings, dict):

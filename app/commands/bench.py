@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from modules.errors import SettingsError
+from curate.stages.errors import SettingsError
 
 HELP = "benchmarks: strong scaling (local), record a job's stage times"
 
@@ -51,7 +51,7 @@ def add_arguments(p) -> None:
 
 
 def main(args) -> int:
-    from app import bench
+    from curate.app import bench
 
     if args.bench == "record":
         if not os.path.isdir(args.job_output):

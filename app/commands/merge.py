@@ -17,7 +17,7 @@ def add_arguments(p) -> None:
 
 
 def main(args) -> int:
-    from modules.tokenize.merge import merge
+    from curate.stages.tokenize.merge import merge
 
     stats = merge(args.dir, args.output, prefix=args.prefix)
     print(f"curate merge: {stats['files']} files -> {stats['output']}.bin/.idx: {stats['documents']:,} documents, "

@@ -20,7 +20,7 @@ import json
 import os
 import re
 
-from modules.errors import DataError, SettingsError
+from curate.stages.errors import DataError, SettingsError
 
 HELP = "counts per stage and reason; an HTML page of the run (funnel, scores, rejects, dedup, tokens, time)"
 
@@ -219,7 +219,7 @@ def plot(panels: list[tuple[str, ScoreSummary]], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from modules.dataset import atomic_write
+    from curate.stages.dataset import atomic_write
 
     n = len(panels)
     cols = min(4, n)
@@ -276,7 +276,7 @@ def main(args) -> int:
         print(f"curate report: score distributions in {os.path.abspath(png)}")
     elif rows:
         print("curate report: no score columns; run the filter stage with --keep-scores for the plot")
-    from app.report_html import write_report
+    from curate.app.report_html import write_report
 
     page = write_report(args.dir, args.html, verify=args.verify)
     print(f"curate report: page in {page}")

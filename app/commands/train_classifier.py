@@ -18,7 +18,7 @@ import math
 import os
 import tempfile
 
-from modules.errors import DataError, SettingsError
+from curate.stages.errors import DataError, SettingsError
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +48,8 @@ def read_texts(specs, text_field: str, max_docs: int | None, what: str) -> list[
     """Non-blank texts of a dataset, partition by partition, up to ``max_docs``."""
     import dask
 
-    from modules.dataset import read_dataset
-    from modules.stage import IOSettings
+    from curate.stages.dataset import read_dataset
+    from curate.stages.stage import IOSettings
 
     ddf = read_dataset(list(specs), IOSettings(text_field=text_field))
     out: list[str] = []
@@ -106,7 +106,7 @@ def train(positive: list[str], negative: list[str], output: str, *, valid_fracti
     """Train and save a model; return the counts and validation metrics."""
     import numpy as np
 
-    from modules.filters.classifier import fasttext_lines
+    from curate.stages.filters.classifier import fasttext_lines
 
     lines = [f"{positive_label} {t}" for t in fasttext_lines(positive) if t]
     lines += [f"{negative_label} {t}" for t in fasttext_lines(negative) if t]

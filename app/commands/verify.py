@@ -13,7 +13,7 @@ Works on every curate output and exits non-zero with one line per problem, ``FIL
   the tokenizer is known (``--tokenizer``, else the one named in the manifest).
 
 ``--unique-ids DIR`` checks instead that the ids of a dataset (a stage output, files or a glob) are
-unique, on the cluster in bounded memory (:mod:`modules.unique_ids`): it lists the first duplicates
+unique, on the cluster in bounded memory (:mod:`curate.stages.unique_ids`): it lists the first duplicates
 with their files and exits 1 when there are any.
 """
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from modules.errors import SettingsError
+from curate.stages.errors import SettingsError
 
 HELP = "check a curate output against its manifest (files, sizes, checksums, rows; token sets in depth)"
 log = logging.getLogger("curate.verify")
@@ -40,7 +40,7 @@ def add_arguments(p) -> None:
     p.add_argument("--unique-ids", action="store_true",
                    help="instead: check that the ids of the dataset DIR (a stage output, files or a glob) are "
                         "unique, on the cluster; lists the first duplicates and exits 1 when there are any")
-    from app.cli import add_cluster_arguments
+    from curate.app.cli import add_cluster_arguments
 
     add_cluster_arguments(p)
 
@@ -49,7 +49,7 @@ def what_is(path: str) -> str:
     """'tokens' (a token set or a pair), 'job' (a job's output root), or 'output' (any other)."""
     import fsspec
 
-    from modules.output import Output, units_in
+    from curate.stages.output import Output, units_in
 
     fs, root = fsspec.core.url_to_fs(path)
     if not fs.isdir(root):
@@ -69,7 +69,7 @@ def what_is(path: str) -> str:
 
 def output_problems(path: str, checksums: bool, skip_pairs: bool = False) -> list[str]:
     """Every unit of the directory against its manifest, and files no manifest lists."""
-    from modules.output import Output, units_in, unlisted, verify_unit
+    from curate.stages.output import Output, units_in, unlisted, verify_unit
 
     out = Output.at(path)
     listing = out.listing()
@@ -97,8 +97,8 @@ def fail(path: str, problems: list[str]) -> int:
 def main(args) -> int:
     if args.unique_ids:
         return unique_ids_main(args)
-    from modules.tokenize.load import load_tokenizer
-    from modules.tokenize.verify import verify
+    from curate.stages.tokenize.load import load_tokenizer
+    from curate.stages.tokenize.verify import verify
 
     if args.vocab_size is not None and args.vocab_size <= 0:
         raise SettingsError(f"--vocab-size must be positive; got {args.vocab_size}")
@@ -110,7 +110,7 @@ def main(args) -> int:
         import importlib
 
         tok = load_tokenizer(args.tokenizer) if args.tokenizer else None
-        report = importlib.import_module(f"modules.{stage}").verify(args.dir, vocab_size=args.vocab_size, tokenizer=tok)
+        report = importlib.import_module(f"curate.stages.{stage}").verify(args.dir, vocab_size=args.vocab_size, tokenizer=tok)
         return _print_check(args.dir, report, tok, output_problems(args.dir, args.checksums))
     if kind == "output":
         problems = output_problems(args.dir, args.checksums)
@@ -148,11 +148,11 @@ def main(args) -> int:
 
 
 def unique_ids_main(args) -> int:
-    from app import runner
-    from app.cli import cluster_settings
-    from app.cluster import connect
-    from modules import dataset, unique_ids
-    from modules.settings import IOSettings
+    from curate.app import runner
+    from curate.app.cli import cluster_settings
+    from curate.app.cluster import connect
+    from curate.stages import dataset, unique_ids
+    from curate.stages.settings import IOSettings
 
     io = IOSettings(on_error="skip")  # bad lines and non-string ids are counted, not fatal, here
     dataset.expand_inputs([args.dir])  # a missing or unfinished input: one line before any cluster
@@ -172,7 +172,7 @@ def unique_ids_main(args) -> int:
 
 
 def describe(path: str) -> str:
-    from modules.output import Output
+    from curate.stages.output import Output
 
     m = Output.at(path).manifest() or {}
     counts = m.get("counts") or {}
@@ -184,7 +184,7 @@ def verify_job(args) -> int:
     """A job's root: each stage output it lists, in order."""
     import os
 
-    from modules.output import Output
+    from curate.stages.output import Output
 
     root = Output.at(args.dir)
     manifest = root.manifest() or {}
@@ -205,8 +205,8 @@ def verify_job(args) -> int:
 def _stage_of(path: str) -> str | None:
     """The stage named by a directory's manifest (None when it has none or it is unreadable: the
     generic checks report that)."""
-    from modules.errors import DataError
-    from modules.output import Output
+    from curate.stages.errors import DataError
+    from curate.stages.output import Output
 
     try:
         return (Output.at(path).manifest() or {}).get("stage")
@@ -215,7 +215,7 @@ def _stage_of(path: str) -> str | None:
 
 
 def _print_check(path: str, report, tok, generic: list[str]) -> int:
-    from modules.tokenize.load import load_tokenizer
+    from curate.stages.tokenize.load import load_tokenizer
 
     problems = generic + [p for p in report.problems if p not in generic]
     if problems:

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from modules.dataset import REASON
-from modules.output import Output, is_temporary
+from curate.stages.dataset import REASON
+from curate.stages.output import Output, is_temporary
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class StepFolder:
     """A folder of the stage's output that a step writes (``_work/<step>``, ``_duplicates``).
 
     Picklable; behaves as its path (``os.fspath``/``str``) for code that only reads, and writes go
-    through the stage's :class:`modules.output.Output`, so every part is journaled and checksummed.
+    through the stage's :class:`curate.stages.output.Output`, so every part is journaled and checksummed.
     """
 
     out: Output
@@ -82,7 +82,7 @@ def save_part(df: pd.DataFrame, folder, i: int) -> dict:
     if isinstance(folder, StepFolder):
         record = folder.out.write_frame(folder.part(i), df, "parquet")
         return {"partition": i, "rows": len(df), "outputs": [record]}
-    from modules.dataset import atomic_write
+    from curate.stages.dataset import atomic_write
 
     os.makedirs(folder, exist_ok=True)
     frame = df.reset_index(drop=True)
@@ -98,7 +98,7 @@ def save_table(table, folder, i: int) -> dict:
         with folder.out.open(folder.part(i)) as f:
             pq.write_table(table, f)
         return {"partition": i, "rows": table.num_rows, "outputs": [f.record]}
-    from modules.dataset import atomic_write
+    from curate.stages.dataset import atomic_write
 
     os.makedirs(folder, exist_ok=True)
     atomic_write(part_path(folder, i), lambda p: pq.write_table(table, p))
@@ -128,7 +128,7 @@ def _step_key(rel: str) -> str:
 class Steps:
     """Runs the steps of one stage under ``OUT/_work/``, skipping those already complete.
 
-    Each step is one journal entry of the stage's output (:mod:`modules.output`): its folders are
+    Each step is one journal entry of the stage's output (:mod:`curate.stages.output`): its folders are
     recorded before the first part is written, and its part files (with checksums), row counts and
     per-part stats when it is done. A step is complete when its record carries this run's
     fingerprint (settings, input and I/O options) and its files are all there, so a rerun with
@@ -136,7 +136,7 @@ class Steps:
     """
 
     def __init__(self, ctx, stage: str | None = None):
-        from modules.dataset import stage_output, stage_owner
+        from curate.stages.dataset import stage_output, stage_owner
 
         self.ctx = ctx
         self.out = stage_output(ctx)
@@ -232,7 +232,7 @@ def mark_removed(df: pd.DataFrame, removed: pd.DataFrame, reason: str) -> pd.Dat
     ``_detail`` names the kept document, so ``_rejects/`` says what each removed document duplicated.
     Only rows not already dropped take part in dedup, so every listed row is still undropped here.
     """
-    from modules.dataset import DETAIL, STRING, mark_dropped
+    from curate.stages.dataset import DETAIL, STRING, mark_dropped
 
     rows = removed["doc"].to_numpy(dtype=np.int64) & ROW_MASK
     mask = np.zeros(len(df), dtype=bool)
@@ -252,8 +252,8 @@ class Inputs:
     shuffle runs and hold them all, so a worker's memory would grow with the dataset."""
 
     def __init__(self, ctx, ddf):
-        from modules import dataset
-        from modules.stage import parse_bytes
+        from curate.stages import dataset
+        from curate.stages.stage import parse_bytes
 
         files = dataset.expand_named(ctx.input, allow_incomplete=ctx.io.allow_incomplete)
         self.pieces = dataset.plan_pieces(files, parse_bytes(ctx.io.blocksize, "blocksize"))
@@ -267,7 +267,7 @@ class Inputs:
 
     def read(self, i: int) -> pd.DataFrame:
         """Input partition ``i``, exactly as ``read_dataset`` makes it (so row positions agree)."""
-        from modules.dataset import read_piece
+        from curate.stages.dataset import read_piece
 
         return read_piece(self.pieces[i], self.io, self.meta)
 

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 from numba import njit
 
-from modules import dedup
+from curate.stages import dedup
 
 #: a safety net: large-star/small-star needs O(log^2 n) rounds; reaching this is a bug
 MAX_ROUNDS = 64

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from modules import dedup
-from modules.stage import Stage, check_choice
+from curate.stages import dedup
+from curate.stages.stage import Stage, check_choice
 
 REASON = "exact_duplicate"
 
@@ -61,7 +61,7 @@ def hex_hash(h1: np.ndarray, h2: np.ndarray) -> list[str]:
 
 def hashes(df: pd.DataFrame, partition: int, method: str) -> pd.DataFrame:
     """(doc, id, h1, h2) for the documents of input partition ``partition`` not already dropped."""
-    from modules.dataset import STRING
+    from curate.stages.dataset import STRING
 
     pos = dedup.good_rows(df)
     texts = df["text"].iloc[pos]
@@ -76,7 +76,7 @@ def hashes(df: pd.DataFrame, partition: int, method: str) -> pd.DataFrame:
 
 def duplicate_groups(df: pd.DataFrame) -> pd.DataFrame:
     """The members of every hash group of two or more, with the kept id (smallest id, then doc)."""
-    from modules.dataset import STRING
+    from curate.stages.dataset import STRING
 
     df = df.sort_values(["h1", "h2", "id", "doc"], kind="stable")
     size = df.groupby(["h1", "h2"], sort=False)["doc"].transform("size")
@@ -133,7 +133,7 @@ class ExactDedupStage(Stage):
     def run(self, settings, ctx) -> dict:
         import dask
 
-        from modules import dataset
+        from curate.stages import dataset
 
         ddf = dataset.read_dataset(ctx.input, ctx.io, rejects_dir=ctx.output)
         steps = dedup.Steps(ctx, self.name)

@@ -3,20 +3,20 @@
 ``curate dedup fuzzy --input D --output OUT [--threshold 0.8] [--num-perm 128] [--bands B --rows R]
 [--ngram 5] [--shingle word|char] [--seed 42] [--false-positive-check]``
 
-Steps, each writing Parquet under ``OUT/_work/<step>/`` (resumable, see :mod:`modules.dedup`):
+Steps, each writing Parquet under ``OUT/_work/<step>/`` (resumable, see :mod:`curate.stages.dedup`):
 
 1. ``signatures``: per input partition, (doc, id, sig) where ``sig`` is the MinHash signature
    (``num_perm`` little-endian uint32 as one fixed-size binary value) of the document's shingles
-   (:mod:`modules.dedup.minhash`: datasketch's definition, computed by a numba kernel). Documents
+   (:mod:`curate.stages.dedup.minhash`: datasketch's definition, computed by a numba kernel). Documents
    already dropped upstream and documents without shingles (empty after normalising) are left out.
-2. ``buckets``: per signatures part, one (bucket, doc) row per band (:mod:`modules.dedup.lsh`).
+2. ``buckets``: per signatures part, one (bucket, doc) row per band (:mod:`curate.stages.dedup.lsh`).
 3. ``edges``: shuffle on ``bucket``; in every bucket of two or more documents each member is linked
    to the bucket's smallest document (star edges: k - 1 edges per bucket, not k(k-1)/2 pairs);
    shuffle on the edge's larger end to drop repeats. Rows (u, v), u > v.
 4. ``verified`` (``--false-positive-check`` only): the true Jaccard similarity of each edge's two
    shingle sets; edges below the threshold are dropped. The texts come from the input partitions:
    edges are range-partitioned by ``u`` next to their input partition, then by ``v``.
-5. ``components``: connected components (:mod:`modules.dedup.components`), distributed large-star /
+5. ``components``: connected components (:mod:`curate.stages.dedup.components`), distributed large-star /
    small-star, or union-find in one task when there are at most ``in_memory_edges`` edges.
 6. ``members``: components go back to their input partitions to pick up ids, then a shuffle on the
    component: (doc, comp, id), every component in one partition.
@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from modules import dedup
-from modules.errors import SettingsError
-from modules.stage import Stage, check_choice, check_range
+from curate.stages import dedup
+from curate.stages.errors import SettingsError
+from curate.stages.stage import Stage, check_choice, check_range
 
 REASON = "fuzzy_duplicate"
 
@@ -87,7 +87,7 @@ class FuzzyDedupSettings:
         """(bands, rows): given, or derived from the threshold (call once, on the client)."""
         if self.bands is not None:
             return self.bands, self.rows
-        from modules.dedup.lsh import recall_params
+        from curate.stages.dedup.lsh import recall_params
 
         return recall_params(self.threshold, self.num_perm)
 
@@ -99,8 +99,8 @@ def signature_table(df: pd.DataFrame, partition: int, settings: FuzzyDedupSettin
     """(doc, id, sig) of the documents of one input partition that have shingles, as an Arrow table."""
     import pyarrow as pa
 
-    from modules.dataset import STRING
-    from modules.dedup import minhash
+    from curate.stages.dataset import STRING
+    from curate.stages.dedup import minhash
 
     pos = dedup.good_rows(df)
     sig, counts = minhash.signatures(df["text"].iloc[pos], settings.num_perm, settings.seed, settings.ngram,
@@ -128,7 +128,7 @@ def read_signatures(path: str, num_perm: int) -> tuple[np.ndarray, np.ndarray]:
 
 def bucket_frame(path: str, settings: FuzzyDedupSettings, bands: int, rows: int) -> pd.DataFrame:
     """(bucket, doc): one row per document and band (``bands`` x ``rows`` resolved on the client)."""
-    from modules.dedup.lsh import band_keys
+    from curate.stages.dedup.lsh import band_keys
 
     doc, sig = read_signatures(path, settings.num_perm)
     keys = band_keys(sig, bands, rows)
@@ -149,7 +149,7 @@ def star_edges(buckets: pd.DataFrame) -> pd.DataFrame:
 
 def attach_text(edges: pd.DataFrame, part: pd.DataFrame, key: str, name: str) -> pd.DataFrame:
     """``edges`` with the text of the document numbered ``edges[key]`` (all in this input partition)."""
-    from modules.dataset import STRING
+    from curate.stages.dataset import STRING
 
     rows = edges[key].to_numpy(dtype=np.int64) & dedup.ROW_MASK
     return edges.assign(**{name: part["text"].iloc[rows].astype(STRING).to_numpy()})
@@ -157,7 +157,7 @@ def attach_text(edges: pd.DataFrame, part: pd.DataFrame, key: str, name: str) ->
 
 def verify_edges(edges: pd.DataFrame, settings: FuzzyDedupSettings) -> pd.DataFrame:
     """(u, v, jaccard) of the edges whose true Jaccard similarity reaches the threshold."""
-    from modules.dedup import minhash
+    from curate.stages.dedup import minhash
 
     jac = minhash.jaccard(edges["text_u"], edges["text_v"], settings.ngram, settings.shingle)
     keep = jac >= settings.threshold
@@ -174,7 +174,7 @@ def attach_ids(comps: pd.DataFrame, sig_path: str) -> pd.DataFrame:
 
 def component_duplicates(df: pd.DataFrame) -> pd.DataFrame:
     """Per component: the kept id (smallest id, then document number) and who is removed."""
-    from modules.dataset import STRING
+    from curate.stages.dataset import STRING
 
     df = df.sort_values(["comp", "id", "doc"], kind="stable")
     first = df.groupby("comp", sort=False)
@@ -223,7 +223,7 @@ def decide_pairs(df: pd.DataFrame, threshold: float) -> pd.DataFrame:
 
 def verify_representatives(df: pd.DataFrame, settings: FuzzyDedupSettings) -> pd.DataFrame:
     """Drop the texts, add the true Jaccard similarity of each member to its representative."""
-    from modules.dedup import minhash
+    from curate.stages.dedup import minhash
 
     jac = minhash.jaccard(df["text_doc"], df["text_rep"], settings.ngram, settings.shingle)
     jac[df["doc"].to_numpy() == df["rep"].to_numpy()] = 1.0
@@ -232,7 +232,7 @@ def verify_representatives(df: pd.DataFrame, settings: FuzzyDedupSettings) -> pd
 
 def decide(df: pd.DataFrame, threshold: float, last: bool) -> pd.DataFrame:
     """(doc, id, component, kept_id, removed, decided) after one round."""
-    from modules.dataset import STRING
+    from curate.stages.dataset import STRING
 
     df = df.sort_values(["comp", "id", "doc"], kind="stable")
     close = df["jaccard"].to_numpy() >= threshold
@@ -259,7 +259,7 @@ def _buckets_task(path, i, folder, settings, bands, rows):
 
 
 def _dedupe_edges(df):
-    from modules.dedup.components import canonical
+    from curate.stages.dedup.components import canonical
 
     return canonical(df["u"], df["v"])
 
@@ -300,8 +300,8 @@ def input_texts(inputs, i: int) -> pd.DataFrame:
 
     A Parquet piece is read for its text column alone (its row order does not depend on the other
     columns); JSONL has to be parsed whole anyway."""
-    from modules.dataset import parquet_source
-    from modules.errors import DataError
+    from curate.stages.dataset import parquet_source
+    from curate.stages.errors import DataError
 
     piece = inputs.pieces[i]
     if piece.kind != "parquet":
@@ -319,7 +319,7 @@ def input_texts(inputs, i: int) -> pd.DataFrame:
 
 
 def _attach_text_task(edges, inputs, i, key, name):
-    from modules.dataset import STRING
+    from curate.stages.dataset import STRING
 
     if edges.empty:  # no edge ends in this partition: nothing to read
         return edges.assign(**{name: pd.Series([], dtype=STRING, index=edges.index)})
@@ -332,7 +332,7 @@ def with_texts(frame, inputs, keys):
     import dask
     import dask.dataframe as dd
 
-    from modules.dataset import STRING
+    from curate.stages.dataset import STRING
 
     attach = dask.delayed(_attach_text_task, pure=True)
     parts, meta = None, frame._meta
@@ -351,8 +351,8 @@ def refine_removals(steps, inputs, settings: FuzzyDedupSettings):
     import dask
     import dask.dataframe as dd
 
-    from modules.dataset import STRING
-    from modules.dedup.components import EDGE_META
+    from curate.stages.dataset import STRING
+    from curate.stages.dedup.components import EDGE_META
 
     reps_meta = pd.DataFrame({"doc": EDGE_META["u"], "comp": EDGE_META["u"], "id": pd.Series([], dtype=STRING),
                               "rep": EDGE_META["u"], "rep_id": pd.Series([], dtype=STRING)})
@@ -404,9 +404,9 @@ class FuzzyDedupStage(Stage):
         import dask
         import dask.dataframe as dd
 
-        from modules import dataset
-        from modules.dedup import components
-        from modules.dedup.components import EDGE_META
+        from curate.stages import dataset
+        from curate.stages.dedup import components
+        from curate.stages.dedup.components import EDGE_META
 
         ddf = dataset.read_dataset(ctx.input, ctx.io, rejects_dir=ctx.output)
         nparts = ddf.npartitions

@@ -1,9 +1,9 @@
-"""Hand a stream (a :class:`modules.download.stream.RemoteStream`) to an extractor's public entry point.
+"""Hand a stream (a :class:`curate.stages.download.stream.RemoteStream`) to an extractor's public entry point.
 
 The extractors (``extract_<kind>_file(raw, settings, on_error)``) take a file object as
-``fileobj=`` where :mod:`modules.extract` offers it: then the stream goes straight in. An
+``fileobj=`` where :mod:`curate.stages.extract` offers it: then the stream goes straight in. An
 extractor that still only opens ``raw.path`` gets a path-like string that carries the stream
-(:class:`StreamPath`): the ``open`` that ``modules.extract.archive`` and ``modules.extract.arxiv``
+(:class:`StreamPath`): the ``open`` that ``curate.stages.extract.archive`` and ``curate.stages.extract.arxiv``
 look up in their module namespace is replaced, once, by one that returns the carried stream for
 such a path and calls the built-in ``open`` for every other argument. Those readers read a few
 bytes to sniff the format and seek back to 0, which :class:`Rewindable` allows (the first
@@ -109,11 +109,11 @@ def extract_stream(fn, raw, settings, on_error: str, stream, not_found):
 
     ``not_found(raw)`` is the frame for a stream the path-only reader found empty of records and
     then tried to ``stat`` (a path that does not exist on disk)."""
-    from modules.extract import RawFile
+    from curate.stages.extract import RawFile
 
     if takes_fileobj(fn):
         return fn(raw, settings, on_error, fileobj=stream)
-    for name in ("modules.extract.archive", fn.__module__):
+    for name in ("curate.stages.extract.archive", fn.__module__):
         _install(name)
     path = StreamPath(raw.path)
     path.fileobj = Rewindable(stream)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from modules.download.base import (
+from curate.stages.download.base import (
     DownloadSettings,
     FetchJob,
     check_limit,
@@ -22,9 +22,9 @@ from modules.download.base import (
     unique_names,
     url_file_name,
 )
-from modules.download.http import s3_filesystem
-from modules.errors import DataError, SettingsError
-from modules.stage import Stage, parse_bytes
+from curate.stages.download.http import s3_filesystem
+from curate.stages.errors import DataError, SettingsError
+from curate.stages.stage import Stage, parse_bytes
 
 DEFAULT_SOURCE = "s3://arxiv/src"
 BULK_PATTERN = "arXiv_src_*.tar"
@@ -84,7 +84,7 @@ class DownloadArxivStage(Stage):
     takes_input = False
 
     def run(self, settings, ctx):
-        from modules.extract.arxiv import ExtractArxivSettings
+        from curate.stages.extract.arxiv import ExtractArxivSettings
 
         jobs = unique_names(plan(settings))
         extract = ExtractArxivSettings(max_member_bytes=settings.max_member_bytes,

@@ -3,13 +3,13 @@
 A download stage plans a list of :class:`FetchJob` (URL, file name, which extractor reads it) on
 the client, then runs one Dask task per file (:func:`stream_file`) that
 
-1. streams the file (:class:`modules.download.stream.RemoteStream`: HTTP(S) or S3, resumed at the
+1. streams the file (:class:`curate.stages.download.stream.RemoteStream`: HTTP(S) or S3, resumed at the
    exact byte after a dropped connection) straight into the extractor of its kind; no raw byte
    lands on disk, unless ``keep_raw``: then the bytes are also written, as they stream, to
    ``raw_dir`` (default ``<output>/_raw``), where a later run reads a complete file instead of
    downloading it, or replays an unfinished ``.part`` and goes on from its end;
 2. writes the file's documents as partition ``i`` of the stage output
-   (:func:`modules.dataset.write_partition`);
+   (:func:`curate.stages.dataset.write_partition`);
 3. records the download in the output's journal (key ``fetch-<i>``, with the kept raw files when
    they live inside the output).
 
@@ -46,11 +46,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from modules.download.http import DownloadError, DownloadOptions, ForeignFile, _slot, foreign_files
-from modules.errors import SettingsError
-from modules.extract import RawFile, file_failure, frame
-from modules.secrets import redact_url
-from modules.stage import check_range, parse_bytes
+from curate.stages.download.http import DownloadError, DownloadOptions, ForeignFile, _slot, foreign_files
+from curate.stages.errors import SettingsError
+from curate.stages.extract import RawFile, file_failure, frame
+from curate.stages.secrets import redact_url
+from curate.stages.stage import check_range, parse_bytes
 
 log = logging.getLogger("curate.download")
 
@@ -122,7 +122,7 @@ def check_limit(settings) -> None:
 
 def read_url_list(source: str, options) -> list[str]:
     """URLs listed one per line in a local file or at an http(s) URL (blank lines, # comments skipped)."""
-    from modules.download.http import get_bytes
+    from curate.stages.download.http import get_bytes
 
     if source.startswith(("http://", "https://")):
         text = get_bytes(source, options).decode("utf-8")
@@ -188,15 +188,19 @@ def check_raw_dir(folder: str, jobs: list[FetchJob]) -> None:
 def _extractor(kind: str):
     """(per-file function, its empty frame, the settings class) for one kind of raw file."""
     if kind == "warc":
-        from modules.extract.warc import ExtractWarcSettings, extract_warc_file, warc_meta
+        from curate.stages.extract.warc import ExtractWarcSettings, extract_warc_file, warc_meta
 
         return extract_warc_file, warc_meta(), ExtractWarcSettings
     if kind == "wikipedia":
-        from modules.extract.wikipedia import ExtractWikipediaSettings, extract_wikipedia_file, wikipedia_meta
+        from curate.stages.extract.wikipedia import (
+            ExtractWikipediaSettings,
+            extract_wikipedia_file,
+            wikipedia_meta,
+        )
 
         return extract_wikipedia_file, wikipedia_meta(), ExtractWikipediaSettings
     if kind == "arxiv":
-        from modules.extract.arxiv import ExtractArxivSettings, arxiv_meta, extract_arxiv_file
+        from curate.stages.extract.arxiv import ExtractArxivSettings, arxiv_meta, extract_arxiv_file
 
         return extract_arxiv_file, arxiv_meta(), ExtractArxivSettings
     raise ValueError(f"no extractor for {kind!r}")
@@ -231,8 +235,8 @@ def stream_extract(job: FetchJob, extract_settings, schema: pd.DataFrame, option
                    on_error: str, keep: str | None) -> tuple[pd.DataFrame, dict, list]:
     """Stream one file through its extractor: (its documents in ``schema``, the download's outcome,
     the kept raw files as (path, bytes, xxh3)). Pure apart from the network (and ``keep``)."""
-    from modules.download.adapter import extract_stream
-    from modules.download.stream import RemoteStream
+    from curate.stages.download.adapter import extract_stream
+    from curate.stages.download.stream import RemoteStream
 
     stream = RemoteStream(job.url, options, expected_size=job.size, sha1=job.sha1, keep=keep)
     raw = RawFile(stream.shown, job.name)
@@ -257,8 +261,8 @@ def stream_extract(job: FetchJob, extract_settings, schema: pd.DataFrame, option
 def stream_file(job: FetchJob, i: int, out, extract_settings, schema: pd.DataFrame, options: DownloadOptions,
                 on_error: str, keep_dir: str | None, keep_rel: str | None, fmt: str, run: str) -> dict:
     """One task: stream file ``i`` into its extractor, write partition ``i``, journal the fetch."""
-    from modules.dataset import write_partition
-    from modules.output import file_checksum
+    from curate.stages.dataset import write_partition
+    from curate.stages.output import file_checksum
 
     key = f"fetch-{i:05d}"
     keep = os.path.join(keep_dir, job.name) if keep_dir else None
@@ -287,7 +291,7 @@ def run_download(stage, settings, ctx, jobs: list[FetchJob], extract_settings: d
 
     import dask
 
-    from modules.dataset import INTERNAL, finish_output, stage_output, stage_owner
+    from curate.stages.dataset import INTERNAL, finish_output, stage_output, stage_owner
 
     if not jobs:
         raise SettingsError(f"{stage.name}: nothing to download (the listing is empty)")

@@ -6,7 +6,7 @@
 For each snapshot, ``<base>/crawl-data/<snapshot>/warc.paths.gz`` lists the snapshot's WARC files
 (paths relative to the base URL; the listing is read into memory, never landed). The first N of
 all snapshots' lists, in snapshot order (all of them without ``--limit``), are streamed into the
-extractor of ``curate extract warc`` (:mod:`modules.download.base`).
+extractor of ``curate extract warc`` (:mod:`curate.stages.download.base`).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import re
 import zlib
 from dataclasses import dataclass, field
 
-from modules.download.base import DownloadSettings, FetchJob, check_limit, run_download
-from modules.download.http import get_bytes
-from modules.errors import DataError, SettingsError
-from modules.extract.html import ALGORITHMS
-from modules.stage import Stage, check_choice
+from curate.stages.download.base import DownloadSettings, FetchJob, check_limit, run_download
+from curate.stages.download.http import get_bytes
+from curate.stages.errors import DataError, SettingsError
+from curate.stages.extract.html import ALGORITHMS
+from curate.stages.stage import Stage, check_choice
 
 #: Common Crawl's public HTTPS endpoint
 DEFAULT_BASE_URL = "https://data.commoncrawl.org"
@@ -57,7 +57,7 @@ MAX_LISTING_BYTES = 64 << 20
 
 def read_listing(data: bytes, source: str) -> list[str]:
     """The WARC paths in a warc.paths.gz file's bytes."""
-    from modules.extract.archive import gunzip_bounded
+    from curate.stages.extract.archive import gunzip_bounded
 
     try:
         text = gunzip_bounded(data, 16 * MAX_LISTING_BYTES).decode("utf-8")
@@ -92,7 +92,7 @@ class DownloadCommonCrawlStage(Stage):
     takes_input = False
 
     def run(self, settings, ctx):
-        from modules.extract.warc import ExtractWarcSettings
+        from curate.stages.extract.warc import ExtractWarcSettings
 
         return run_download(self, settings, ctx, plan(settings),
                             {"warc": ExtractWarcSettings(algorithm=settings.algorithm)}, settings.download_options())

@@ -31,11 +31,11 @@
 - At most ``max_inflight`` downloads or streams run at once in one process (one Dask worker),
   whatever its thread count: the slots are a per-process semaphore, the only state this module keeps.
 - No secrets are written or printed: every message and the sidecar carry the URL through
-  :func:`modules.secrets.redact_url` (the sidecar holds the redacted URL, which stays the same
+  :func:`curate.stages.secrets.redact_url` (the sidecar holds the redacted URL, which stays the same
   when a pre-signed URL is signed again). A file or ``.part`` at ``dest`` without a sidecar is not
   curate's: it is never overwritten or deleted (:class:`ForeignFile`).
 
-:mod:`modules.download.stream` reads a URL as a file object with the same policy, without landing it.
+:mod:`curate.stages.download.stream` reads a URL as a file object with the same policy, without landing it.
 
 Bytes are saved as served (``Accept-Encoding: identity``, no transparent decompression): a
 ``.warc.gz`` stays gzip.
@@ -52,9 +52,9 @@ import threading
 import time
 from dataclasses import dataclass
 
-from modules.errors import DataError, SettingsError
-from modules.output import RAW_SIDECAR, remove_raw
-from modules.secrets import redact_url
+from curate.stages.errors import DataError, SettingsError
+from curate.stages.output import RAW_SIDECAR, remove_raw
+from curate.stages.secrets import redact_url
 
 log = logging.getLogger("curate.download")
 

@@ -6,7 +6,7 @@ on disk. Memory is one read (``chunk_bytes`` at most) plus whatever the extracto
 record); it does not grow with the file.
 
 Resuming. After a dropped connection, a timeout, a 5xx/429 answer or a too slow attempt (the
-policy of :mod:`modules.download.http`: exponential backoff, ``retries`` failures in a row without
+policy of :mod:`curate.stages.download.http`: exponential backoff, ``retries`` failures in a row without
 progress, ``deadline``, ``min_rate``), the stream asks for the rest with ``Range: bytes=<pos>-``,
 where ``<pos>`` is the exact count of bytes already handed to the reader, and carries on. The
 reader never sees the break: a cut inside a gzip member or inside a WARC record is invisible to it,
@@ -35,7 +35,7 @@ import logging
 import os
 import time
 
-from modules.download.http import (
+from curate.stages.download.http import (
     _CONTENT_RANGE,
     _UNSATISFIED_RANGE,
     RETRY_STATUS,
@@ -56,9 +56,9 @@ from modules.download.http import (
     s3_filesystem,
     source_url,
 )
-from modules.errors import DataError
-from modules.output import remove_raw
-from modules.secrets import redact_url
+from curate.stages.errors import DataError
+from curate.stages.output import remove_raw
+from curate.stages.secrets import redact_url
 
 log = logging.getLogger("curate.download")
 

@@ -2,7 +2,7 @@
 
 ``curate download urls --list FILE --output DIR``
 
-Each file is streamed into its extractor (:mod:`modules.download.base`). The list has one
+Each file is streamed into its extractor (:mod:`curate.stages.download.base`). The list has one
 ``http(s)://`` or ``s3://`` URL per line (blank lines and ``#`` comments are
 skipped). The file type comes from the URL's file name:
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from modules.download.base import (
+from curate.stages.download.base import (
     DownloadSettings,
     FetchJob,
     read_url_list,
@@ -27,9 +27,9 @@ from modules.download.base import (
     unique_names,
     url_file_name,
 )
-from modules.errors import SettingsError
-from modules.extract.html import ALGORITHMS
-from modules.stage import Stage, check_choice
+from curate.stages.errors import SettingsError
+from curate.stages.extract.html import ALGORITHMS
+from curate.stages.stage import Stage, check_choice
 
 _WIKI = re.compile(r"\.xml(?:-p\d+p\d+)?(?:\.bz2|\.gz)?$")
 
@@ -92,7 +92,7 @@ class DownloadUrlsStage(Stage):
     takes_input = False
 
     def run(self, settings, ctx):
-        from modules.extract.warc import ExtractWarcSettings
+        from curate.stages.extract.warc import ExtractWarcSettings
 
         jobs = plan(settings)
         options = settings.download_options(requester_pays=settings.requester_pays,

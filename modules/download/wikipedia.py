@@ -15,10 +15,10 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from modules.download.base import DownloadSettings, FetchJob, check_limit, run_download
-from modules.download.http import get_bytes
-from modules.errors import DataError, SettingsError
-from modules.stage import Stage
+from curate.stages.download.base import DownloadSettings, FetchJob, check_limit, run_download
+from curate.stages.download.http import get_bytes
+from curate.stages.errors import DataError, SettingsError
+from curate.stages.stage import Stage
 
 DEFAULT_BASE_URL = "https://dumps.wikimedia.org"
 #: the pages-articles files (split into several on big wikis)
@@ -113,7 +113,7 @@ class DownloadWikipediaStage(Stage):
     takes_input = False
 
     def run(self, settings, ctx):
-        from modules.extract.wikipedia import ExtractWikipediaSettings
+        from curate.stages.extract.wikipedia import ExtractWikipediaSettings
 
         _, jobs = plan(settings)
         return run_download(self, settings, ctx, jobs,

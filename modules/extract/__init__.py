@@ -3,7 +3,7 @@
 Every extractor follows one pattern: the stage lists its input files (:func:`raw_inputs`), builds a
 Dask DataFrame with ``dd.from_map`` (one input file per partition) over a pure function
 ``extract_<kind>_file(raw, settings, on_error) -> pandas.DataFrame`` that streams the file record by
-record, and hands it to :func:`modules.dataset.write_dataset`. A bad record becomes a row with a
+record, and hands it to :func:`curate.stages.dataset.write_dataset`. A bad record becomes a row with a
 ``_reason`` (and a ``_detail`` naming the file and position), so the writer puts it in ``_rejects/``
 and counts it; the rest of the file is kept. A file that cannot be opened at all fails the run with
 its name, or with ``--on-error skip`` becomes one rejected row (:func:`file_failure`).
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from modules.errors import DataError, SettingsError
+from curate.stages.errors import DataError, SettingsError
 
 _BLANK_RUNS = re.compile(r"\n{3,}")
 

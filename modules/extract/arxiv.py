@@ -3,10 +3,10 @@
 Inputs are arXiv's bulk source tarballs (``arXiv_src_2301_001.tar``: one member per paper,
 ``2301/2301.00001.gz``, each either a gzip'd single ``.tex`` file or a gzip'd tarball of the
 paper's files) or single-paper archives (``2301.00001.tar.gz``, ``2301.00001.gz``). Each paper's
-TeX becomes text with :mod:`modules.extract.latex` (main file found, inputs inlined, comments,
+TeX becomes text with :mod:`curate.stages.extract.latex` (main file found, inputs inlined, comments,
 preamble and bibliography removed).
 
-Archives are read as untrusted (:mod:`modules.extract.archive`): streamed, nothing written to disk,
+Archives are read as untrusted (:mod:`curate.stages.extract.archive`): streamed, nothing written to disk,
 no link followed, every size bounded. Rows: ``id`` (the arXiv id, e.g. ``2301.00001`` or
 ``hep-th/9901001``), ``text``, ``url`` (the abstract page, for arXiv ids), ``source`` (the input
 file's name).
@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from modules.dataset import STRING
-from modules.extract import RawFile, file_failure, frame, from_files, raw_inputs
-from modules.extract.archive import ArchiveBomb, Limits, gunzip_bounded, iter_tar
-from modules.extract.latex import InputBomb, decode_tex, is_tex_name, looks_like_tex, paper_text
-from modules.stage import Stage, parse_bytes
+from curate.stages.dataset import STRING
+from curate.stages.extract import RawFile, file_failure, frame, from_files, raw_inputs
+from curate.stages.extract.archive import ArchiveBomb, Limits, gunzip_bounded, iter_tar
+from curate.stages.extract.latex import InputBomb, decode_tex, is_tex_name, looks_like_tex, paper_text
+from curate.stages.stage import Stage, parse_bytes
 
 ARXIV_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".gz")
 COLUMNS = ("id", "text", "url", "source")
@@ -257,7 +257,7 @@ class ExtractArxivStage(Stage):
     reads_raw_files = True
 
     def run(self, settings, ctx):
-        from modules.dataset import write_dataset
+        from curate.stages.dataset import write_dataset
 
         files = raw_inputs(ctx.input, ARXIV_SUFFIXES, "arXiv source")
         ddf = from_files(extract_arxiv_file, files, arxiv_meta(), "extract-arxiv",

@@ -30,7 +30,7 @@ from __future__ import annotations
 import functools
 import re
 
-from modules.extract import tidy_text
+from curate.stages.extract import tidy_text
 
 ALGORITHMS = ("resiliparse", "justext", "trafilatura")
 
@@ -148,7 +148,7 @@ def extract_resiliparse(html: str, tidy: bool = True) -> str:
 def stopword_lines(text: str, stoplist: frozenset[str], min_density: float) -> str:
     """The lines of ``text`` whose share of stop words is at least ``min_density`` (NeMo Curator's
     post-filter of resiliparse output: words split on whitespace, compared case-sensitively, as
-    NeMo does), tidied as :func:`modules.extract.tidy_text` does (paragraph breaks are kept)."""
+    NeMo does), tidied as :func:`curate.stages.extract.tidy_text` does (paragraph breaks are kept)."""
     kept: list[str] = []
     contains = stoplist.__contains__
     for line in text.split("\n"):
@@ -218,7 +218,7 @@ def extract_justext(html: str, stoplist: frozenset[str] | None = None, keep_all:
     if not paragraphs:
         return ""
     if stoplist is None:
-        from modules.extract.language import identify
+        from curate.stages.extract.language import identify
 
         stoplist = justext_stoplist(identify(" ".join(p.text for p in paragraphs))[0])
     params = dict(JUSTEXT)

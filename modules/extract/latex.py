@@ -13,7 +13,7 @@ from __future__ import annotations
 import posixpath
 import re
 
-from modules.extract import tidy_text
+from curate.stages.extract import tidy_text
 
 TEX_SUFFIXES = (".tex", ".ltx", ".latex")
 #: how deep \input may nest (a file including itself is stopped earlier, by the cycle check)

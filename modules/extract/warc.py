@@ -2,9 +2,9 @@
 
 Only ``response`` records with HTTP status 200 and an HTML content type are documents. Each is
 decoded (charset from the HTTP header, the page's ``<meta>`` or detection), stripped of boilerplate
-by the chosen algorithm the way NeMo Curator 0.9 does it (:mod:`modules.extract.html`: CLD2 names
+by the chosen algorithm the way NeMo Curator 0.9 does it (:mod:`curate.stages.extract.html`: CLD2 names
 the page's language, which picks the stop list; jusText in NeMo's sequence; resiliparse followed by
-NeMo's stop-word line filter) and labelled with its language (:mod:`modules.extract.language`).
+NeMo's stop-word line filter) and labelled with its language (:mod:`curate.stages.extract.language`).
 Other record types (request, metadata, warcinfo, revisit) are not documents and are passed over.
 
 Rows: ``id`` (the WARC-Record-ID without its angle brackets: stable across re-runs), ``text``,
@@ -19,8 +19,8 @@ stop list, with ``unlisted_languages: drop``), ``extract_error`` (the extractor 
 ``no_text`` (nothing left after boilerplate removal), and one ``truncated_file`` row when a
 compressed stream breaks off (the records before it are kept).
 
-The file is streamed (:func:`modules.extract.archive.open_stream`, from a path or any binary
-file-like object) and framed by :class:`modules.extract.warcreader.WarcReader`, which checks every
+The file is streamed (:func:`curate.stages.extract.archive.open_stream`, from a path or any binary
+file-like object) and framed by :class:`curate.stages.extract.warcreader.WarcReader`, which checks every
 record's end and resynchronises after a bad one; one record's payload is in memory at a time.
 """
 
@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from modules.dataset import STRING
-from modules.extract import RawFile, file_failure, frame, from_files, raw_inputs, reject, tidy_text
-from modules.extract.archive import open_stream
-from modules.extract.html import (
+from curate.stages.dataset import STRING
+from curate.stages.extract import RawFile, file_failure, frame, from_files, raw_inputs, reject, tidy_text
+from curate.stages.extract.archive import open_stream
+from curate.stages.extract.html import (
     ALGORITHMS,
     NON_SPACED,
     UndecodableError,
@@ -45,9 +45,9 @@ from modules.extract.html import (
     stoplists,
     stopword_lines,
 )
-from modules.extract.language import SAMPLE_CHARS, detect, identify
-from modules.extract.warcreader import WarcReader, header, parse_http
-from modules.stage import Stage, check_choice, check_range, parse_bytes
+from curate.stages.extract.language import SAMPLE_CHARS, detect, identify
+from curate.stages.extract.warcreader import WarcReader, header, parse_http
+from curate.stages.stage import Stage, check_choice, check_range, parse_bytes
 
 WARC_SUFFIXES = (".warc", ".warc.gz")
 HTML_TYPES = ("text/html", "application/xhtml+xml")
@@ -259,7 +259,7 @@ class ExtractWarcStage(Stage):
     reads_raw_files = True
 
     def run(self, settings, ctx):
-        from modules.dataset import write_dataset
+        from curate.stages.dataset import write_dataset
 
         files = raw_inputs(ctx.input, WARC_SUFFIXES, "WARC")
         ddf = from_files(extract_warc_file, files, warc_meta(), "extract-warc",

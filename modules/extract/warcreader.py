@@ -115,7 +115,7 @@ class WarcReader:
     """:class:`Item` s of a decompressed WARC stream (``read(n)``), in order.
 
     ``member_starts``: a list the stream keeps growing with the decompressed offset of each gzip
-    member (:class:`modules.extract.archive.GuardedStream`), or None for an uncompressed file.
+    member (:class:`curate.stages.extract.archive.GuardedStream`), or None for an uncompressed file.
     """
 
     def __init__(self, stream, max_block: int, member_starts: list[int] | None = None):

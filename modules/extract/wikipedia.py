@@ -1,6 +1,6 @@
 """``extract_wikipedia``: MediaWiki XML dumps (``.xml.bz2``, ``.xml.gz`` or ``.xml``) to articles.
 
-The dump is streamed: decompressed block by block (:func:`modules.extract.archive.open_stream`),
+The dump is streamed: decompressed block by block (:func:`curate.stages.extract.archive.open_stream`),
 decoded incrementally and fed to an XML pull parser; each ``<page>`` is converted as soon as it
 ends and then dropped from the tree, so memory stays constant whatever the dump size.
 
@@ -8,7 +8,7 @@ The encoding is detected, not assumed: a byte-order mark, the NUL pattern of UTF
 without one, or the XML declaration, else UTF-8 (dumps are UTF-8, but some copies are UTF-16).
 
 Only main-namespace articles are documents; wikitext becomes plain text with mwparserfromhell
-(:mod:`modules.extract.wikitext`). Rows: ``id`` (``<dbname>:<page id>``, e.g. ``enwiki:12``: stable,
+(:mod:`curate.stages.extract.wikitext`). Rows: ``id`` (``<dbname>:<page id>``, e.g. ``enwiki:12``: stable,
 unique across languages), ``title``, ``text``, ``url``, ``language`` (the dump's ``xml:lang``, else
 its dbname, else the file name's ``xxwiki-`` prefix; ``--language`` overrides).
 
@@ -39,11 +39,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from modules.dataset import STRING
-from modules.extract import RawFile, file_failure, frame, from_files, raw_inputs, reject
-from modules.extract.archive import open_stream
-from modules.extract.wikitext import DEFAULT_DROP_NAMESPACES, wikitext_to_text
-from modules.stage import Stage, parse_bytes
+from curate.stages.dataset import STRING
+from curate.stages.extract import RawFile, file_failure, frame, from_files, raw_inputs, reject
+from curate.stages.extract.archive import open_stream
+from curate.stages.extract.wikitext import DEFAULT_DROP_NAMESPACES, wikitext_to_text
+from curate.stages.stage import Stage, parse_bytes
 
 WIKI_SUFFIXES = (".xml.bz2", ".xml.gz", ".xml", ".bz2")  # dump parts: *.xml-p1p41242.bz2
 COLUMNS = ("id", "title", "text", "url", "language")
@@ -81,7 +81,7 @@ class ExtractWikipediaSettings:
                 "too_large (MediaWiki caps an article at 2 MiB of wikitext)", "metavar": "SIZE"})
 
     def __post_init__(self):
-        from modules.errors import SettingsError
+        from curate.stages.errors import SettingsError
 
         if self.language and not re.fullmatch(r"[a-z][a-z\-]{0,15}", self.language):
             raise SettingsError(f"language must be a wiki language code such as en or zh-yue; got {self.language!r}")
@@ -373,7 +373,7 @@ class ExtractWikipediaStage(Stage):
     reads_raw_files = True
 
     def run(self, settings, ctx):
-        from modules.dataset import write_dataset
+        from curate.stages.dataset import write_dataset
 
         files = raw_inputs(ctx.input, WIKI_SUFFIXES, "Wikipedia dump")
         ddf = from_files(extract_wikipedia_file, files, wikipedia_meta(), "extract-wikipedia",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from modules.extract import tidy_text
+from curate.stages.extract import tidy_text
 
 #: namespace names that mean "file" or "category" on every wiki, whatever its language
 DEFAULT_DROP_NAMESPACES = frozenset({"file", "image", "media", "category"})

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import importlib
 
-_H = "modules.filters.heuristic"
-_C = "modules.filters.code"
+_H = "curate.stages.filters.heuristic"
+_C = "curate.stages.filters.code"
 
 FILTERS: dict[str, str] = {
     # NeMo Curator's English heuristics (Gopher, C4-derived)
@@ -38,7 +38,7 @@ FILTERS: dict[str, str] = {
     # NeMo Curator's other document filters
     "substring": f"{_H}:Substring",
     "histogram": f"{_H}:Histogram",
-    "token_count": "modules.filters.tokens:TokenCount",
+    "token_count": "curate.stages.filters.tokens:TokenCount",
     # C4 and FineWeb rules
     "c4_lorem_ipsum": f"{_H}:C4LoremIpsum",
     "c4_curly_bracket": f"{_H}:C4CurlyBracket",
@@ -59,10 +59,10 @@ FILTERS: dict[str, str] = {
     "code_xml_header": f"{_C}:CodeXmlHeader",
     "code_alpha": f"{_C}:CodeAlpha",
     "code_html_boilerplate": f"{_C}:CodeHtmlBoilerplate",
-    "code_tokenizer_fertility": "modules.filters.tokens:CodeTokenizerFertility",
+    "code_tokenizer_fertility": "curate.stages.filters.tokens:CodeTokenizerFertility",
     # models
-    "language": "modules.filters.language:LanguageFilter",
-    "classifier": "modules.filters.classifier:ClassifierFilter",
+    "language": "curate.stages.filters.language:LanguageFilter",
+    "classifier": "curate.stages.filters.classifier:ClassifierFilter",
 }
 
 

@@ -31,9 +31,9 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-from modules.dataset import INTERNAL, STRING, mark_dropped
-from modules.errors import SettingsError
-from modules.stage import check_range, settings_from_mapping
+from curate.stages.dataset import INTERNAL, STRING, mark_dropped
+from curate.stages.errors import SettingsError
+from curate.stages.stage import check_range, settings_from_mapping
 
 SCORE_PREFIX = "score_"
 #: odd 64-bit multipliers of the n-gram rolling hash (fixed: results must not vary between runs)
@@ -394,7 +394,7 @@ def _valid_name(name: str) -> bool:
 
 
 def filter_class(kind: str, where: str):
-    from modules.filters import FILTERS, get_filter
+    from curate.stages.filters import FILTERS, get_filter
 
     if kind not in FILTERS:
         raise SettingsError(f"{where}: unknown filter {kind!r} (known: {', '.join(sorted(FILTERS))})")

@@ -21,9 +21,9 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-from modules.errors import SettingsError
-from modules.filters.base import Filter, Texts
-from modules.stage import check_choice, check_range
+from curate.stages.errors import SettingsError
+from curate.stages.filters.base import Filter, Texts
+from curate.stages.stage import check_choice, check_range
 
 
 def fasttext_lines(texts, lowercase: bool = False) -> list[str]:
@@ -37,7 +37,7 @@ def fasttext_lines(texts, lowercase: bool = False) -> list[str]:
     """
     import pyarrow.compute as pc
 
-    from modules.filters.base import to_arrow
+    from curate.stages.filters.base import to_arrow
 
     arr = to_arrow(texts)
     if lowercase:

@@ -31,9 +31,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from modules.errors import SettingsError
-from modules.filters.base import Filter, Texts, ratio
-from modules.stage import check_range
+from curate.stages.errors import SettingsError
+from curate.stages.filters.base import Filter, Texts, ratio
+from curate.stages.stage import check_range
 
 END_MARKS = "[.?!\"']"
 ELLIPSIS_MARKS = ("...", "[...]", "…", "(...)", "[…]", "-»", "read more..", "read more")
@@ -597,7 +597,7 @@ class Substring(Filter):
 
     def __post_init__(self):
         super().__post_init__()
-        from modules.stage import check_choice
+        from curate.stages.stage import check_choice
 
         if not isinstance(self.substring, str) or not self.substring:
             raise SettingsError("substring must be a non-empty string")

@@ -16,10 +16,10 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-from modules.dataset import STRING
-from modules.errors import SettingsError
-from modules.filters.base import Filter, Texts
-from modules.stage import check_range
+from curate.stages.dataset import STRING
+from curate.stages.errors import SettingsError
+from curate.stages.filters.base import Filter, Texts
+from curate.stages.stage import check_range
 
 
 @functools.lru_cache(maxsize=1)

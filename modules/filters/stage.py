@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from modules.filters.base import ScoreFilter, build_chain, load_chain
-from modules.stage import MapStage
+from curate.stages.filters.base import ScoreFilter, build_chain, load_chain
+from curate.stages.stage import MapStage
 
 #: documents in the score sample behind the manifest's histograms
 SAMPLE_SIZE = 2000
@@ -63,7 +63,7 @@ class FilterStage(MapStage):
         import dask
         import dask.dataframe as dd
 
-        from modules import dataset
+        from curate.stages import dataset
 
         chain = build_chain(settings.chain)
         ddf = dataset.read_dataset(ctx.input, ctx.io, rejects_dir=ctx.output)

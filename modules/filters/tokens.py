@@ -15,15 +15,15 @@ from typing import ClassVar
 
 import numpy as np
 
-from modules.errors import SettingsError
-from modules.filters.base import Filter, Texts, ratio
+from curate.stages.errors import SettingsError
+from curate.stages.filters.base import Filter, Texts, ratio
 
 #: documents per encode call
 ENCODE_BATCH = 1000
 
 
 def token_counts(spec: str, t: Texts) -> np.ndarray:
-    from modules.tokenize.load import load_tokenizer
+    from curate.stages.tokenize.load import load_tokenizer
 
     tok = load_tokenizer(spec)
     texts = t.arr.to_pylist()
@@ -44,7 +44,7 @@ class _TokenizerFilter(Filter):
         super().__post_init__()
         if not self.tokenizer:
             raise SettingsError("tokenizer: a TOK is required (e.g. tiktoken:cl100k_base)")
-        from modules.tokenize.load import check_spec
+        from curate.stages.tokenize.load import check_spec
 
         check_spec(self.tokenizer)
 

@@ -22,7 +22,7 @@ import logging
 import os
 from dataclasses import dataclass
 
-from modules.errors import SettingsError
+from curate.stages.errors import SettingsError
 
 log = logging.getLogger(__name__)
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from modules.errors import DataError
+from curate.stages.errors import DataError
 
 MAGIC = b"MMIDIDX\x00\x00"
 VERSION = 1
@@ -93,9 +93,9 @@ def index_bytes(lengths, dtype, document_indices=None) -> bytes:
 class PairWriter:
     """Streams documents into a ``.bin``; :meth:`index_bytes` gives the matching ``.idx`` at the end.
 
-    With ``sink`` (a writable binary file, e.g. from ``modules.output.Output.open``) the caller
+    With ``sink`` (a writable binary file, e.g. from ``curate.stages.output.Output.open``) the caller
     owns the files: tokens go to the sink and the caller writes the index. Without it the writer
-    writes ``prefix.bin``/``prefix.idx`` itself through ``modules.output.Output`` (temporary names,
+    writes ``prefix.bin``/``prefix.idx`` itself through ``curate.stages.output.Output`` (temporary names,
     renamed on :meth:`commit`, the ``.bin`` first), so a killed run never leaves a half file.
     """
 
@@ -106,7 +106,7 @@ class PairWriter:
             raise ValueError(f"{prefix}: unsupported token dtype {self.dtype}")
         self._own = None
         if sink is None:  # own files: through the output abstraction, which owns temporaries too
-            from modules.output import Output
+            from curate.stages.output import Output
 
             self._out = Output.at(os.path.dirname(os.path.abspath(prefix)))
             self._own = self._out.open(os.path.basename(prefix) + ".bin")

@@ -25,9 +25,9 @@ import os
 
 import numpy as np
 
-from modules.errors import DataError, SettingsError
-from modules.tokenize import megatron
-from modules.tokenize.verify import check_dtypes, check_structure, discover
+from curate.stages.errors import DataError, SettingsError
+from curate.stages.tokenize import megatron
+from curate.stages.tokenize.verify import check_dtypes, check_structure, discover
 
 
 class _Source:
@@ -67,7 +67,7 @@ def merge_sources(sources: list[_Source], out_prefix: str, chunk: int = megatron
     name, or as plain files when None); the stats include both files' records."""
     import xxhash
 
-    from modules.output import Output
+    from curate.stages.output import Output
 
     if not sources:
         raise DataError(f"{out_prefix}: nothing to merge")
@@ -146,7 +146,7 @@ def merge(path: str, out_prefix: str, prefix: str | None = None) -> dict:
     """Merge every pair of the output directory ``path`` (or those of one set) into ``out_prefix``."""
     import time
 
-    from modules import output
+    from curate.stages import output
 
     if "://" in out_prefix:
         raise SettingsError(f"--output {out_prefix}: merge writes local files; copy the result afterwards")
@@ -201,7 +201,7 @@ def merge(path: str, out_prefix: str, prefix: str | None = None) -> dict:
 
 def claim_files(out, names) -> None:
     """Refuse to overwrite files of ``out``'s folder that this unit did not write."""
-    from modules import output
+    from curate.stages import output
 
     owned = out.owned()
     for rel in names:

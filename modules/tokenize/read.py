@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from modules.errors import DataError, SettingsError
-from modules.tokenize import megatron
+from curate.stages.errors import DataError, SettingsError
+from curate.stages.tokenize import megatron
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ def open_token_set(path: str, prefix: str | None = None, allow_incomplete: bool 
     the directory when it is not a finished tokenize output."""
     import fsspec
 
-    from modules.output import Output, units_in
+    from curate.stages.output import Output, units_in
 
     if not isinstance(path, str) or not path:
         raise SettingsError(f"input {path!r}: expected a tokenize output directory")
@@ -198,7 +198,7 @@ def vocab_for_check(vocab_size: int | None, tokenizer, manifest: dict | None) ->
 def listed_files(out, manifest: dict | None, suffix: str, problems: list) -> list[dict]:
     """The data files (``suffix``) a finished output lists, each checked present with its size;
     the sentinel, the manifest and stray data files beside them are problems too."""
-    from modules.output import is_temporary
+    from curate.stages.output import is_temporary
 
     if not out.complete():
         problems.append(f"{out.path(out.success_name)}: missing _SUCCESS: the run did not finish")

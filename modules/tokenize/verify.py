@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from modules.errors import SettingsError
-from modules.tokenize import megatron
-from modules.tokenize.writer import PAIR_RE
+from curate.stages.errors import SettingsError
+from curate.stages.tokenize import megatron
+from curate.stages.tokenize.writer import PAIR_RE
 
 
 @dataclass
@@ -72,7 +72,7 @@ def _load_units(fs, root: str, names: list[str], target: Target) -> None:
     """Read every unit manifest among ``names`` (files of the folder) into ``target``."""
     import re
 
-    from modules.output import unit_files
+    from curate.stages.output import unit_files
 
     for base in sorted(names):
         m = re.match(r"^manifest(?:\.(.+))?\.json$", base)
@@ -99,7 +99,7 @@ def discover(path: str, prefix: str | None = None) -> Target:
     far: sentinels, strays, partners, files a manifest lists that are missing."""
     import fsspec
 
-    from modules.output import unit_files
+    from curate.stages.output import unit_files
 
     fs, root = fsspec.core.url_to_fs(path)
     fs.invalidate_cache()  # a remote listing cached by this process may predate the run
@@ -279,7 +279,7 @@ def verify(path: str, vocab_size: int | None = None, tokenizer=None, prefix: str
     elif tokenizer is not None:
         vocab_size, source = tokenizer.vocab_size, f"tokenizer {tokenizer.spec}"
     elif target.manifest and target.manifest.get("vocab_size") is not None:
-        from modules.output import unit_files
+        from curate.stages.output import unit_files
 
         unit = next((u for u, m in target.units.items() if m is target.manifest), "")
         vocab_size, source = int(target.manifest["vocab_size"]), unit_files(unit)["manifest"]

@@ -48,11 +48,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from modules.errors import DataError, SettingsError
-from modules.output import Output
-from modules.stage import REASON, Stage, check_range
-from modules.tokenize import megatron
-from modules.tokenize.load import HubSnapshot
+from curate.stages.errors import DataError, SettingsError
+from curate.stages.output import Output
+from curate.stages.stage import REASON, Stage, check_range
+from curate.stages.tokenize import megatron
+from curate.stages.tokenize.load import HubSnapshot
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ class TokenizeSettings:
     def __post_init__(self):
         if not isinstance(self.tokenizer, str) or not self.tokenizer.strip():
             raise SettingsError(f"tokenizer must be a name, a directory or tiktoken:ENCODING; got {self.tokenizer!r}")
-        from modules.tokenize.load import check_spec
+        from curate.stages.tokenize.load import check_spec
 
         check_spec(self.tokenizer)  # a missing directory or unknown encoding fails before a cluster starts
         check_range(self, "batch_size", lo=1)
@@ -178,7 +178,7 @@ def assign_sets(ids: pd.Series, split: dict[str, float] | None) -> np.ndarray:
     """Set of each document: 'train', or a held-out set by the hash of its id (see the module doc)."""
     if not split:
         return np.full(len(ids), "train", dtype=object)
-    from modules.shuffle import hash_ids
+    from curate.stages.shuffle import hash_ids
 
     u = (hash_ids(ids, SPLIT_SEED) >> np.uint64(11)).astype(np.float64) * 2.0**-53
     sets = np.full(len(ids), "train", dtype=object)
@@ -218,7 +218,7 @@ def pair_name(prefix: str, i: int) -> str:
 
 
 def rejects_name(unit: str, i: int, fmt: str) -> str:
-    from modules import dataset
+    from curate.stages import dataset
 
     part = dataset.part_name(i, fmt)
     return f"{REJECTS}/{unit}-{part}" if unit else f"{REJECTS}/{part}"
@@ -226,7 +226,7 @@ def rejects_name(unit: str, i: int, fmt: str) -> str:
 
 def tokenize_partition(df: pd.DataFrame, i: int, plan: Plan) -> dict:
     """Tokenize partition ``i`` into its pair(s), journaled in the output; return what was written."""
-    from modules.tokenize.load import hub_directory, load_tokenizer
+    from curate.stages.tokenize.load import hub_directory, load_tokenizer
 
     tok = load_tokenizer(plan.tokenizer if plan.hub is None else hub_directory(plan.hub))
     started = time.perf_counter()
@@ -241,7 +241,7 @@ def tokenize_partition(df: pd.DataFrame, i: int, plan: Plan) -> dict:
 
 
 def _write_partition(df: pd.DataFrame, i: int, plan: Plan, tok, out: Output) -> dict:
-    from modules import dataset
+    from curate.stages import dataset
 
     df = df.reset_index(drop=True)  # positions from here on: an upstream index may repeat values
     reason = df[REASON] if REASON in df.columns else pd.Series(pd.NA, index=df.index, dtype=dataset.STRING)
@@ -326,8 +326,8 @@ class TokenizeStage(Stage):
     help = "tokenize into Megatron .bin/.idx pairs (one per partition)"
 
     def run(self, settings: TokenizeSettings, ctx) -> dict:
-        from modules import dataset
-        from modules.tokenize.load import is_hub_name, load_tokenizer, resolve_hub
+        from curate.stages import dataset
+        from curate.stages.tokenize.load import is_hub_name, load_tokenizer, resolve_hub
 
         started = time.time()
         # a hub name is pinned here, once: the workers load this snapshot, not whatever the hub has

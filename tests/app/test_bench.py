@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from app import bench
+from curate.app import bench
 from tests.conftest import curate, run_stage, write_jsonl
 
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from app.cli import main
+from curate.app.cli import main
 from tests.conftest import curate, write_jsonl
 
 

@@ -94,7 +94,7 @@ asyncio.run(main())
 
 @pytest.mark.slow
 def test_local_cluster_refuses_a_client_without_its_certificate(tmp_path):
-    from app.cluster import ClusterSettings, connect
+    from curate.app.cluster import ClusterSettings, connect
 
     marker = tmp_path / "ran"
     with connect(ClusterSettings(workers=1)) as client:
@@ -164,8 +164,8 @@ def test_node_address_without_a_default_route_takes_the_first_interface_that_is_
     import distributed.utils
     import psutil
 
-    from app.cluster import _node_address
-    from modules.errors import SettingsError
+    from curate.app.cluster import _node_address
+    from curate.stages.errors import SettingsError
 
     addrs = {"lo": [NS(family=socket.AF_INET, address="127.0.0.1")],
              "eth0": [NS(family=socket.AF_INET6, address="fe80::1"), NS(family=socket.AF_INET, address="10.0.0.5")],
@@ -190,7 +190,7 @@ def test_node_address_without_a_default_route_takes_the_first_interface_that_is_
 def test_exit_codes_of_the_mpi_ranks(monkeypatch):
     # a scheduler or worker rank returns its code through NotClientRank: 0 after a finished job,
     # EXIT_CLUSTER_LOST when the scheduler or the job rank was lost
-    from app import cli, cluster
+    from curate.app import cli, cluster
 
     for code in (0, cluster.EXIT_CLUSTER_LOST):
         def fake(args, code=code):

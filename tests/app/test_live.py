@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from app import live
+from curate.app import live
 from tests.app.test_dashboard import free_port
 from tests.conftest import CURATE, ROOT, write_jsonl
 

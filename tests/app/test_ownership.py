@@ -23,7 +23,7 @@ def snapshot(folder):
 
 
 def cli(*args, cwd, check=False):
-    return subprocess.run([sys.executable, "-m", "app.cli", *map(str, args)], cwd=cwd, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "curate", *map(str, args)], cwd=cwd, capture_output=True,
                           text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
@@ -118,7 +118,7 @@ def test_two_concurrent_runs_one_is_refused(tmp_path):
     job = slow_job(tmp_path)
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    first = subprocess.Popen([sys.executable, "-m", "app.cli", "run", job, "--output", out, "--workers", "1"],
+    first = subprocess.Popen([sys.executable, "-m", "curate", "run", job, "--output", out, "--workers", "1"],
                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.time() + 240
     while not (out / "_LOCK").exists() and time.time() < deadline:

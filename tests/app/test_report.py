@@ -4,8 +4,8 @@ import argparse
 
 import pytest
 
-from app.commands import report
-from modules.errors import SettingsError
+from curate.app.commands import report
+from curate.stages.errors import SettingsError
 from tests.conftest import curate, run_stage, write_jsonl
 from tests.modules.filters.test_heuristic import GOOD
 
@@ -129,7 +129,7 @@ def test_streamed_histograms_equal_the_whole_data(scored, monkeypatch):
 
 
 def test_jsonl_scores_that_are_not_numbers(tmp_path):
-    from modules.errors import DataError
+    from curate.stages.errors import DataError
 
     write_jsonl(tmp_path / "part-00000.jsonl", [{"id": "a", "score_x": 1.5}, {"id": "b"}, {"id": "c", "score_x": "hi"}])
     with pytest.raises(DataError, match="part-00000.jsonl: line 3"):
@@ -181,7 +181,7 @@ def test_page_data_against_the_files(small_job):
     """Every figure on the page, checked against an independent reading of the outputs."""
     import pandas as pd
 
-    from app import report_html
+    from curate.app import report_html
     from tests.conftest import read_output
 
     out, docs = small_job
@@ -251,7 +251,7 @@ def test_page_renders_in_chromium(small_job, tmp_path):
     nothing fetched from the network; screenshots stay in the test's folder."""
     import time
 
-    from app import report_html
+    from curate.app import report_html
     from tests.browser import Browser
 
     reason = Browser.skip_reason()
@@ -282,7 +282,7 @@ def test_page_renders_in_chromium(small_job, tmp_path):
 
 def test_end_of_run_page_skips_verify_beyond_a_size(small_job, monkeypatch):
     """Edge case: verify reads every token; the automatic page runs it only for small outputs."""
-    from app import report_html
+    from curate.app import report_html
 
     out, _ = small_job
     monkeypatch.setattr(report_html, "AUTO_VERIFY_BYTES", 0)

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from app import runner
+from curate.app import runner
 from tests.conftest import CURATE, ROOT, read_output, write_jsonl
 
 JOB = """

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from modules.errors import DataError, SettingsError
+from curate.stages.errors import DataError, SettingsError
 from tests.conftest import curate, read_output, write_jsonl
 
 GOOD = "river valley history research careful analysis results evidence method study report".split()
@@ -49,7 +49,7 @@ def test_usage_errors_exit_2(tmp_path):
 def _args(tmp_path, *extra):
     import argparse
 
-    from app.commands import train_classifier
+    from curate.app.commands import train_classifier
 
     p = argparse.ArgumentParser()
     train_classifier.add_arguments(p)
@@ -69,7 +69,7 @@ def _args(tmp_path, *extra):
     (("--max-docs", "0"), "--max-docs must be positive"),
 ])
 def test_numeric_options_are_checked_before_reading(tmp_path, monkeypatch, extra, message):
-    from app.commands import train_classifier
+    from curate.app.commands import train_classifier
 
     monkeypatch.setattr(train_classifier, "read_texts", lambda *a: pytest.fail("read data before checking options"))
     with pytest.raises(SettingsError, match=re.escape(message)):
@@ -77,7 +77,7 @@ def test_numeric_options_are_checked_before_reading(tmp_path, monkeypatch, extra
 
 
 def test_warns_that_without_max_docs_everything_is_read(tmp_path, monkeypatch, caplog):
-    from app.commands import train_classifier
+    from curate.app.commands import train_classifier
 
     monkeypatch.setattr(train_classifier, "read_texts", lambda *a: (_ for _ in ()).throw(DataError("stop here")))
     with caplog.at_level(logging.WARNING), pytest.raises(DataError):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from app.cli import main
+from curate.app.cli import main
 from tests.conftest import curate, run_stage, write_jsonl
 
 

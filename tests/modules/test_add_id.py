@@ -3,8 +3,8 @@
 import pandas as pd
 import pytest
 
-from modules.add_id import AddIdSettings, add_ids
-from modules.errors import SettingsError
+from curate.stages.add_id import AddIdSettings, add_ids
+from curate.stages.errors import SettingsError
 from tests.conftest import read_output, run_stage, write_jsonl
 
 

@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from modules.blend import BlendSettings, data_paths, documents_per_source, plan_source
-from modules.errors import SettingsError
+from curate.stages.blend import BlendSettings, data_paths, documents_per_source, plan_source
+from curate.stages.errors import SettingsError
 from tests.conftest import read_output, run_stage, write_jsonl
 
 

@@ -7,9 +7,9 @@ import ftfy
 import pandas as pd
 import pytest
 
-from modules.clean import CleanSettings, CleanStage, clean, clean_text
-from modules.dataset import STRING
-from modules.errors import SettingsError
+from curate.stages.clean import CleanSettings, CleanStage, clean, clean_text
+from curate.stages.dataset import STRING
+from curate.stages.errors import SettingsError
 from tests.conftest import read_output, run_stage, write_jsonl
 
 RAW = pd.DataFrame({
@@ -126,7 +126,7 @@ NEMO = {
 def modified(texts, **kw):
     import pyarrow as pa
 
-    from modules.clean import apply_modifiers
+    from curate.stages.clean import apply_modifiers
 
     return apply_modifiers(pa.array(texts, pa.large_string()), CleanSettings(**kw)).to_pylist()
 

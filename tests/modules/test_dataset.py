@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 import zstandard
 
-from modules import dataset
-from modules.errors import DataError, SettingsError
-from modules.stage import IOSettings
+from curate.stages import dataset
+from curate.stages.errors import DataError, SettingsError
+from curate.stages.stage import IOSettings
 from tests.conftest import read_output, run_stage, write_jsonl
 
 DOCS = [{"id": f"d{i}", "text": f"document number {i}", "url": f"https://example.org/{i}"} for i in range(10)]

@@ -10,9 +10,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from modules import dataset
-from modules.errors import DataError
-from modules.settings import IOSettings
+from curate.stages import dataset
+from curate.stages.errors import DataError
+from curate.stages.settings import IOSettings
 from tests.conftest import read_output, run_stage, write_jsonl
 
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from modules.decontaminate import (
+from curate.stages.decontaminate import (
     DecontaminateSettings,
     Index,
     count_matches,
@@ -17,7 +17,7 @@ from modules.decontaminate import (
     task_ngrams,
     words,
 )
-from modules.errors import SettingsError
+from curate.stages.errors import SettingsError
 from tests.conftest import read_output, run_stage, write_jsonl
 
 # a 13-word test question
@@ -132,7 +132,7 @@ def test_one_word_ngrams_are_found_anywhere():
 
 
 def test_span_agrees_with_words():
-    from modules.decontaminate import plain_words, span
+    from curate.stages.decontaminate import plain_words, span
 
     text = "  -- Hello, World!  it's -- (fine) ... Ünïcode\tend."
     w, s, e = words(text)

@@ -7,7 +7,7 @@ from tests.modules.test_decontaminate import FILLER, QUESTION
 
 
 def test_job_with_the_new_stages(tmp_path):
-    from app.runner import load_job, run_job
+    from curate.app.runner import load_job, run_job
 
     write_jsonl(tmp_path / "task.jsonl", [{"question": QUESTION}])
     write_jsonl(tmp_path / "in.jsonl", [

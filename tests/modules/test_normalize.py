@@ -3,7 +3,7 @@
 import dask.dataframe as dd
 import pandas as pd
 
-from modules.normalize import NormalizeSettings, NormalizeStage, normalize
+from curate.stages.normalize import NormalizeSettings, NormalizeStage, normalize
 
 FRAME = pd.DataFrame({
     "id": ["a", "b", "c", "d", "e"],

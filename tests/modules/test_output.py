@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import xxhash
 
-from modules.output import (
+from curate.stages.output import (
     Lock,
     LockedError,
     Output,
@@ -123,7 +123,7 @@ def test_output_must_not_overlap_inputs(tmp_path):
 def hold_lock(path):
     """A real second process that takes the lock of ``path`` and holds it until killed."""
     code = (f"import sys, time; sys.path.insert(0, {str(os.getcwd())!r});"
-            "from modules.output import Lock, Output;"
+            "from curate.stages.output import Lock, Output;"
             f"Lock(Output.at({str(path)!r}), 'holder').acquire(); print('held', flush=True); time.sleep(60)")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "held"

@@ -15,8 +15,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from modules.errors import DataError, SettingsError
-from modules.pack import (
+from curate.stages.errors import DataError, SettingsError
+from curate.stages.pack import (
     PackPlan,
     PackSettings,
     best_fit_decreasing,
@@ -298,7 +298,7 @@ def test_resume_repacks_only_missing_files(tmp_path):
 def test_verify_catches_broken_rows_one_line_each(tmp_path):
     import pyarrow as pa
 
-    from modules.pack import row_schema
+    from curate.stages.pack import row_schema
 
     ts = make_token_set(tmp_path / "tok", [[[5, 6, 7], [8, 9]] * 3], vocab_size=100, eod_id=99, bos_id=BOS)
     out = tmp_path / "p"

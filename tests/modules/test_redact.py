@@ -6,9 +6,9 @@ import dask.dataframe as dd
 import pandas as pd
 import pytest
 
-from modules.dataset import STRING
-from modules.errors import SettingsError
-from modules.redact import RedactSettings, RedactStage, is_secret_token, redact
+from curate.stages.dataset import STRING
+from curate.stages.errors import SettingsError
+from curate.stages.redact import RedactSettings, RedactStage, is_secret_token, redact
 from tests.conftest import read_output, run_stage, write_jsonl
 
 IP = "<redacted-network-address>"

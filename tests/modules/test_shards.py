@@ -10,8 +10,8 @@ import json
 import numpy as np
 import pytest
 
-from modules.errors import SettingsError
-from modules.shards import plan_shards, verify
+from curate.stages.errors import SettingsError
+from curate.stages.shards import plan_shards, verify
 from tests.conftest import curate, run_stage
 from tests.modules.tokensets import make_token_set
 

@@ -3,8 +3,8 @@
 import pandas as pd
 import pytest
 
-from modules.errors import SettingsError
-from modules.shuffle import ShuffleSettings, divisions, hash_ids, shuffle_frame
+from curate.stages.errors import SettingsError
+from curate.stages.shuffle import ShuffleSettings, divisions, hash_ids, shuffle_frame
 from tests.conftest import read_output, run_stage, write_jsonl
 
 

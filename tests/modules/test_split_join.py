@@ -3,8 +3,8 @@
 import pandas as pd
 import pytest
 
-from modules.errors import SettingsError
-from modules.split_join import JoinSettings, SplitSettings, join_frame, split_frame
+from curate.stages.errors import SettingsError
+from curate.stages.split_join import JoinSettings, SplitSettings, join_frame, split_frame
 from tests.conftest import read_output, run_stage, write_jsonl
 
 DOCS = [

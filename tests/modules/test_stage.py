@@ -4,8 +4,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from modules.errors import SettingsError
-from modules.stage import IOSettings, check_range, fingerprint, parse_bytes, settings_from_mapping
+from curate.stages.errors import SettingsError
+from curate.stages.stage import IOSettings, check_range, fingerprint, parse_bytes, settings_from_mapping
 
 
 @dataclass(frozen=True)
@@ -64,8 +64,8 @@ class WithList:
 
 
 def test_files_named_by_settings_count_as_input(tmp_path):
-    from modules.dataset import input_identity
-    from modules.stage import settings_files
+    from curate.stages.dataset import input_identity
+    from curate.stages.stage import settings_files
 
     listing = tmp_path / "urls.txt"
     listing.write_text("http://a/1\n")

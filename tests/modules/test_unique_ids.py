@@ -5,8 +5,8 @@ from collections import Counter
 import dask
 import pandas as pd
 
-from modules import unique_ids
-from modules.settings import IOSettings
+from curate.stages import unique_ids
+from curate.stages.settings import IOSettings
 from tests.conftest import run_stage, write_jsonl
 
 

@@ -8,8 +8,8 @@ import json
 
 import numpy as np
 
-from modules.output import Output
-from modules.tokenize import megatron
+from curate.stages.output import Output
+from curate.stages.tokenize import megatron
 
 
 def make_token_set(folder, pairs, vocab_size=1000, eod_id=None, bos_id=None, add_bos=False, append_eod=False,

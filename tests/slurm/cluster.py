@@ -99,7 +99,7 @@ class MiniCluster:
             if comm == "bash" or f"SLURM_JOB_ID={job_id}".encode() not in env \
                     or not any(str(self.dir).encode() in kv for kv in env):
                 continue
-            if not any(b"app.cli" in a or a.endswith(b"/curate") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")):
+            if not any(a == b"curate" or a.endswith(b"/curate") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")):
                 continue
             for kv in env:
                 if kv.startswith(b"SLURM_PROCID="):

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from modules.dedup import components as cc
+from curate.stages.dedup import components as cc
 
 
 def _partitions(df, column, n):

@@ -6,9 +6,9 @@ import json
 import pandas as pd
 import pytest
 
-from modules.dataset import STRING
-from modules.dedup import exact
-from modules.errors import SettingsError
+from curate.stages.dataset import STRING
+from curate.stages.dedup import exact
+from curate.stages.errors import SettingsError
 from tests.conftest import read_output, run_stage, write_jsonl
 
 
@@ -107,8 +107,8 @@ def test_steps_resume_and_output_is_deterministic(two_files, tmp_path):
 
 
 def test_force_recomputes_every_step(two_files, tmp_path):
-    from app.runner import run_stage as runner_stage
-    from modules.stage import IOSettings
+    from curate.app.runner import run_stage as runner_stage
+    from curate.stages.stage import IOSettings
 
     out = tmp_path / "out"
     run_stage("exact_dedup", {}, two_files, out, on_error="skip")

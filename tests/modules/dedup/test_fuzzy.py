@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from modules.dataset import STRING
-from modules.dedup import fuzzy, minhash
-from modules.errors import SettingsError
+from curate.stages.dataset import STRING
+from curate.stages.dedup import fuzzy, minhash
+from curate.stages.errors import SettingsError
 from tests.conftest import DATA, read_output, run_stage, write_jsonl
 
 SENTENCES = (DATA / "dedup" / "sentences.txt").read_text(encoding="utf-8").splitlines()
@@ -320,7 +320,7 @@ class _CountingInputs:
         self.pieces, self.io, self.reads = pieces, io, []
 
     def read(self, i):
-        from modules.dataset import read_piece
+        from curate.stages.dataset import read_piece
 
         self.reads.append(i)
         return read_piece(self.pieces[i], self.io)
@@ -330,8 +330,8 @@ def test_texts_are_attached_reading_no_more_than_needed(tmp_path, monkeypatch):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from modules.dataset import plan_pieces, read_piece
-    from modules.stage import IOSettings
+    from curate.stages.dataset import plan_pieces, read_piece
+    from curate.stages.stage import IOSettings
 
     texts = ["alpha beta", None, "", "gamma delta", "  ", "epsilon"]  # null, empty, whitespace only
     table = pa.table({"key": [f"k{i}" for i in range(6)], "content": texts, "wide": ["x" * 1000] * 6})

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from datasketch.lsh import _optimal_param
 
-from modules.dedup import lsh
+from curate.stages.dedup import lsh
 
 
 @pytest.mark.parametrize("threshold,num_perm", [(0.8, 128), (0.5, 128), (0.9, 64), (0.7, 256), (0.95, 128),

@@ -7,7 +7,7 @@ import pytest
 import xxhash
 from datasketch import MinHash
 
-from modules.dedup import minhash
+from curate.stages.dedup import minhash
 
 TEXTS = [
     "Hello, World! This is a test of the emergency broadcast system, nothing more.",

@@ -5,8 +5,8 @@ import json
 import pandas as pd
 import pytest
 
-from modules.errors import DataError, SettingsError
-from modules.extract.warc import COLUMNS
+from curate.stages.errors import DataError, SettingsError
+from curate.stages.extract.warc import COLUMNS
 from tests.conftest import curate, read_output, run_stage
 from tests.httpserver import FileServer
 from tests.rawdata import page_warc, rust_pages
@@ -91,7 +91,7 @@ def test_truncated_warc_and_a_failed_download(mirror, tmp_path, pages):
 
 
 def test_settings_are_checked():
-    from modules.download.commoncrawl import DownloadCommonCrawlSettings
+    from curate.stages.download.commoncrawl import DownloadCommonCrawlSettings
 
     with pytest.raises(SettingsError, match="snapshots"):
         DownloadCommonCrawlSettings()

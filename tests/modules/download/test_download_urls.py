@@ -5,9 +5,9 @@ import gzip
 import pandas as pd
 import pytest
 
-from modules.download.base import FetchJob, unique_names, url_file_name
-from modules.download.urls import kind_of
-from modules.errors import DataError, SettingsError
+from curate.stages.download.base import FetchJob, unique_names, url_file_name
+from curate.stages.download.urls import kind_of
+from curate.stages.errors import DataError, SettingsError
 from tests.conftest import read_output, run_stage
 from tests.httpserver import FileServer
 from tests.rawdata import ENWIKI, SINGLE_TEX, page_warc, rust_pages
@@ -79,7 +79,7 @@ def test_file_types_and_names():
 
 
 def test_a_job_can_start_with_a_download_stage(server, tmp_path):
-    from app.runner import load_job, run_job
+    from curate.app.runner import load_job, run_job
 
     job_file = tmp_path / "job.yaml"
     job_file.write_text(

@@ -2,8 +2,8 @@
 
 import pytest
 
-from modules.errors import DataError, SettingsError
-from modules.extract.wikipedia import COLUMNS
+from curate.stages.errors import DataError, SettingsError
+from curate.stages.extract.wikipedia import COLUMNS
 from tests.conftest import read_output, run_stage
 from tests.httpserver import FileServer
 from tests.rawdata import BGWIKI, ENWIKI, mediawiki_xml, wiki_mirror
@@ -64,7 +64,7 @@ def test_unfinished_dump_date_and_corrupt_file(mirror, tmp_path):
 
 
 def test_settings_are_checked():
-    from modules.download.wikipedia import DownloadWikipediaSettings
+    from curate.stages.download.wikipedia import DownloadWikipediaSettings
 
     with pytest.raises(SettingsError, match="dump_date"):
         DownloadWikipediaSettings(dump_date="2024-01-01")
@@ -76,8 +76,8 @@ def test_settings_are_checked():
 def test_bz2_dump_cut_twice_streams_every_page_once(mirror, tmp_path):
     """Cuts inside the bz2 stream resume at their byte; the articles equal those of the file on disk,
     and the dump's SHA-1 (checked at the last byte) matches."""
-    from modules.extract import RawFile
-    from modules.extract.wikipedia import ExtractWikipediaSettings, extract_wikipedia_file
+    from curate.stages.extract import RawFile
+    from curate.stages.extract.wikipedia import ExtractWikipediaSettings, extract_wikipedia_file
 
     rel = "enwiki/20240101/enwiki-20240101-pages-articles1.xml-p1p41242.bz2"
     size = (mirror.root / rel).stat().st_size

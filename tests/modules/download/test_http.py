@@ -8,9 +8,9 @@ import os
 import dask
 import pytest
 
-from modules.download import http
-from modules.download.http import DownloadError, DownloadOptions, ForeignFile, download, get_bytes
-from modules.errors import DataError
+from curate.stages.download import http
+from curate.stages.download.http import DownloadError, DownloadOptions, ForeignFile, download, get_bytes
+from curate.stages.errors import DataError
 from tests.httpserver import FileServer
 
 FAST = DownloadOptions(retries=3, backoff=0.01, timeout=1.0, chunk_bytes=4096)

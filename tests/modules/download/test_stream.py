@@ -14,13 +14,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from modules.download.base import FetchJob, stream_extract, stream_file, union_meta
-from modules.download.http import DownloadError, DownloadOptions, ForeignFile
-from modules.download.stream import RemoteStream
-from modules.errors import DataError, SettingsError
-from modules.extract import RawFile
-from modules.extract.warc import ExtractWarcSettings, extract_warc_file
-from modules.secrets import redact_url
+from curate.stages.download.base import FetchJob, stream_extract, stream_file, union_meta
+from curate.stages.download.http import DownloadError, DownloadOptions, ForeignFile
+from curate.stages.download.stream import RemoteStream
+from curate.stages.errors import DataError, SettingsError
+from curate.stages.extract import RawFile
+from curate.stages.extract.warc import ExtractWarcSettings, extract_warc_file
+from curate.stages.secrets import redact_url
 from tests.conftest import read_output, run_stage
 from tests.httpserver import FileServer
 from tests.rawdata import page_warc, rust_pages
@@ -145,7 +145,7 @@ def test_slow_servers_minimum_rate_and_deadline(tmp_path, pages):
             stream_docs(server.url("e.warc.gz"), "e.warc.gz", options=deadline)
         assert len(server.hits("e.warc.gz")) == n + 2  # retries=1: two attempts, each cut at its deadline
         # small documents (listings, dumpstatus.json) are held to the same pace
-        from modules.download.http import get_bytes
+        from curate.stages.download.http import get_bytes
 
         server.fail("e.warc.gz", "trickle", "trickle", "trickle")
         with pytest.raises(DownloadError, match="below the minimum"):
@@ -228,7 +228,7 @@ def test_download_urls_streams_with_no_raw_bytes_on_disk(mirror, tmp_path, pages
 
 
 def test_max_inflight_bounds_streams_per_worker(mirror, tmp_path):
-    from modules.output import Output
+    from curate.stages.output import Output
 
     mirror.delay = 0.2
     out = Output.at(str(tmp_path / "o"))
@@ -295,12 +295,12 @@ def test_keep_raw_inside_the_output_is_listed_in_its_manifest(mirror, tmp_path):
     for p in mirror.paths:
         assert listed[f"_raw/{p.name}"]["bytes"] == p.stat().st_size
         assert f"_raw/{p.name}.url" in listed
-    from modules.output import file_checksum
+    from curate.stages.output import file_checksum
 
     for rel, rec in listed.items():  # checksums computed while streaming equal a second read's
         with open(out / rel, "rb") as f:
             assert file_checksum(f) == (rec["bytes"], rec["xxh3_128"])
-    from app.cli import main
+    from curate.app.cli import main
 
     assert main(["verify", str(out), "--checksums"]) == 0
     # a rerun (a lost _SUCCESS) accepts its own _raw folder and reads the kept files
@@ -366,7 +366,7 @@ def test_no_secrets_in_logs_manifests_rejects_or_sidecars(mirror, tmp_path, capl
     # a failed download leaves no sidecar behind
     assert not (raw / "missing.warc.gz.url").exists()
     # the log formatter's filter redacts what a record would print
-    from app.logs import RedactFilter
+    from curate.app.logs import RedactFilter
 
     records = [r for r in caplog.records if "missing.warc.gz" in r.getMessage()]
     assert records

@@ -5,11 +5,11 @@ import gzip
 import pandas as pd
 import pytest
 
-from modules.errors import DataError
-from modules.extract import RawFile
-from modules.extract.archive import safe_member_name
-from modules.extract.arxiv import COLUMNS, ExtractArxivSettings, extract_arxiv_file, paper_id
-from modules.extract.latex import InputBomb, find_main, inline_inputs, strip_comments
+from curate.stages.errors import DataError
+from curate.stages.extract import RawFile
+from curate.stages.extract.archive import safe_member_name
+from curate.stages.extract.arxiv import COLUMNS, ExtractArxivSettings, extract_arxiv_file, paper_id
+from curate.stages.extract.latex import InputBomb, find_main, inline_inputs, strip_comments
 from tests.conftest import read_output, run_stage
 from tests.rawdata import SINGLE_TEX, arxiv_bulk_tar, paper_tarball, tar_bytes
 

@@ -6,9 +6,9 @@ import json
 import pandas as pd
 import pytest
 
-from modules.errors import DataError, SettingsError
-from modules.extract import RawFile
-from modules.extract.warc import COLUMNS, ExtractWarcSettings, extract_warc_file
+from curate.stages.errors import DataError, SettingsError
+from curate.stages.extract import RawFile
+from curate.stages.extract.warc import COLUMNS, ExtractWarcSettings, extract_warc_file
 from tests.conftest import curate, read_output, run_stage
 from tests.rawdata import MALFORMED_RECORD, RUST_BOOK, page_warc, rust_pages, warc_record, write_warc
 
@@ -194,7 +194,7 @@ def test_charset_from_header_meta_or_detection(tmp_path):
 
 
 def test_a_declared_charset_wins_over_a_guess_despite_a_stray_byte():
-    from modules.extract.html import decode_html
+    from curate.stages.extract.html import decode_html
 
     page = "<html><body><p>Un café très apprécié à Paris.</p>".encode() + b"\xff" + b"<p>more text</p>" * 100
     text, charset = decode_html(page, "utf-8")
@@ -216,7 +216,7 @@ def test_every_algorithm_extracts_the_main_text(tmp_path, pages, algorithm):
 
 
 def test_justext_uses_nemo_parameters_and_the_page_language():
-    from modules.extract.html import JUSTEXT, extract_justext
+    from curate.stages.extract.html import JUSTEXT, extract_justext
 
     assert JUSTEXT == {"length_low": 70, "length_high": 200, "stopwords_low": 0.30, "stopwords_high": 0.32,
                        "max_link_density": 0.2, "max_heading_distance": 200}
@@ -294,7 +294,7 @@ PROSE = ("The garden was quiet in the morning, and we walked along the path to s
 def test_justext_keeps_a_short_heading_before_a_good_paragraph():
     """NeMo's sequence: the context-free classes are copied before the revision, so a short heading
     whose next paragraph is good becomes near-good and stays (jusText's revision alone loses it)."""
-    from modules.extract.html import extract_justext, stoplists
+    from curate.stages.extract.html import extract_justext, stoplists
 
     html = (f"<html><body><h2>Growing tomatoes at home</h2><p>{PROSE * 3}</p>"
             "<div><a href='/'>Home</a> <a href='/a'>About</a></div></body></html>")
@@ -325,7 +325,7 @@ def test_stop_lists_as_nemo_latin_dropped_non_spaced_kept_whole(tmp_path):
 
 
 def test_resiliparse_stopword_density_filter_by_hand(tmp_path):
-    from modules.extract.html import stoplists, stopword_lines
+    from curate.stages.extract.html import stoplists, stopword_lines
 
     english = stoplists()["ENGLISH"]
     # densities by hand: 'the'/'and'/'of' are stop words, 'Home'/'Products' are not, the test is case-sensitive

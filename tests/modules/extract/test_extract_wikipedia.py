@@ -8,9 +8,9 @@ import tracemalloc
 import pandas as pd
 import pytest
 
-from modules.errors import DataError
-from modules.extract import RawFile
-from modules.extract.wikipedia import (
+from curate.stages.errors import DataError
+from curate.stages.extract import RawFile
+from curate.stages.extract.wikipedia import (
     COLUMNS,
     ExtractWikipediaSettings,
     detect_encoding,
@@ -218,8 +218,8 @@ def test_a_300_mb_page_in_a_tiny_bz2_keeps_the_worker_small(tmp_path):
     # VmHWM is the child's own peak (ru_maxrss would carry over the forking pytest's)
     code = (
         "import json, re\n"
-        "from modules.extract import RawFile\n"
-        "from modules.extract.wikipedia import ExtractWikipediaSettings, extract_wikipedia_file\n"
+        "from curate.stages.extract import RawFile\n"
+        "from curate.stages.extract.wikipedia import ExtractWikipediaSettings, extract_wikipedia_file\n"
         f"df = extract_wikipedia_file(RawFile({str(DATA / 'huge-page.xml.bz2')!r}, 'huge-page.xml.bz2'),"
         " ExtractWikipediaSettings(), 'raise')\n"
         "peak = int(re.search(r'VmHWM:\\s*(\\d+)', open('/proc/self/status').read()).group(1))\n"

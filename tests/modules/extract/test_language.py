@@ -1,6 +1,6 @@
 """Language identification: the model ships in py3langid; nothing is fetched."""
 
-from modules.extract.language import SAMPLE_CHARS, identify, labels
+from curate.stages.extract.language import SAMPLE_CHARS, identify, labels
 
 
 def test_identify_known_languages_and_no_letters():

@@ -4,10 +4,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from modules.dataset import STRING
-from modules.errors import SettingsError
-from modules.filters import get_filter
-from modules.filters.base import ScoreFilter, Texts, build_chain, load_chain, parse_chain, ratio
+from curate.stages.dataset import STRING
+from curate.stages.errors import SettingsError
+from curate.stages.filters import get_filter
+from curate.stages.filters.base import ScoreFilter, Texts, build_chain, load_chain, parse_chain, ratio
 
 ROOT_CHAINS = ["jobs/filters/heuristic_en.yaml", "jobs/filters/c4_fineweb.yaml", "jobs/filters/code.yaml"]
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from modules.clean import CleanSettings, clean
-from modules.dataset import STRING
-from modules.filters.base import ScoreFilter, build_chain, load_chain
+from curate.stages.clean import CleanSettings, clean
+from curate.stages.dataset import STRING
+from curate.stages.filters.base import ScoreFilter, build_chain, load_chain
 
 ROOT = Path(__file__).resolve().parents[3]
 

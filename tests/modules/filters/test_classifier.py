@@ -6,11 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from app.commands.train_classifier import train
-from modules.dataset import STRING
-from modules.errors import SettingsError
-from modules.filters import get_filter
-from modules.filters.base import ScoreFilter
+from curate.app.commands.train_classifier import train
+from curate.stages.dataset import STRING
+from curate.stages.errors import SettingsError
+from curate.stages.filters import get_filter
+from curate.stages.filters.base import ScoreFilter
 
 GOOD_WORDS = "river valley history research careful analysis results evidence method study report".split()
 BAD_WORDS = "click buy cheap free winner casino bonus offer now deal discount".split()
@@ -74,7 +74,7 @@ def test_validation(tmp_path, model):
 def test_retrained_model_changes_the_chain(tmp_path, model):
     import shutil
 
-    from modules.filters.base import build_chain, parse_chain
+    from curate.stages.filters.base import build_chain, parse_chain
 
     copy = tmp_path / "m.bin"
     shutil.copy(model, copy)
@@ -90,7 +90,7 @@ def test_retrained_model_changes_the_chain(tmp_path, model):
 def test_case_is_kept_as_nemo_does(tmp_path):
     """A model trained the NeMo way (cased text) sees cased text: upper-case good words, lower-case
     bad words. Lower-casing before predicting (the old behaviour) turns good documents into bad ones."""
-    from modules.filters.classifier import fasttext_lines
+    from curate.stages.filters.classifier import fasttext_lines
 
     assert fasttext_lines(["A B\nc __label__hq  d "]) == ["A B c hq d"]  # NeMo: "__label__" -> " "
     assert fasttext_lines(["A B"], lowercase=True) == ["a b"]

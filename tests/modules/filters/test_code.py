@@ -7,11 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from modules.dataset import STRING
-from modules.errors import DataError
-from modules.filters import get_filter
-from modules.filters.base import ScoreFilter, build_chain, load_chain
-from modules.filters.code import license_class
+from curate.stages.dataset import STRING
+from curate.stages.errors import DataError
+from curate.stages.filters import get_filter
+from curate.stages.filters.base import ScoreFilter, build_chain, load_chain
+from curate.stages.filters.code import license_class
 
 CODE = '''def add(a, b):
     """Return the sum."""
@@ -155,8 +155,8 @@ def _dense_byte_entropy(texts):
 def test_byte_entropy_equals_the_dense_definition(monkeypatch, block):
     import pyarrow as pa
 
-    from modules.filters import code
-    from modules.filters.base import Texts
+    from curate.stages.filters import code
+    from curate.stages.filters.base import Texts
 
     monkeypatch.setattr(code, "ENTROPY_BLOCK_DOCS", block)
     rng = random.Random(block)
@@ -173,7 +173,7 @@ def test_byte_entropy_equals_the_dense_definition(monkeypatch, block):
 def test_byte_entropy_memory_does_not_grow_with_documents_x_256():
     import tracemalloc
 
-    from modules.filters.base import Texts
+    from curate.stages.filters.base import Texts
 
     texts = Texts(pd.Series(["ab", "c", "", "xyz"] * 25_000, dtype=STRING))
     texts._buffers  # noqa: B018 (computed before measuring)

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from modules.dataset import STRING
-from modules.filters import FILTERS, get_filter
-from modules.filters.base import ScoreFilter, Texts
+from curate.stages.dataset import STRING
+from curate.stages.filters import FILTERS, get_filter
+from curate.stages.filters.base import ScoreFilter, Texts
 
 GOOD = (
     "The river runs through the old town and past the mill that was built in the last century.\n"
@@ -217,7 +217,7 @@ NEMO_HEURISTIC_EN = [
 
 
 def test_heuristic_en_is_exactly_nemos_28_filters():
-    from modules.filters.base import load_chain
+    from curate.stages.filters.base import load_chain
 
     chain = load_chain("jobs/filters/heuristic_en.yaml")
     assert len(chain) == 28
@@ -247,8 +247,8 @@ def test_boilerplate_strings_scores_as_nemo(text, nemo):
 
 
 def test_c4_policy_list_is_c4s():
-    from modules.clean import C4_BOILERPLATE
-    from modules.filters.heuristic import C4_POLICY_SUBSTRINGS
+    from curate.stages.clean import C4_BOILERPLATE
+    from curate.stages.filters.heuristic import C4_POLICY_SUBSTRINGS
 
     # TensorFlow Datasets' c4_utils._POLICY_SUBSTRINGS
     assert C4_POLICY_SUBSTRINGS == ("terms of use", "privacy policy", "cookie policy", "uses cookies",
@@ -276,7 +276,7 @@ def test_histogram_from_a_user_sample(tmp_path):
     cyr = "кириллица и ещё немного текста"
     assert flt.score(cyr) == pytest.approx(cyr.count(" ") / len(cyr)) and not flt.keep(flt.score(cyr))
     # the characters are in the chain's settings: workers never reread the sample
-    from modules.filters.base import build_chain, parse_chain
+    from curate.stages.filters.base import build_chain, parse_chain
 
     chain = parse_chain({"filters": [{"filter": "histogram", "sample": str(sample)}]}, "t")
     sample.unlink()

@@ -6,9 +6,9 @@ import dask.dataframe as dd
 import pandas as pd
 import pytest
 
-from modules.dataset import STRING
-from modules.errors import SettingsError
-from modules.filters.stage import FilterSettings, FilterStage
+from curate.stages.dataset import STRING
+from curate.stages.errors import SettingsError
+from curate.stages.filters.stage import FilterSettings, FilterStage
 from tests.conftest import curate, read_output, run_stage, write_jsonl
 
 GOOD = " ".join(["The quick brown fox jumps over the lazy dog and that is the end of it."] * 5)
@@ -79,7 +79,7 @@ def test_settings_errors_name_the_file(tmp_path):
     with pytest.raises(SettingsError, match=r"bad.yaml: filter 1 \(whitespace\): max must be in 0..1"):
         FilterSettings(config=str(bad))
     with pytest.raises(SettingsError, match="chain"):
-        from modules.stage import settings_from_mapping
+        from curate.stages.stage import settings_from_mapping
 
         settings_from_mapping(FilterSettings, {"config": str(bad), "chain": []}, "filter")
 
@@ -104,7 +104,7 @@ def test_job_yaml_with_shipped_chain(tmp_path):
     job = tmp_path / "job.yaml"
     job.write_text(f"input: {tmp_path / 'in.jsonl'}\nstages:\n"
                    f"  - filter: {{config: {root / 'jobs/filters/heuristic_en.yaml'}}}\n")
-    from app.runner import load_job, run_job
+    from curate.app.runner import load_job, run_job
 
     (outcome,) = run_job(load_job(str(job)), str(tmp_path / "out"))
     m = json.load(open(tmp_path / "out" / "01-filter" / "manifest.json"))
@@ -144,7 +144,7 @@ def test_score_sample_counts_and_histograms_without_keep_scores(setup):
 
 def test_score_sample_is_the_bottom_k_by_id_hash_over_all_partitions(setup, monkeypatch):
     """Edge case: k smaller than a partition; the merged sample must be the global bottom-k (brute force)."""
-    from modules.filters import stage as filter_stage
+    from curate.stages.filters import stage as filter_stage
 
     tmp, chain = setup
     monkeypatch.setattr(filter_stage, "SAMPLE_SIZE", 2)

@@ -116,8 +116,8 @@ def write_token_set(folder, pairs, dtype=None, prefix: str = "part"):
     verify and merge accept it as they would a tokenize run's."""
     import numpy as np
 
-    from modules.output import Output
-    from modules.tokenize import megatron
+    from curate.stages.output import Output
+    from curate.stages.tokenize import megatron
 
     out = Output.at(folder, "" if prefix == "part" else prefix)
     out.begin({"kind": "stage", "stage": "tokenize"})

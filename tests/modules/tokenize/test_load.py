@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from modules.errors import SettingsError
-from modules.tokenize.load import load_tokenizer
+from curate.stages.errors import SettingsError
+from curate.stages.tokenize.load import load_tokenizer
 
 CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"  # tiktoken's expected_hash
 
@@ -118,7 +118,7 @@ def offline_hub(tmp_path, monkeypatch):
 
 
 def test_hub_name_resolves_to_the_cached_snapshot(offline_hub, bpe_dir):
-    from modules.tokenize.load import HubSnapshot, _hash_directory, resolve_hub
+    from curate.stages.tokenize.load import HubSnapshot, _hash_directory, resolve_hub
 
     snap = add_snapshot(offline_hub, "org/tok", COMMIT, bpe_dir,
                         extra=[("README.md", b"# a model"), ("model.safetensors", b"\0" * 64)])
@@ -131,7 +131,7 @@ def test_hub_name_resolves_to_the_cached_snapshot(offline_hub, bpe_dir):
 
 
 def test_hub_directory_on_a_worker(offline_hub, bpe_dir, tmp_path):
-    from modules.tokenize.load import HubSnapshot, hub_directory, resolve_hub
+    from curate.stages.tokenize.load import HubSnapshot, hub_directory, resolve_hub
 
     snap = add_snapshot(offline_hub, "org/tok", COMMIT, bpe_dir)
     pinned = resolve_hub("org/tok")
@@ -147,7 +147,7 @@ def test_hub_directory_on_a_worker(offline_hub, bpe_dir, tmp_path):
 
 
 def test_hub_name_not_cached_offline_or_without_tokenizer_files(offline_hub):
-    from modules.tokenize.load import resolve_hub
+    from curate.stages.tokenize.load import resolve_hub
 
     with pytest.raises(SettingsError, match="tokenizer org/missing: cannot find it in the Hugging Face cache"):
         resolve_hub("org/missing")
@@ -157,7 +157,7 @@ def test_hub_name_not_cached_offline_or_without_tokenizer_files(offline_hub):
 
 
 def test_tokenize_pins_a_hub_tokenizer_for_every_partition(offline_hub, bpe_dir, tmp_path, monkeypatch):
-    from modules.tokenize import load
+    from curate.stages.tokenize import load
     from tests.conftest import run_stage, write_jsonl
     from tests.modules.tokenize.helpers import read_dir
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from modules.tokenize import megatron
+from curate.stages.tokenize import megatron
 from tests.modules.tokenize.helpers import read_pair
 
 GOLDEN = Path(__file__).resolve().parents[2] / "data" / "tokenize"

@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from modules.errors import DataError, SettingsError
-from modules.tokenize import megatron
-from modules.tokenize.merge import _Source, merge, merge_sources
+from curate.stages.errors import DataError, SettingsError
+from curate.stages.tokenize import megatron
+from curate.stages.tokenize.merge import _Source, merge, merge_sources
 from tests.conftest import run_stage, write_jsonl
 from tests.modules.tokenize.helpers import read_pair, write_token_set
 

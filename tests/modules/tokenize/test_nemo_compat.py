@@ -10,8 +10,8 @@ import struct
 
 import numpy as np
 
-from modules.tokenize.load import load_tokenizer
-from modules.tokenize.writer import frame_documents
+from curate.stages.tokenize.load import load_tokenizer
+from curate.stages.tokenize.writer import frame_documents
 from tests.conftest import run_stage, write_jsonl
 
 TEXTS = ["Hello world.", "", "The quick brown fox.", "   ", "Ünïcödé 日本語"]

@@ -35,8 +35,8 @@ def make_input(tmp_path):
 
 
 def test_tokenize_to_s3(s3, tmp_path, monkeypatch):
-    from modules import output
-    from modules.tokenize import merge, verify
+    from curate.stages import output
+    from curate.stages.tokenize import merge, verify
 
     fs, _ = s3
     puts = []
@@ -92,6 +92,6 @@ def test_cli_with_workers_uploads(s3, tmp_path):
                      "part_00000.bin", "part_00000.idx", "part_00001.bin", "part_00001.idx",
                      "part_00002.bin", "part_00002.idx"]
     assert not (ROOT / "s3:").exists()  # no local folder named after the URL (the performance report)
-    from modules.tokenize.verify import verify
+    from curate.stages.tokenize.verify import verify
 
     assert verify("s3://bkt/cli").ok

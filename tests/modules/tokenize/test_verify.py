@@ -7,8 +7,8 @@ import struct
 import numpy as np
 import pytest
 
-from modules.errors import SettingsError
-from modules.tokenize.verify import verify
+from curate.stages.errors import SettingsError
+from curate.stages.tokenize.verify import verify
 from tests.conftest import run_stage, write_jsonl
 
 
@@ -47,8 +47,8 @@ def test_missing_success(out):
     (out / "_SUCCESS").unlink()
     line = only(verify(str(out)).problems, "missing _SUCCESS")
     assert line.startswith(str(out / "_SUCCESS"))
-    from modules import dataset
-    from modules.output import unit_files
+    from curate.stages import dataset
+    from curate.stages.output import unit_files
 
     # the names verify checks are the writer's own, not a copy that could drift
     assert (unit_files("")["success"], unit_files("")["manifest"]) == (dataset.SUCCESS, dataset.MANIFEST)
@@ -147,7 +147,7 @@ def test_directory_without_pairs(tmp_path):
 
 
 def test_mixed_dtypes(tmp_path):
-    from modules.tokenize import megatron
+    from curate.stages.tokenize import megatron
 
     for name, dt in (("part_00000", np.uint16), ("part_00001", np.int32)):
         with megatron.PairWriter(str(tmp_path / name), dt) as w:

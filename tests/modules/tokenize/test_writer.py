@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from modules.errors import SettingsError
-from modules.tokenize.load import load_tokenizer
-from modules.tokenize.writer import (
+from curate.stages.errors import SettingsError
+from curate.stages.tokenize.load import load_tokenizer
+from curate.stages.tokenize.writer import (
     SPLIT_SEED,
     TokenizeSettings,
     TokenRangeError,
@@ -104,7 +104,7 @@ def test_assign_sets_by_id_hash():
 def test_split_is_independent_of_the_shuffle_order():
     """After ``shuffle`` (default seed 0) the held-out documents are spread over all partitions,
     not the first one(s): the split and the shuffle hash the ids with different seeds."""
-    from modules.shuffle import ShuffleSettings, divisions, shuffle_keys
+    from curate.stages.shuffle import ShuffleSettings, divisions, shuffle_keys
 
     ids = pd.Series([f"doc-{i}" for i in range(4000)], dtype="string[pyarrow]")
     sets = assign_sets(ids, {"validation": 0.05, "test": 0.05})
@@ -263,8 +263,8 @@ def test_batch_size_does_not_change_the_bytes(tmp_path, bpe_dir):
 
 def test_dask_matches_plain_pandas(tmp_path, bpe_dir):
     """The stage over 3 partitions writes, per partition, what the pure function gives on the frame."""
-    from modules.dataset import read_dataset
-    from modules.stage import IOSettings
+    from curate.stages.dataset import read_dataset
+    from curate.stages.stage import IOSettings
 
     tok = load_tokenizer(bpe_dir)
     inputs = make_input(tmp_path)
@@ -303,9 +303,9 @@ def test_resume_after_a_partial_run(tmp_path, bpe_dir):
 
 
 def test_force_rewrites_finished_partitions(tmp_path, bpe_dir):
-    from app.runner import run_stage as runner_stage
-    from modules.stage import IOSettings, settings_from_mapping
-    from modules.tokenize.writer import TokenizeStage
+    from curate.app.runner import run_stage as runner_stage
+    from curate.stages.stage import IOSettings, settings_from_mapping
+    from curate.stages.tokenize.writer import TokenizeStage
 
     inputs = make_input(tmp_path)
     out = tmp_path / "o"
@@ -330,7 +330,7 @@ def test_other_settings_do_not_reuse_pairs_and_stale_files_go(tmp_path, bpe_dir)
 
 
 def test_split_sets(tmp_path, bpe_dir):
-    from modules.tokenize.verify import verify
+    from curate.stages.tokenize.verify import verify
 
     tok = load_tokenizer(bpe_dir)
     texts = [[f"document number {k * 100 + j} " * 3 for j in range(40)] for k in range(2)]
@@ -380,7 +380,7 @@ def test_megatron_paths_are_readable_by_name(tmp_path):
 
 def test_job_yaml_ends_with_tokenize(tmp_path):
     """The snippet for jobs/sample.yaml: normalize then tokenize with cl100k_base, offline."""
-    from app.runner import load_job, run_job
+    from curate.app.runner import load_job, run_job
 
     inputs = make_input(tmp_path)
     job = tmp_path / "job.yaml"
@@ -397,8 +397,8 @@ def test_job_yaml_ends_with_tokenize(tmp_path):
 
 def test_partition_function_without_dask(tmp_path):
     """One partition, plain pandas, an index with repeated values: reasons land on the right rows."""
-    from modules.dataset import STRING
-    from modules.tokenize.writer import Output, Plan, tokenize_partition
+    from curate.stages.dataset import STRING
+    from curate.stages.tokenize.writer import Output, Plan, tokenize_partition
 
     df = pd.DataFrame({
         "id": pd.Series(["a", "b", "c", "d"], dtype=STRING),
