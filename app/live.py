@@ -136,6 +136,8 @@ def _progress_html(state: dict) -> str:
 def page(scheduler, extra, doc) -> None:
     """The Bokeh document of ``/curate``: a title, the stage table, the current stage's progress and
     a bar chart of the documents dropped so far per reason; refreshed from the scheduler's metadata."""
+    import html
+
     from bokeh.layouts import column
     from bokeh.models import ColumnDataSource, Div
     from bokeh.plotting import figure
@@ -155,7 +157,9 @@ def page(scheduler, extra, doc) -> None:
         if not state:
             table.text = waiting
             return
-        title.text = f"<h2>curate: {state.get('job', '')}</h2><p style='color:#777'>{state.get('output', '')}</p>"
+        # the job file and the output are a user's names: escaped like everything else on this page
+        title.text = (f"<h2>curate: {html.escape(str(state.get('job', '')))}</h2>"
+                      f"<p style='color:#777'>{html.escape(str(state.get('output', '')))}</p>")
         progress.text = _progress_html(state)
         table.text = _table_html(state)
         totals = dropped_so_far(state)

@@ -401,6 +401,12 @@ def _e(x) -> str:
     return html.escape(str(x))
 
 
+def _slot(key: str) -> str:
+    """Where a chart goes in the body: an HTML comment, which no escaped content can contain (its
+    ``<`` is ``&lt;``), so a document text or a folder name holding ``{{funnel}}`` stays text."""
+    return f"<!--curate-chart:{_e(key)}-->"
+
+
 def _table(header: list[str], rows: list[list], cls: str = "") -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
@@ -438,7 +444,7 @@ def render(data: dict) -> str:
                      ("≈ " if s.get("bytes_estimated") else "") + _bytes(s["bytes"]), _fmt(s.get("tokens")), share])
     sections.append("<h2 id='funnel'>Funnel</h2>" + _table(
         ["folder", "stage", "docs in", "docs out", "dropped", "by reason", "text bytes out", "tokens",
-         "of first input"], rows, "funnel") + "{{funnel}}")
+         "of first input"], rows, "funnel") + _slot("funnel"))
 
     # filters -----------------------------------------------------------------------------------
     filt = []
@@ -464,7 +470,7 @@ def render(data: dict) -> str:
             key = f"score_{s['folder']}_{f['reason']}"
             charts[key] = score_chart(s["folder"], f, entry)
             keys.append(key)
-        filt.append("<div class='grid'>" + "".join("{{" + k + "}}" for k in keys) + "</div>")
+        filt.append("<div class='grid'>" + "".join(_slot(k) for k in keys) + "</div>")
         rows = [[_e(f["reason"]), _e(threshold_text(f)), _fmt(sample["filters"].get(f["reason"], {}).get("scored")),
                  _fmt(sample["filters"].get(f["reason"], {}).get("rejected")),
                  _fmt(s["dropped"].get(f["reason"], 0))] for f in m["filters"]]
@@ -498,7 +504,7 @@ def render(data: dict) -> str:
             key = f"groups_{s['folder']}"
             charts[key] = bars_chart(f"{s['folder']}: {kind} by size", [str(k) for k in groups],
                                      list(groups.values()), "documents in the group")
-            dd.append("{{" + key + "}}")
+            dd.append(_slot(key))
             dd.append(_table(["group size", "groups"], [[_fmt(k), _fmt(v)] for k, v in groups.items()]))
         else:
             dd.append("<p class='muted'>no duplicates</p>")
@@ -544,7 +550,7 @@ def render(data: dict) -> str:
             labels = [f"{int(a)}-{int(b) - 1}" if b - a > 1 else f"{int(a)}" for a, b in zip(e[:-1], e[1:])]
             key = f"lengths_{s['folder']}"
             charts[key] = bars_chart("Document length in tokens", labels, lengths["counts"], "tokens", width=900)
-            tk.append("{{" + key + "}}")
+            tk.append(_slot(key))
     if tk:
         sections.append("<h2 id='tokens'>Tokens</h2>" + "".join(tk))
 
@@ -563,7 +569,7 @@ def render(data: dict) -> str:
         rel = os.path.relpath(perf, os.path.join(data["output"], "_reports"))
         info.append(f"<p>Dask performance report of this run: <a href='{_e(rel)}'>{_e(os.path.basename(perf))}</a></p>")
     sections.append("<h2 id='time'>Time</h2>" + "".join(info) + _table(
-        ["folder", "partitions", "seconds", "docs/s", "status"], rows) + "{{time}}")
+        ["folder", "partitions", "seconds", "docs/s", "status"], rows) + _slot("time"))
 
     # one small document per chart (json_item): Bokeh's components() over dozens of roots is
     # quadratic (15 s for the sample job), this is linear
@@ -571,7 +577,7 @@ def render(data: dict) -> str:
     items = {}
     for n, (k, fig) in enumerate(charts.items()):
         items[f"chart-{n}"] = json_item(fig)
-        body = body.replace("{{" + k + "}}", f"<div id='chart-{n}' class='chart'></div>")
+        body = body.replace(_slot(k), f"<div id='chart-{n}' class='chart'></div>", 1)
     payload = json.dumps(items, separators=(",", ":")).replace("</", "<\\/")
     script = ("<script type='application/json' id='curate-charts'>" + payload + "</script><script>"
               "document.addEventListener('DOMContentLoaded',function(){"
