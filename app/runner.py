@@ -8,19 +8,18 @@ is skipped, so re-running a job after a crash or kill resumes where it stopped.
 from __future__ import annotations
 
 import contextlib
-import glob
 import logging
 import os
 import sys
 import time
 from dataclasses import dataclass, field
 
-import yaml
-
 from curate.app.errors import WorkerKilled
 from curate.stages import dataset, registry
 from curate.stages import output as output_mod
 from curate.stages.errors import SettingsError
+from curate.stages.paths import glob_paths
+from curate.stages.settings import shown
 from curate.stages.stage import (
     IOSettings,
     StageContext,
@@ -29,6 +28,7 @@ from curate.stages.stage import (
     settings_files,
     settings_from_mapping,
 )
+from curate.stages.yamlfile import load_yaml
 
 log = logging.getLogger("curate.runner")
 
@@ -56,20 +56,12 @@ def _as_inputs(value, where: str) -> tuple[str, ...]:
         return (value,)
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return tuple(value)
-    raise SettingsError(f"{where} must be a path or a list of paths; got {value!r}")
+    raise SettingsError(f"{where} must be a path or a list of paths; got {shown(value)}")
 
 
 def load_job(path: str, io_overrides: dict | None = None) -> Job:
     """Parse and validate a job YAML file completely (before any cluster starts)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = yaml.safe_load(f)
-    except FileNotFoundError:
-        raise SettingsError(f"job file {path}: no such file") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise SettingsError(f"job file {path}{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
+    doc = load_yaml(path, "job file")
     if not isinstance(doc, dict):
         raise SettingsError(f"job file {path}: expected a mapping with 'stages'")
     unknown = sorted(set(doc) - {"input", "output", "io", "stages", "name", "description"})
@@ -126,10 +118,16 @@ def check_inputs(name: str, inputs, io: IOSettings) -> None:
         raise SettingsError(f"stage {name}: no input")
     if cls.reads_raw_files:
         for spec in inputs:
-            if "://" not in spec and not os.path.exists(spec) and not glob.glob(spec):
+            if "://" not in spec and not os.path.exists(spec) and not glob_paths(spec):
                 raise SettingsError(f"input {spec}: no such file or directory")
     else:
         dataset.expand_inputs(inputs, allow_incomplete=io.allow_incomplete)
+
+
+def check_output_path(output: str) -> None:
+    """An output is a folder: a regular file (or anything else) there is the user's, and refused."""
+    if "://" not in output and os.path.lexists(output) and not os.path.isdir(output):
+        raise SettingsError(f"--output {output}: exists and is not a directory")
 
 
 def stage_owner(name: str, job: str | None = None) -> dict:
@@ -150,7 +148,9 @@ def preflight_stage(name: str, settings, inputs, output: str, io: IOSettings, jo
                     check_locks: bool = True) -> None:
     """Every refusal a stage run can meet, before any cluster starts or any file is touched:
     missing inputs, an output that is (inside) an input, an output curate does not own, a live lock."""
+    check_output_path(output)
     check_inputs(name, inputs, io)
+    registry.get(name)().check(settings, tuple(inputs))
     output_mod.check_not_input(output, inputs)
     out = output_mod.Output.at(output, unit_of(name, settings))
     output_mod.check_claim(out, stage_owner(name, job))
@@ -206,7 +206,11 @@ def preflight_job(job: Job, output: str, stop_after: int | None = None, check_lo
     root = output_mod.Output.at(output)
     plan = job_plan(job, output, stop_after)
     first_inputs = plan[0][2]
+    check_output_path(output)
     check_inputs(plan[0][1].name, first_inputs, job.io)
+    for _k, spec, inputs, _out in plan:  # a stage whose inputs exist already (the first, or given its own)
+        if not any(_is_stage_dir(i, plan) for i in inputs):
+            registry.get(spec.name)().check(spec.settings, tuple(inputs))
     output_mod.check_not_input(output, [i for _, _, inputs, out in plan for i in inputs
                                         if os.path.abspath(i) != os.path.abspath(out) and not _is_stage_dir(i, plan)])
     output_mod.check_claim(root, job_owner(job))

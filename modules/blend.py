@@ -166,11 +166,14 @@ class BlendStage(Stage):
     help = "mix datasets by weight to a target size, or write Megatron's --data-path weights for token sets"
     reads_raw_files = True  # token sets are not document datasets: the stage checks its inputs itself
 
+    def check(self, settings: BlendSettings, inputs) -> None:
+        if len(settings.weights) != len(inputs):
+            raise SettingsError(f"weights: {len(settings.weights)} weights for {len(inputs)} inputs; give one per input")
+        if settings.names and len(settings.names) != len(inputs):
+            raise SettingsError(f"names: {len(settings.names)} names for {len(inputs)} inputs")
+
     def run(self, settings: BlendSettings, ctx) -> dict:
-        if len(settings.weights) != len(ctx.input):
-            raise SettingsError(f"weights: {len(settings.weights)} weights for {len(ctx.input)} inputs; give one per input")
-        if settings.names and len(settings.names) != len(ctx.input):
-            raise SettingsError(f"names: {len(settings.names)} names for {len(ctx.input)} inputs")
+        self.check(settings, ctx.input)
         manifests = [token_manifest(spec) for spec in ctx.input]
         if all(manifests):
             return self._tokens(settings, ctx, list(zip(ctx.input, manifests)))

@@ -74,6 +74,7 @@ segment) and one row group at a time; the tokens are memory-mapped (``modules/to
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -536,6 +537,13 @@ class PackStage(Stage):
     Settings = PackSettings
     help = "pack tokenized documents into rows of exactly --seq-length tokens (Parquet)"
     reads_raw_files = True  # a token set, not a document dataset
+
+    def check(self, settings: PackSettings, inputs) -> None:
+        from curate.stages.tokenize.read import one_input, open_token_set
+
+        spec = one_input(inputs, self.name)
+        if "://" in spec or os.path.exists(spec):  # only the manifest is read: the ids against the vocabulary
+            resolve_plan(settings, open_token_set(spec, settings.input_prefix, allow_incomplete=True))
 
     def run(self, settings: PackSettings, ctx) -> dict:
         import dask

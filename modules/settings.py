@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -52,7 +53,7 @@ def check_choice(settings, name: str) -> None:
     choices = _field(settings, name).metadata.get("choices")
     value = getattr(settings, name)
     if choices and value not in choices:
-        raise SettingsError(f"{name} must be one of {', '.join(map(str, choices))}; got {value!r}")
+        raise SettingsError(f"{name} must be one of {', '.join(map(str, choices))}; got {shown(value)}")
 
 
 def check_range(settings, name: str, lo=None, hi=None) -> None:
@@ -61,7 +62,7 @@ def check_range(settings, name: str, lo=None, hi=None) -> None:
         return
     if (lo is not None and value < lo) or (hi is not None and value > hi):
         bounds = f"{'' if lo is None else lo}..{'' if hi is None else hi}"
-        raise SettingsError(f"{name} must be in {bounds}; got {value!r}")
+        raise SettingsError(f"{name} must be in {bounds}; got {shown(value)}")
 
 
 def _field(settings, name):
@@ -85,14 +86,20 @@ def parse_bytes(value, name: str) -> int:
     try:
         n = int(float(num) * _UNITS[unit])
     except (ValueError, KeyError):
-        raise SettingsError(f"{name} must be a size such as 128MiB; got {value!r}") from None
+        raise SettingsError(f"{name} must be a size such as 128MiB; got {shown(value)}") from None
     if n <= 0:
-        raise SettingsError(f"{name} must be positive; got {value!r}")
+        raise SettingsError(f"{name} must be positive; got {shown(value)}")
     return n
 
 
 def field_types(cls) -> dict[str, Any]:
     return typing.get_type_hints(cls)
+
+
+def shown(value, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters: an error line names a value, it does not print it whole."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 def coerce(value, tp, where: str):
@@ -117,10 +124,10 @@ def coerce(value, tp, where: str):
             return value
         if isinstance(value, str) and value.lower() in ("true", "yes", "on", "1", "false", "no", "off", "0"):
             return value.lower() in ("true", "yes", "on", "1")
-        raise SettingsError(f"{where} must be true or false; got {value!r}")
+        raise SettingsError(f"{where} must be true or false; got {shown(value)}")
     if tp is int:
         if isinstance(value, bool):
-            raise SettingsError(f"{where} must be an integer; got {value!r}")
+            raise SettingsError(f"{where} must be an integer; got {shown(value)}")
         if isinstance(value, int):
             return value
         if isinstance(value, str):
@@ -128,30 +135,35 @@ def coerce(value, tp, where: str):
                 return int(value)
             except ValueError:
                 pass
-        raise SettingsError(f"{where} must be an integer; got {value!r}")
+        raise SettingsError(f"{where} must be an integer; got {shown(value)}")
     if tp is float:
+        number = None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
+            number = float(value)
+        elif isinstance(value, str):
             try:
-                return float(value)
+                number = float(value)
             except ValueError:
                 pass
-        raise SettingsError(f"{where} must be a number; got {value!r}")
+        if number is None:
+            raise SettingsError(f"{where} must be a number; got {shown(value)}")
+        if math.isnan(number):  # every comparison with NaN is false: a filter with min .nan drops everything
+            raise SettingsError(f"{where} must be a number, not NaN")
+        return number
     if tp is str:
         if isinstance(value, str):
             return value
-        raise SettingsError(f"{where} must be a string; got {value!r}")
+        raise SettingsError(f"{where} must be a string; got {shown(value)}")
     if origin in (tuple, list):
         if isinstance(value, str):
             value = [v.strip() for v in value.split(",") if v.strip()]
         if not isinstance(value, (list, tuple)):
-            raise SettingsError(f"{where} must be a list; got {value!r}")
+            raise SettingsError(f"{where} must be a list; got {shown(value)}")
         item = args[0] if args else Any
         return tuple(coerce(v, item, f"{where}[{i}]") for i, v in enumerate(value))
     if origin is dict or tp is dict:
         if not isinstance(value, dict):
-            raise SettingsError(f"{where} must be a mapping; got {value!r}")
+            raise SettingsError(f"{where} must be a mapping; got {shown(value)}")
         kt, vt = args if args else (Any, Any)
         return {coerce(k, kt, where): coerce(v, vt, f"{where}.{k}") for k, v in value.items()}
     return value

@@ -52,6 +52,9 @@ def divisions(n: int) -> list[int]:
     return [j * space // n for j in range(n)] + [space - 1]
 
 
+MAX_PARTITIONS = 100_000
+
+
 @dataclass(frozen=True)
 class ShuffleSettings:
     partitions: int | None = field(
@@ -61,7 +64,9 @@ class ShuffleSettings:
                                            "metavar": "S"})
 
     def __post_init__(self):
-        check_range(self, "partitions", lo=1)
+        # a partition is a task and an output file: beyond this a typo (1000000000) costs a MemoryError
+        # after a long graph build instead of an error line
+        check_range(self, "partitions", lo=1, hi=MAX_PARTITIONS)
         check_range(self, "seed", lo=0, hi=2**64 - 1)
 
 

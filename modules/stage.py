@@ -57,6 +57,11 @@ class Stage:
     def run(self, settings, ctx: StageContext) -> dict:
         raise NotImplementedError
 
+    def check(self, settings, inputs: tuple[str, ...]) -> None:
+        """Refusals that need the inputs but no cluster, run before anything starts or is written
+        (a SettingsError naming the option). Reads small files only (manifests). ``inputs`` may not
+        exist yet (a later stage of a job): then there is nothing to check here."""
+
 
 @dataclass(frozen=True)
 class StageContext:

@@ -428,21 +428,10 @@ def parse_chain(doc, where: str) -> tuple[dict, ...]:
 
 
 def load_chain(path: str) -> tuple[dict, ...]:
-    """Read and validate a chain YAML file (``yaml.safe_load``, once)."""
-    import yaml
+    """Read and validate a chain YAML file (strictly, once: :func:`curate.stages.yamlfile.load_yaml`)."""
+    from curate.stages.yamlfile import load_yaml
 
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = yaml.safe_load(f)
-    except FileNotFoundError:
-        raise SettingsError(f"filter config {path}: no such file") from None
-    except IsADirectoryError:
-        raise SettingsError(f"filter config {path}: is a directory, not a YAML file") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = f" line {mark.line + 1}" if mark else ""
-        raise SettingsError(f"filter config {path}{line}: not valid YAML ({getattr(e, 'problem', e)})") from None
-    return parse_chain(doc, f"filter config {path}")
+    return parse_chain(load_yaml(path, "filter config"), f"filter config {path}")
 
 
 def build_chain(specs) -> list[Filter]:

@@ -2,7 +2,7 @@
 
     curate filter --config jobs/filters/heuristic_en.yaml --input in/ --output out/ [--keep-scores]
 
-The chain file is read once, with ``yaml.safe_load``, when the settings are made (before any
+The chain file is read once, strictly (``curate.stages.yamlfile``), when the settings are made (before any
 cluster starts), and validated: an unknown filter, parameter or out-of-range threshold is one line
 naming the file, the filter's position and the value. The normalised chain (every parameter spelled
 out) is part of the settings, so editing the YAML reruns the stage, and the manifest shows the
