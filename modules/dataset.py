@@ -42,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from curate.stages.errors import DataError, SettingsError
+from curate.stages.paths import glob_files
 from curate.stages.settings import IOSettings, parse_bytes, settings_dict
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ def expand_named(specs, allow_incomplete: bool = False) -> list[tuple[str, str]]
         elif os.path.isfile(spec):
             named.append((spec, os.path.basename(spec)))
         elif globlib.has_magic(spec):
-            hits = sorted(p for p in globlib.glob(spec, recursive=True) if os.path.isfile(p) and _kind(p))
+            hits = [p for p in glob_files(spec) if _kind(p)]
             if not hits:
                 raise SettingsError(f"input {spec}: no JSONL or Parquet file matches")
             root = _glob_root(spec)
@@ -95,7 +96,7 @@ def expand_named(specs, allow_incomplete: bool = False) -> list[tuple[str, str]]
             raise SettingsError(f"input {spec}: no such file or directory")
     seen, unique = set(), []
     for f, name in named:
-        key = f if is_url(f) else os.path.abspath(f)
+        key = f if is_url(f) else os.path.realpath(f)  # each real file once, whatever links lead to it
         if key not in seen:
             seen.add(key)
             unique.append((f, name))
@@ -297,7 +298,7 @@ def _all_files(spec: str) -> list[str]:
         found = (os.path.relpath(os.path.join(root, f), spec) for root, _, names in os.walk(spec) for f in names)
         return sorted(os.path.join(spec, rel) for rel in found
                       if not any(seg.startswith(("_", ".")) for seg in rel.split(os.sep)))
-    return sorted(p for p in globlib.glob(spec, recursive=True) if os.path.isfile(p))
+    return glob_files(spec)
 
 
 # --------------------------------------------------------------------------- reading

@@ -56,6 +56,7 @@ import time
 from dataclasses import dataclass
 
 from curate.stages.errors import DataError, SettingsError
+from curate.stages.paths import glob_paths
 
 log = logging.getLogger(__name__)
 
@@ -680,7 +681,7 @@ def check_not_input(output: str, inputs, flag: str = "--output") -> None:
             continue
         if globlib.has_magic(spec):
             # a glob names files, not a directory: the output may sit beside them, not above them
-            files = [p for p in globlib.glob(spec, recursive=True)]
+            files = glob_paths(spec)
             dirs = [p for p in files if os.path.isdir(p)]
         elif os.path.isdir(spec):
             files, dirs = [], [spec]

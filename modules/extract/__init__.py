@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from curate.stages.errors import DataError, SettingsError
+from curate.stages.paths import glob_files
 
 _BLANK_RUNS = re.compile(r"\n{3,}")
 
@@ -67,8 +68,7 @@ def raw_inputs(specs, suffixes: tuple[str, ...], what: str) -> list[RawFile]:
                 raise SettingsError(f"input {spec}: no {what} files ({', '.join(suffixes)}) in this directory")
             files.extend(found)
         elif globlib.has_magic(spec):
-            found = sorted(p for p in globlib.glob(spec, recursive=True)
-                           if os.path.isfile(p) and p.lower().endswith(suffixes))
+            found = [p for p in glob_files(spec) if p.lower().endswith(suffixes)]
             if not found:
                 raise SettingsError(f"input {spec}: no {what} file ({', '.join(suffixes)}) matches")
             files.extend(found)
@@ -76,7 +76,11 @@ def raw_inputs(specs, suffixes: tuple[str, ...], what: str) -> list[RawFile]:
             raise SettingsError(f"input {spec}: no such file or directory")
     if not files:
         raise SettingsError(f"no {what} input files given")
-    unique = list(dict.fromkeys(os.path.abspath(f) for f in files))
+    # each real file once: two names of one file (a link, a loop) would read it twice
+    real: dict[str, str] = {}
+    for f in files:
+        real.setdefault(os.path.realpath(f), os.path.abspath(f))
+    unique = list(real.values())
     root = os.path.commonpath([os.path.dirname(f) for f in unique])
     return [RawFile(f, os.path.relpath(f, root)) for f in unique]
 
