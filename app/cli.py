@@ -47,7 +47,8 @@ class ArgumentParser(argparse.ArgumentParser):
 def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("cluster")
     g.add_argument("--cluster", default="local",
-                   help="local (default), mpi (under mpirun/srun), a scheduler file, or tcp:// / tls://host:port")
+                   help="local (default), mpi (under mpirun/srun), threads (no cluster: threads in this process, nothing "
+                        "listens), a scheduler file, or tcp:// / tls://host:port")
     g.add_argument("--workers", type=int, default=None,
                    help="local cluster: worker processes (default: one per core); ignored, with a warning, otherwise")
     g.add_argument("--threads-per-worker", type=int, default=1, help="threads per worker (default 1)")
@@ -118,9 +119,15 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--output", help="output directory (default: the job's 'output')")
     p.add_argument("--force", action="store_true", help="rerun every stage even when its output is up to date")
     p.add_argument("--stop-after", type=int, default=None, metavar="K", help="stop after stage K")
+    p.add_argument("--dry-run", action="store_true",
+                   help="check the job (settings, inputs, ownership, locks) and print the plan: the stages to run "
+                        "and to skip on resume; starts no cluster and writes nothing")
     add_io_overrides(p)
     add_cluster_arguments(p)
     p.set_defaults(handler=cmd_run)
+
+    p = sub.add_parser("stages", help="list every stage with its one-line help and its command")
+    p.set_defaults(handler=cmd_stages)
 
     stages = {name: registry.get(name) for name in registry.available()}
     kinds: dict[str, list[str]] = {}
@@ -197,9 +204,19 @@ def cmd_stage(args) -> int:
     return 0
 
 
+def cmd_stages(args) -> int:
+    from curate.stages import registry
+
+    rows = [(name, "curate " + " ".join(cls.cli or (name,)), cls.help or "")
+            for name, cls in ((n, registry.get(n)) for n in registry.available())]
+    wide = [max(len(r[i]) for r in rows) for i in range(2)]
+    print("\n".join(f"{a.ljust(wide[0])}  {b.ljust(wide[1])}  {c}" for a, b, c in rows))
+    print("\njob YAML names a stage by the first column; `curate <command> --help` lists its settings")
+    return 0
+
+
 def cmd_run(args) -> int:
     from curate.app import runner
-    from curate.app.cluster import connect
 
     overrides = {"format": args.format, "on_error": args.on_error,
                  "allow_incomplete": args.allow_incomplete, "blocksize": args.blocksize}
@@ -207,13 +224,10 @@ def cmd_run(args) -> int:
     output = args.output or job.output
     if not output:
         raise SettingsError(f"job file {args.job}: no 'output'; pass --output DIR")
-    cs = cluster_settings(args)
-    runner.preflight_job(job, output, args.stop_after)
-    early = cs.mode != "mpi"  # see cmd_stage
-    with runner.job_lock(job, output) if early else contextlib.nullcontext(), \
-            connect(cs) as client, runner.performance_report(output, "run", client):
-        outcomes = runner.run_job(job, output, compute=runner.make_compute(client), force=args.force,
-                                  stop_after=args.stop_after, lock=not early)
+    if args.dry_run:
+        print(runner.dry_run(job, output, args.stop_after, force=args.force))
+        return 0
+    outcomes = runner.execute_job(job, output, cluster_settings(args), force=args.force, stop_after=args.stop_after)
     print(runner.summary_table(outcomes))
     print(f"curate: output in {_shown(outcomes[-1].output)}")
     return 0

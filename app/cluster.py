@@ -11,6 +11,9 @@
   client tells every rank the job is over, retires the workers, then stops the scheduler: exit 0
   everywhere and no CommClosedError tracebacks. When the job rank or the scheduler is lost instead,
   every other rank stops within seconds with EXIT_CLUSTER_LOST.
+- ``threads``: no cluster at all: Dask's threaded scheduler in this process (``--workers`` threads,
+  default one per core). Nothing listens, nothing is spawned; no dashboard, no live page, no Dask
+  performance report (the HTML report is still written). For small runs and notebooks.
 - a scheduler file path, or ``tcp://``/``tls://host:port``: attach to a running cluster (never shut
   it down).
 
@@ -71,10 +74,10 @@ class ClusterSettings:
                 parse_bytes(self.memory_limit)
             except (ValueError, TypeError):
                 raise SettingsError(f"--memory-limit must be a size such as 4GiB; got {self.memory_limit!r}") from None
-        if self.mode not in ("local", "mpi") and not self.mode.startswith(("tcp://", "tls://", "ucx://")):
+        if self.mode not in ("local", "mpi", "threads") and not self.mode.startswith(("tcp://", "tls://", "ucx://")):
             if not os.path.isfile(self.mode):
                 raise SettingsError(
-                    f"--cluster {self.mode!r}: not local, mpi, a tcp:// address or an existing scheduler file"
+                    f"--cluster {self.mode!r}: not local, mpi, threads, a tcp:// address or an existing scheduler file"
                 )
 
 
@@ -106,8 +109,16 @@ def _memory_per_worker(n: int, requested: str | None):
 
 @contextlib.contextmanager
 def connect(settings: ClusterSettings):
-    """Yield a connected ``distributed.Client``; tear down whatever was started here afterwards."""
-    if settings.mode == "local":
+    """Yield a connected ``distributed.Client`` (None for ``threads``: no cluster); tear down whatever
+    was started here afterwards."""
+    if settings.mode == "threads":
+        import dask
+
+        threads = settings.workers or os.cpu_count() or 1
+        log.info("no cluster: Dask's threaded scheduler in this process, %d threads (nothing listens)", threads)
+        with dask.config.set(scheduler="threads", num_workers=threads):
+            yield None
+    elif settings.mode == "local":
         with _local(settings) as client:
             yield client
     elif settings.mode == "mpi":

@@ -611,6 +611,11 @@ def write_report(out: str, path: str | None = None, verify: bool | str = True) -
 
 def cluster_info(client) -> dict:
     """Workers and threads of the client's cluster, as the run saw them at its end."""
+    if client is None:  # --cluster threads
+        import dask
+
+        return {"cluster": "threads in this process (no cluster)", "workers": 0,
+                "threads": int(dask.config.get("num_workers", None) or os.cpu_count() or 1)}
     try:
         info = client.scheduler_info()
     except Exception as e:  # the page says what it could not learn

@@ -97,6 +97,8 @@ def load_job(path: str, io_overrides: dict | None = None) -> Job:
 
 
 def stage_dir(output: str, k: int, name: str) -> str:
+    if ":" in name:  # a user's own stage, module:Class: its folder takes the class's name
+        name = registry.get(name).name
     return os.path.join(output, f"{k:02d}-{name}")
 
 
@@ -264,6 +266,65 @@ def run_job(job: Job, output: str, compute=None, force: bool = False, stop_after
     return outcomes
 
 
+@contextlib.contextmanager
+def _cluster(cluster, client):
+    """The given client (left open: it is the caller's), else one :func:`curate.app.cluster.connect` makes."""
+    if client is not None:
+        yield client
+        return
+    from curate.app.cluster import connect
+
+    with connect(cluster) as made:
+        yield made
+
+
+def execute_job(job: Job, output: str, cluster=None, client=None, force: bool = False,
+                stop_after: int | None = None) -> list[StageOutcome]:
+    """Everything ``curate run`` does, for the CLI and the Python API: the refusals before any work, the
+    lock (taken before the cluster starts; under MPI only the client rank may take it), the cluster
+    (``cluster``: a ClusterSettings) or the caller's ``client``, the job, the reports."""
+    preflight_job(job, output, stop_after)
+    early = client is not None or cluster is None or cluster.mode != "mpi"
+    with job_lock(job, output) if early else contextlib.nullcontext(), \
+            _cluster(cluster, client) as c, performance_report(output, "run", c):
+        return run_job(job, output, compute=make_compute(c), force=force, stop_after=stop_after, lock=not early)
+
+
+def dry_run(job: Job, output: str, stop_after: int | None = None, force: bool = False) -> str:
+    """``curate run --dry-run``: every refusal of a real run (settings were checked when the job was
+    loaded), then the plan as a table: each stage, its inputs and whether a run would do it or skip it
+    as up to date. No cluster, nothing written. A stage after one that reruns is judged by the
+    fingerprint that stage will have, so the plan says what the run will really do."""
+    preflight_job(job, output, stop_after)
+    planned: dict[str, str] = {}  # stage folder -> the fingerprint its output will have
+    rows = [("#", "stage", "folder", "input", "plan")]
+    for k, spec, inputs, out in job_plan(job, output, stop_after):
+        identity = []
+        for spec_in in inputs:
+            key = os.path.abspath(spec_in)
+            identity += [{"dataset": planned[key]}] if key in planned else dataset.input_identity([spec_in], job.io.allow_incomplete)
+        fp = fingerprint(spec.name, spec.settings, identity + dataset.input_identity(settings_files(spec.settings)), job.io)
+        planned[os.path.abspath(out)] = fp
+        unit = output_mod.Output.at(out, unit_of(spec.name, spec.settings))
+        manifest = unit.manifest() if unit.exists() else None
+        if force:
+            plan = "run (--force)"
+        elif manifest is None:
+            plan = "run"
+        elif not unit.complete():
+            plan = "run (resume an unfinished output)"
+        elif manifest.get("fingerprint") == fp:
+            plan = "skip (up to date)"
+        else:
+            plan = "run (settings or inputs changed)"
+        shown_inputs = ", ".join(os.path.basename(i) if _is_stage_dir(i, job_plan(job, output)) else i for i in inputs)
+        rows.append((str(k), spec.name, os.path.basename(out), shown_inputs or "-", plan))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return f"curate: job {job.name} -> {output}: checked; nothing started, nothing written\n" + "\n".join(lines)
+
+
 # --------------------------------------------------------------------------- presentation
 
 
@@ -325,9 +386,18 @@ def make_compute(client, show_progress: bool | None = None):
 
 @contextlib.contextmanager
 def performance_report(output: str, label: str, client):
-    """Save Dask's performance report (HTML) under ``<output>/_reports/``."""
-    if client is None or "://" in output:  # a remote output (s3://...): no local folder to put it in
+    """Save Dask's performance report (HTML) under ``<output>/_reports/``; a job's HTML report too
+    (without a client, ``--cluster threads``, only that)."""
+    if "://" in output:  # a remote output (s3://...): no local folder to put it in
         yield None
+        return
+    if client is None:
+        from curate.app.report_html import cluster_info, write_run_report
+
+        started = time.time()
+        yield None
+        if label == "run":
+            write_run_report(output, None, None, started, cluster_info(None))
         return
     from distributed import performance_report as report
 

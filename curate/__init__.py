@@ -54,3 +54,28 @@ def _map_checkout() -> None:
 
 
 _map_checkout()
+
+
+#: the Python API, imported on first use so that ``import curate`` stays cheap
+_API = {
+    "Pipeline": "curate.app.api", "Step": "curate.app.api", "Result": "curate.app.api", "list_stages": "curate.app.api",
+    "Stage": "curate.stages.stage", "MapStage": "curate.stages.stage",
+    "Filter": "curate.stages.filters.base", "DocumentFilter": "curate.stages.filters.base",
+    "CurateError": "curate.stages.errors", "SettingsError": "curate.stages.errors", "DataError": "curate.stages.errors",
+}
+__all__ = sorted(_API)
+
+
+def __getattr__(name: str):
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module 'curate' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_API))

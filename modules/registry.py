@@ -54,9 +54,41 @@ def available() -> list[str]:
 
 
 def get(name: str):
-    """The stage class registered under ``name``."""
+    """The stage class registered under ``name``, or a user's own stage named ``module:Class``."""
+    if ":" in name:
+        cls = user_class(name, "stage", _stage_base())
+        word = getattr(cls, "name", None)
+        if not isinstance(word, str) or not word or not all(c.isalnum() or c in "_-" for c in word):
+            raise SettingsError(f"stage {name!r}: set the class attribute name (letters, digits, _ and -; it "
+                                "names the stage's folder)")
+        return cls
     target = STAGES.get(name)
     if target is None or name not in available():
-        raise SettingsError(f"unknown stage {name!r} (known: {', '.join(available())})")
+        raise SettingsError(f"unknown stage {name!r} (known: {', '.join(available())}; "
+                            "or a stage of your own as module:Class)")
     module, cls = target.split(":")
     return getattr(importlib.import_module(module), cls)
+
+
+def _stage_base():
+    from curate.stages.stage import Stage
+
+    return Stage
+
+
+def user_class(target: str, what: str, base: type):
+    """The class ``module:Class`` (a user's own stage or filter), checked to subclass ``base``."""
+    module, _, qualname = target.partition(":")
+    if not module or not qualname:
+        raise SettingsError(f"{what} {target!r}: expected module:Class")
+    try:
+        obj = importlib.import_module(module)
+    except ImportError as e:
+        raise SettingsError(f"{what} {target!r}: cannot import {module!r} ({e})") from None
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise SettingsError(f"{what} {target!r}: {module!r} has no {qualname!r}")
+    if not (isinstance(obj, type) and issubclass(obj, base)):
+        raise SettingsError(f"{what} {target!r}: not a subclass of curate's {base.__name__}")
+    return obj
