@@ -45,7 +45,12 @@ stamp=".venv/.curate-installed"
 want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setup: installing curate into .venv" >&2
-  .venv/bin/python -m pip install -q --upgrade pip
+  # curate installs with pip >= 23 (the README says so; CI uses the venv's own pip, 23.2 on Python 3.11);
+  # an older pip is upgraded first rather than left to fail halfway
+  if ! .venv/bin/python -c 'import sys, pip; sys.exit(int(pip.__version__.split(".")[0]) < 23)'; then
+    echo "setup: pip $(.venv/bin/python -m pip --version | cut -d' ' -f2) is older than 23; upgrading it" >&2
+    .venv/bin/python -m pip install -q --upgrade 'pip>=23'
+  fi
   # the distribution was called "curate" before it became curate-llm: its editable finder mapped top-level
   # app and modules, so it goes first (in our own .venv only)
   if .venv/bin/python -m pip show -q curate >/dev/null 2>&1; then .venv/bin/python -m pip uninstall -q -y curate; fi
