@@ -22,7 +22,19 @@ settings fingerprint, files present with their sizes) is not streamed again; the
 
 A file that cannot be fetched becomes one ``download_failed`` reject under ``--on-error skip`` (its
 partial documents are dropped, so a file counts whole or not at all), and fails the run naming its
-(redacted) URL otherwise.
+(redacted) URL otherwise. A failure that may pass (the retries ran out on connection errors,
+timeouts, 408/429/5xx or transfers cut short: :class:`curate.stages.download.http.TransientDownloadError`)
+leaves the file *pending*: its fetch record says so instead of finished, the manifest counts it
+(``pending``, and ``download.pending_files``), the stage still writes ``_SUCCESS`` (its output is
+whole for every other file) but is never "up to date", so running the same command again fetches
+exactly the pending files and merges their documents; a permanent failure (another 4xx, a size or
+SHA-1 that differs from the listing) stays a final reject. Files whose bytes break over the network
+are the transfer's fault until shown otherwise: a truncated or damaged stream after the transfer
+resumed with Range (a server whose 206 answer does not continue the file), or one that ended where
+the server has more (a Content-Length shorter than the body: one Range request past the end asks)
+is a transient failure too, and its kept copy is removed; a file truncated on the server (it
+answers 416 past its end) is read as a local file is: its records up to the break, then a
+``truncated_file`` reject.
 
 ``raw_dir`` ownership: a file there that curate did not download (no ``<name>.url`` sidecar) is
 never read, overwritten or deleted; with ``keep_raw`` a run that would write such a name is refused
@@ -30,7 +42,7 @@ before any work (exit 2, listing them). Nothing in ``raw_dir`` is ever deleted b
 corrupt ``.part`` files.
 
 The manifest gets a ``download`` section: files, bytes, how many were downloaded, resumed, reused
-(a kept copy), finished by an earlier run, or failed.
+(a kept copy), finished by an earlier run, failed, and of those still pending.
 """
 
 from __future__ import annotations
@@ -46,7 +58,14 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from curate.stages.download.http import DownloadError, DownloadOptions, ForeignFile, _slot, foreign_files
+from curate.stages.download.http import (
+    DownloadError,
+    DownloadOptions,
+    ForeignFile,
+    TransientDownloadError,
+    _slot,
+    foreign_files,
+)
 from curate.stages.errors import SettingsError
 from curate.stages.extract import RawFile, file_failure, frame
 from curate.stages.secrets import redact_url
@@ -231,36 +250,74 @@ def _not_found(kind: str, on_error: str, schema: pd.DataFrame):
     return lambda raw: file_failure(raw, on_error, what, "no record found", schema)
 
 
+#: rejects that say a file's bytes broke off or broke down
+BREAKS = ("truncated_file", "corrupt_record", "truncated_archive")
+#: those that say its end came too soon
+CUT_SHORT = ("truncated_file", "truncated_archive")
+
+
 def stream_extract(job: FetchJob, extract_settings, schema: pd.DataFrame, options: DownloadOptions,
                    on_error: str, keep: str | None) -> tuple[pd.DataFrame, dict, list]:
     """Stream one file through its extractor: (its documents in ``schema``, the download's outcome,
     the kept raw files as (path, bytes, xxh3)). Pure apart from the network (and ``keep``)."""
     from curate.stages.download.adapter import extract_stream
     from curate.stages.download.stream import RemoteStream
+    from curate.stages.extract.archive import DamagedStream
 
     stream = RemoteStream(job.url, options, expected_size=job.size, sha1=job.sha1, keep=keep)
     raw = RawFile(stream.shown, job.name)
     fn = _extractor(job.kind)[0]
     try:
         try:
-            df = extract_stream(fn, raw, extract_settings, on_error, stream, _not_found(job.kind, on_error, schema))
+            try:
+                df = extract_stream(fn, raw, extract_settings, on_error, stream, _not_found(job.kind, on_error, schema))
+            except DamagedStream as e:  # on_error raise
+                if stream.resumed_at:
+                    _suspect_transfer(stream, str(e))
+                raise
             if stream.error is not None:  # the extractor met the error and took it for the end of its file
                 raise stream.error
             outcome = stream.finish()
+            _check_transfer(df, stream)
         finally:
             stream.release()
     except DownloadError as e:
         if on_error != "skip":
             raise
         log.warning("%s", e)
-        outcome = {**stream.outcome(), "status": "failed", "error": redact_url(e)}
-        return file_failure(raw, "skip", "download_failed", redact_url(e), schema), outcome, []
+        transient = isinstance(e, TransientDownloadError)
+        outcome = {**stream.outcome(), "status": "failed", "error": redact_url(e), "transient": transient}
+        why = f"{redact_url(e)}{' (transient: running the same command again retries it)' if transient else ''}"
+        return file_failure(raw, "skip", "download_failed", why, schema), outcome, []
     return _conform(df, schema), outcome, stream.kept_records()
+
+
+def _check_transfer(df: pd.DataFrame, stream) -> None:
+    """A file whose bytes broke after the transfer resumed, or that ended where the server has
+    more, is the transfer's fault until shown otherwise: a transient failure, not the file's rejects."""
+    broken = df["_reason"].isin(BREAKS) if "_reason" in df.columns else pd.Series(False, index=df.index)
+    if not broken.any():
+        return
+    detail = df.loc[broken, "_detail"].iloc[0]
+    if stream.resumed_at:
+        _suspect_transfer(stream, detail)
+    if df["_reason"].isin(CUT_SHORT).any() and stream.more_after_end():
+        stream.discard_kept()
+        raise TransientDownloadError(f"{detail}; but the answer ended at byte {stream.pos} (its Content-Length) "
+                                     "and the server has more")
+
+
+def _suspect_transfer(stream, detail: str):
+    stream.discard_kept()
+    at = ", ".join(map(str, stream.resumed_at))
+    raise TransientDownloadError(f"{detail}; the transfer had resumed at byte {at}: the server's answer to the "
+                                 "Range request may not continue the file")
 
 
 def stream_file(job: FetchJob, i: int, out, extract_settings, schema: pd.DataFrame, options: DownloadOptions,
                 on_error: str, keep_dir: str | None, keep_rel: str | None, fmt: str, run: str) -> dict:
-    """One task: stream file ``i`` into its extractor, write partition ``i``, journal the fetch."""
+    """One task: stream file ``i`` into its extractor, write partition ``i``, journal the fetch
+    (as pending after a transient failure, so that a rerun fetches it again)."""
     from curate.stages.dataset import write_partition
     from curate.stages.output import file_checksum
 
@@ -280,7 +337,10 @@ def stream_file(job: FetchJob, i: int, out, extract_settings, schema: pd.DataFra
                 n, digest = file_checksum(f)
             records.append({"path": f"{keep_rel}/{job.name}.url", "bytes": n, "xxh3_128": digest})
     # the paths stay claimed: a .part of a failed file is still the output's (finish removes it)
-    out.record_done(key, run, records, download=outcome, paths=sorted(kept_rels))
+    if outcome.get("transient"):
+        out.record_pending(key, run, download=outcome, paths=sorted(kept_rels))
+    else:
+        out.record_done(key, run, records, download=outcome, paths=sorted(kept_rels))
     return {**stats, "outputs": stats["outputs"] + records, "download": outcome}
 
 
@@ -332,18 +392,24 @@ def run_download(stage, settings, ctx, jobs: list[FetchJob], extract_settings: d
     log.info("%s: streaming %d file(s)%s", stage.name, len(tasks), f", keeping them in {keep_dir}" if keep_dir else "")
     stats = sorted([*done.values(), *ctx.run_compute(*tasks)], key=lambda s: s["partition"])
     outcomes = [s.pop("download") for s in stats]
+    pending = [o["url"] for o in outcomes if o.get("transient")]
     summary = {
         "files": len(jobs),
         "bytes": int(sum(o.get("bytes", 0) for o in outcomes)),
         **{s: sum(o.get("status") == s for o in outcomes)
            for s in ("downloaded", "resumed", "reused", "finished", "failed")},
+        "pending": len(pending),
+        "pending_files": pending,
         "max_inflight": options.max_inflight,
         "kept_raw": bool(settings.keep_raw),
         **({"raw_dir": keep_dir} if keep_dir else {}),
     }
+    if pending:
+        log.warning("%s: %d of %d files failed for now (transient) and are pending; run the same command "
+                    "again to fetch them", stage.name, len(pending), len(jobs))
     schema = {c: str(t) for c, t in meta.dtypes.items() if c not in INTERNAL}
     return finish_output(ctx, stage=stage.name, settings=redacted_settings(settings), partition_stats=stats,
-                         schema=schema, started=started, extra={"download": summary})
+                         schema=schema, started=started, extra={"download": summary, "pending": len(pending)})
 
 
 def redacted_settings(settings):

@@ -41,6 +41,7 @@ from curate.stages.download.http import (
     RETRY_STATUS,
     SOURCE_SUFFIX,
     DownloadError,
+    TransientDownloadError,
     DownloadOptions,
     Pace,
     _Remote,
@@ -52,6 +53,7 @@ from curate.stages.download.http import (
     _wait,
     _write_source,
     check_not_foreign,
+    describe,
     read_some,
     s3_filesystem,
     source_url,
@@ -83,6 +85,8 @@ class RemoteStream:
         self.pos = 0
         self.total: int | None = None
         self.status = "downloaded"
+        #: where the transfer went on with a Range request (after a break, or after a kept .part)
+        self.resumed_at: list[int] = []
         self.attempts = 0
         self.failures = 0
         self.error: Exception | None = None
@@ -176,6 +180,42 @@ class RemoteStream:
         if not self.keep or not self.eof or self.error is not None:
             return []
         return [(self.keep, self.pos, self._xxh.hexdigest())]
+
+    def more_after_end(self) -> bool:
+        """Whether the server holds bytes past the end of this stream: an answer whose Content-Length
+        is shorter than the file ends early and looks complete. One Range request, asked only about
+        a file its reader found cut short; a file truncated on the server answers 416. A
+        :class:`TransientDownloadError` when the server's answer does not tell."""
+        import requests
+        import urllib3
+
+        if not self.url.startswith(("http://", "https://")) or self.status == "reused":
+            return False
+        t = self.options.timeout
+        try:
+            with requests.get(self.url, headers={"Accept-Encoding": "identity", "Range": f"bytes={self.pos}-"},
+                              stream=True, timeout=(t, t)) as r:
+                if r.status_code == 416:
+                    return False
+                if r.status_code == 206:
+                    return True
+                length = r.headers.get("Content-Length", "")
+                if r.status_code == 200 and length.isdigit():
+                    return int(length) > self.pos
+                why = f"HTTP {r.status_code} {r.reason}"
+        except (requests.RequestException, urllib3.exceptions.HTTPError) as e:
+            why = describe(e)
+        raise TransientDownloadError(f"{self.shown}: cut short at byte {self.pos}, and asking the server "
+                                     f"whether the file goes on failed: {why}")
+
+    def discard_kept(self) -> None:
+        """Remove the kept copy and ``.part`` of a transfer that cannot be trusted, so that a later
+        run fetches the file anew instead of reusing it (the sidecar stays: it names the URL)."""
+        self.release()
+        if self.keep and os.path.exists(self.keep + SOURCE_SUFFIX):
+            for path in (self.keep, self.keep + ".part"):
+                if os.path.exists(path):
+                    remove_raw(path, self.keep)
 
     def release(self) -> None:
         """Close the connection and files; a kept ``.part`` stays (a later run resumes it)."""
@@ -279,10 +319,11 @@ class RemoteStream:
         if self.expected_size is not None and total is not None and total != self.expected_size:
             raise DownloadError(f"{self.shown}: {total} bytes but the listing says {self.expected_size}")
         if self.total is not None and total is not None and total != self.total:
-            raise DownloadError(f"{self.shown}: the remote file changed while streaming "
-                                f"({self.total} bytes, now {total})")
+            raise TransientDownloadError(f"{self.shown}: the remote file changed while streaming "
+                                         f"({self.total} bytes, now {total})")
         if self._etag and etag and etag != self._etag:
-            raise DownloadError(f"{self.shown}: the remote file changed while streaming (ETag {self._etag}, now {etag})")
+            raise TransientDownloadError(f"{self.shown}: the remote file changed while streaming "
+                                         f"(ETag {self._etag}, now {etag})")
         self.total = total if total is not None else self.total
         self._etag = etag or self._etag
 
@@ -332,7 +373,7 @@ class RemoteStream:
                     self._at_end()
                     return b""
                 if self.total is not None and self.pos + len(data) > self.total:
-                    raise DownloadError(f"{self.shown}: more bytes than the {self.total} announced")
+                    raise TransientDownloadError(f"{self.shown}: more bytes than the {self.total} announced")
                 self._pace.add(len(data))
                 self._deliver(data)
                 self._progress = True
@@ -351,6 +392,7 @@ class RemoteStream:
         headers = {"Accept-Encoding": "identity"}
         if self.pos:
             headers["Range"] = f"bytes={self.pos}-"
+            self.resumed_at.append(self.pos)
         t = self.options.timeout
         r = self._session.get(self.url, headers=headers, stream=True, timeout=(t, t))
         self._resp = r
@@ -363,7 +405,7 @@ class RemoteStream:
                 self._check_total(self.pos, None)
                 self._at_end()  # everything was read already
                 return
-            raise DownloadError(f"{self.shown}: HTTP 416 for bytes {self.pos}- (the remote file changed?)")
+            raise TransientDownloadError(f"{self.shown}: HTTP 416 for bytes {self.pos}- (the remote file changed?)")
         if code in RETRY_STATUS:
             raise _Transient(f"HTTP {code} {r.reason}", _retry_after(r.headers.get("Retry-After")))
         if code >= 400:
