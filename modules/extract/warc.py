@@ -29,7 +29,6 @@ record's end and resynchronises after a bad one; one record's payload is in memo
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -229,18 +228,19 @@ def _damage(d) -> str:
 def _damaged(rows: list[dict], starts: list[int], damage, raw: RawFile) -> list[dict]:
     """Rows of the records that began in a damaged gzip member become ``corrupt_record`` rejects
     (their bytes cannot be trusted); a damaged member in which no record began gets a row of its own."""
-    rows, starts = list(rows), list(starts)
+    rows = list(rows)
+    alone = []
     for d in damage:
         inside = [i for i, s in enumerate(starts) if d.out_start <= s < d.out_end]
         for i in inside:
             rows[i] = reject({**rows[i], "text": ""}, "corrupt_record",
                              f"{raw.path}: record at uncompressed byte {starts[i]}: {_damage(d)}")
-        if not inside:  # in file order, before the records that follow it
-            i = bisect.bisect_left(starts, d.out_start)
-            starts.insert(i, d.out_start)
-            rows.insert(i, {"id": f"{raw.name}:member-{d.start}", "text": "", "source": raw.name,
-                            "_reason": "corrupt_record", "_detail": f"{raw.path}: {_damage(d)}"})
-    return rows
+        if not inside:
+            alone.append((d.out_start, {"id": f"{raw.name}:member-{d.start}", "text": "", "source": raw.name,
+                                        "_reason": "corrupt_record", "_detail": f"{raw.path}: {_damage(d)}"}))
+    # in file order; a member without a record before the record that starts where it ended
+    order = sorted([(s, 0, k) for k, (s, _) in enumerate(alone)] + [(s, 1, i) for i, s in enumerate(starts)])
+    return [alone[k][1] if kind == 0 else rows[k] for _, kind, k in order]
 
 
 def _item_row(item, raw: RawFile, page: PageExtractor, max_bytes: int) -> dict | None:
