@@ -295,7 +295,7 @@ def stream_extract(job: FetchJob, extract_settings, schema: pd.DataFrame, option
 def _check_transfer(df: pd.DataFrame, stream) -> None:
     """A file whose bytes broke after the transfer resumed, or that ended where the server has
     more, is the transfer's fault until shown otherwise: a transient failure, not the file's rejects."""
-    broken = df["_reason"].isin(BREAKS) if "_reason" in df.columns else pd.Series(False, index=df.index)
+    broken = df["_reason"].isin(BREAKS)
     if not broken.any():
         return
     detail = df.loc[broken, "_detail"].iloc[0]

@@ -26,6 +26,13 @@ the end for a reader that stopped early (tar padding), so a file is verified and
 
 An error that ends the stream is raised from ``read`` (a :class:`DownloadError`, never an
 ``OSError``, so a reader cannot mistake it for a truncated file) and also kept in ``error``.
+
+What the stream cannot see, its owner checks when the reader found the bytes broken
+(:mod:`curate.stages.download.base`): ``resumed_at`` says where the transfer went on with Range (a
+server whose 206 answer restarts at byte 0 breaks the gzip there), :meth:`RemoteStream.more_after_end`
+asks whether the server has bytes past the end (an answer whose Content-Length is shorter than the
+file ends early and looks complete), and :meth:`RemoteStream.discard_kept` removes a kept copy that
+cannot be trusted.
 """
 
 from __future__ import annotations
@@ -200,9 +207,9 @@ class RemoteStream:
                 if r.status_code == 206:
                     return True
                 length = r.headers.get("Content-Length", "")
-                if r.status_code == 200 and length.isdigit():
+                if r.status_code == 200 and length.isdigit():  # a server that ignores Range
                     return int(length) > self.pos
-                why = f"HTTP {r.status_code} {r.reason}"
+                why = f"HTTP {r.status_code} {r.reason}" + (" without a Content-Length" if r.status_code == 200 else "")
         except (requests.RequestException, urllib3.exceptions.HTTPError) as e:
             why = describe(e)
         raise TransientDownloadError(f"{self.shown}: cut short at byte {self.pos}, and asking the server "
