@@ -167,6 +167,16 @@ def test_a_damaged_member_streamed_loses_only_its_record(tmp_path, pages):
     assert df["_reason"].dropna().tolist() == ["corrupt_record"]
     assert f"compressed byte {offset}" in df["_detail"].dropna().iloc[0]
     assert outcome["status"] == "downloaded" and outcome["bytes"] == path.stat().st_size
+    # the stage: every record counted, and under raise no _SUCCESS
+    with FileServer(www) as server:
+        (tmp_path / "urls.txt").write_text(server.url("d.warc.gz") + "\n")
+        settings = {"list": str(tmp_path / "urls.txt"), **SETTINGS}
+        manifest = run_stage("download_urls", settings, (), tmp_path / "out", on_error="skip")
+        with pytest.raises(DataError, match=rf"/d\.warc\.gz: gzip member at compressed byte {offset} is damaged"):
+            run_stage("download_urls", settings, (), tmp_path / "out2")
+    assert manifest["counts"] == {"in": 5, "out": 4, "dropped": {"corrupt_record": 1}}
+    assert manifest["pending"] == 0 and (tmp_path / "out" / "_SUCCESS").exists()
+    assert not (tmp_path / "out2" / "_SUCCESS").exists()
 
 
 def test_a_content_length_shorter_than_the_file_fails_for_now(tmp_path, pages):

@@ -302,6 +302,17 @@ def test_a_damaged_member_loses_only_its_record(tmp_path, keep):
     assert not (tmp_path / "out2" / "_SUCCESS").exists()
 
 
+@pytest.mark.slow
+def test_cli_fails_on_a_damaged_member_naming_file_and_offset(tmp_path):
+    records = [warc_record(f"http://x/{i}", _numbered(i)) for i in range(4)]
+    offset = damaged_warc(tmp_path / "cut.warc.gz", records, 1, 0.5)
+    proc = curate("extract", "warc", "--input", tmp_path / "cut.warc.gz", "--output", tmp_path / "out",
+                  "--workers", "1", check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert f"cut.warc.gz: gzip member at compressed byte {offset} is damaged" in proc.stderr.splitlines()[-1]
+    assert not (tmp_path / "out" / "_SUCCESS").exists()
+
+
 def test_garbage_between_members_and_damaged_members_next_to_each_other(tmp_path):
     records = [warc_record(f"http://x/{i}", _numbered(i)) for i in range(5)]
     members = [gzip.compress(r, mtime=0) for r in records]
