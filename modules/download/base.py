@@ -28,11 +28,11 @@ leaves the file *pending*: its fetch record says so instead of finished, the man
 (``pending``, and ``download.pending_files``), the stage still writes ``_SUCCESS`` (its output is
 whole for every other file) but is never "up to date", so running the same command again fetches
 exactly the pending files and merges their documents; a permanent failure (another 4xx, a size or
-SHA-1 that differs from the listing) stays a final reject. Files whose bytes break over the network
-are the transfer's fault until shown otherwise: a truncated or damaged stream after the transfer
-resumed with Range (a server whose 206 answer does not continue the file), or one that ended where
-the server has more (a Content-Length shorter than the body: one Range request past the end asks)
-is a transient failure too, and its kept copy is removed; a file truncated on the server (it
+SHA-1 that differs from the listing) stays a final reject. Two faults of the transfer that look
+like a broken file are transient failures too: an answer to Range that starts over at byte 0 (caught
+by :class:`curate.stages.download.stream.RemoteStream` before a byte of it is read), and an answer
+whose Content-Length is shorter than the file (the reader finds the file cut short, and one Range
+request past its end finds more: the kept copy is removed). A file truncated on the server (it
 answers 416 past its end) is read as a local file is: its records up to the break, then a
 ``truncated_file`` reject.
 
@@ -250,9 +250,7 @@ def _not_found(kind: str, on_error: str, schema: pd.DataFrame):
     return lambda raw: file_failure(raw, on_error, what, "no record found", schema)
 
 
-#: rejects that say a file's bytes broke off or broke down
-BREAKS = ("truncated_file", "corrupt_record", "truncated_archive")
-#: those that say its end came too soon
+#: rejects that say a file ended too soon
 CUT_SHORT = ("truncated_file", "truncated_archive")
 
 
@@ -262,23 +260,17 @@ def stream_extract(job: FetchJob, extract_settings, schema: pd.DataFrame, option
     the kept raw files as (path, bytes, xxh3)). Pure apart from the network (and ``keep``)."""
     from curate.stages.download.adapter import extract_stream
     from curate.stages.download.stream import RemoteStream
-    from curate.stages.extract.archive import DamagedStream
 
     stream = RemoteStream(job.url, options, expected_size=job.size, sha1=job.sha1, keep=keep)
     raw = RawFile(stream.shown, job.name)
     fn = _extractor(job.kind)[0]
     try:
         try:
-            try:
-                df = extract_stream(fn, raw, extract_settings, on_error, stream, _not_found(job.kind, on_error, schema))
-            except DamagedStream as e:  # on_error raise
-                if stream.resumed_at:
-                    _suspect_transfer(stream, str(e))
-                raise
+            df = extract_stream(fn, raw, extract_settings, on_error, stream, _not_found(job.kind, on_error, schema))
             if stream.error is not None:  # the extractor met the error and took it for the end of its file
                 raise stream.error
             outcome = stream.finish()
-            _check_transfer(df, stream)
+            _check_end(df, stream)
         finally:
             stream.release()
     except DownloadError as e:
@@ -292,26 +284,15 @@ def stream_extract(job: FetchJob, extract_settings, schema: pd.DataFrame, option
     return _conform(df, schema), outcome, stream.kept_records()
 
 
-def _check_transfer(df: pd.DataFrame, stream) -> None:
-    """A file whose bytes broke after the transfer resumed, or that ended where the server has
-    more, is the transfer's fault until shown otherwise: a transient failure, not the file's rejects."""
-    broken = df["_reason"].isin(BREAKS)
-    if not broken.any():
-        return
-    detail = df.loc[broken, "_detail"].iloc[0]
-    if stream.resumed_at:
-        _suspect_transfer(stream, detail)
-    if df["_reason"].isin(CUT_SHORT).any() and stream.more_after_end():
+def _check_end(df: pd.DataFrame, stream) -> None:
+    """A file its reader found cut short, whose server has more bytes (an answer whose Content-Length
+    is shorter than the file looks complete): the transfer's fault, a transient failure; its kept
+    copy goes. A file truncated on the server keeps its rejects, as it would on disk."""
+    cut = df["_reason"].isin(CUT_SHORT)
+    if cut.any() and stream.more_after_end():
         stream.discard_kept()
-        raise TransientDownloadError(f"{detail}; but the answer ended at byte {stream.pos} (its Content-Length) "
-                                     "and the server has more")
-
-
-def _suspect_transfer(stream, detail: str):
-    stream.discard_kept()
-    at = ", ".join(map(str, stream.resumed_at))
-    raise TransientDownloadError(f"{detail}; the transfer had resumed at byte {at}: the server's answer to the "
-                                 "Range request may not continue the file")
+        raise TransientDownloadError(f"{df.loc[cut, '_detail'].iloc[0]}; but the answer ended at byte {stream.pos} "
+                                     "(its Content-Length) and the server has more")
 
 
 def stream_file(job: FetchJob, i: int, out, extract_settings, schema: pd.DataFrame, options: DownloadOptions,

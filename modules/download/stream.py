@@ -10,7 +10,9 @@ policy of :mod:`curate.stages.download.http`: exponential backoff, ``retries`` f
 progress, ``deadline``, ``min_rate``), the stream asks for the rest with ``Range: bytes=<pos>-``,
 where ``<pos>`` is the exact count of bytes already handed to the reader, and carries on. The
 reader never sees the break: a cut inside a gzip member or inside a WARC record is invisible to it,
-so no record is lost and none is read twice. ``s3://`` is read by ranged GETs of ``s3_block_bytes``
+so no record is lost and none is read twice. A 206 answer whose first bytes are the file's first
+bytes again (a server that answers Range with the file from its start) ends the stream with a
+:class:`TransientDownloadError` before any of them reaches the reader or the kept ``.part``. ``s3://`` is read by ranged GETs of ``s3_block_bytes``
 (8 MiB: few requests, bounded memory), each starting where the reader is. A server that ignores Range (200) is read from the start and the bytes
 already delivered are skipped. A remote file that changed meanwhile (another length or ETag) ends
 the stream with a :class:`DownloadError`: its records could not be put together.
@@ -27,12 +29,10 @@ the end for a reader that stopped early (tar padding), so a file is verified and
 An error that ends the stream is raised from ``read`` (a :class:`DownloadError`, never an
 ``OSError``, so a reader cannot mistake it for a truncated file) and also kept in ``error``.
 
-What the stream cannot see, its owner checks when the reader found the bytes broken
-(:mod:`curate.stages.download.base`): ``resumed_at`` says where the transfer went on with Range (a
-server whose 206 answer restarts at byte 0 breaks the gzip there), :meth:`RemoteStream.more_after_end`
-asks whether the server has bytes past the end (an answer whose Content-Length is shorter than the
-file ends early and looks complete), and :meth:`RemoteStream.discard_kept` removes a kept copy that
-cannot be trusted.
+What the stream cannot see, its owner asks when the reader found the file cut short
+(:mod:`curate.stages.download.base`): :meth:`RemoteStream.more_after_end` asks whether the server has
+bytes past the end (an answer whose Content-Length is shorter than the file ends early and looks
+complete), and :meth:`RemoteStream.discard_kept` removes a kept copy that cannot be trusted.
 """
 
 from __future__ import annotations
@@ -71,6 +71,11 @@ from curate.stages.secrets import redact_url
 
 log = logging.getLogger("curate.download")
 
+#: first bytes of a file compared with the start of an answer to Range (a server that restarts at
+#: byte 0); fewer are compared near the end, none when fewer than RESTART_MIN would be
+RESTART_CHECK = 256
+RESTART_MIN = 64
+
 
 class RemoteStream:
     """``read(n)`` over a remote file with exact resumption; see the module docstring.
@@ -92,8 +97,6 @@ class RemoteStream:
         self.pos = 0
         self.total: int | None = None
         self.status = "downloaded"
-        #: where the transfer went on with a Range request (after a break, or after a kept .part)
-        self.resumed_at: list[int] = []
         self.attempts = 0
         self.failures = 0
         self.error: Exception | None = None
@@ -111,6 +114,8 @@ class RemoteStream:
         self._part = None  # append handle of <keep>.part
         self._block = memoryview(b"")  # S3: the last ranged GET's bytes, handed out from _block_at
         self._block_at = 0
+        self._first = b""  # the file's first RESTART_CHECK bytes
+        self._ahead = b""  # bytes of an answer read to check them, not yet delivered
         self._keeping = False
         self._sha1 = hashlib.sha1() if self.sha1 else None
         self._xxh = None
@@ -296,6 +301,8 @@ class RemoteStream:
         raise DownloadError(f"{self.shown}: unsupported URL scheme (expected http://, https:// or s3://)")
 
     def _deliver(self, data: bytes, local: bool = False) -> None:
+        if self.pos < RESTART_CHECK:
+            self._first += data[:RESTART_CHECK - self.pos]
         if not local and self._keeping:
             if self._part is None:
                 self._start_part()
@@ -373,7 +380,8 @@ class RemoteStream:
                     self._connect_http()
                     if self.eof:
                         return b""
-                data = read_some(self._resp.raw, min(want, self.options.chunk_bytes))
+                data = self._ahead or read_some(self._resp.raw, min(want, self.options.chunk_bytes))
+                self._ahead = b""
                 if not data:
                     if self.total is not None and self.pos < self.total:
                         raise _Transient(f"connection ended at byte {self.pos} of {self.total}")
@@ -399,7 +407,6 @@ class RemoteStream:
         headers = {"Accept-Encoding": "identity"}
         if self.pos:
             headers["Range"] = f"bytes={self.pos}-"
-            self.resumed_at.append(self.pos)
         t = self.options.timeout
         r = self._session.get(self.url, headers=headers, stream=True, timeout=(t, t))
         self._resp = r
@@ -422,6 +429,7 @@ class RemoteStream:
             if not m or int(m.group(1)) != self.pos:
                 raise _Transient(f"bad Content-Range {r.headers.get('Content-Range')!r} for bytes {self.pos}-")
             self._check_total(None if m.group(3) == "*" else int(m.group(3)), etag)
+            self._ahead = self._continues()
         elif code == 200:
             length = r.headers.get("Content-Length", "")
             self._check_total(int(length) if length.isdigit() else None, etag)
@@ -430,6 +438,24 @@ class RemoteStream:
                 self._skip(self.pos)
         else:
             raise DownloadError(f"{self.shown}: unexpected HTTP {code} {r.reason}")
+
+    def _continues(self) -> bytes:
+        """The first bytes of an answer to Range, read to check that they are not the file's first
+        bytes again; a :class:`TransientDownloadError` when they are."""
+        n = min(len(self._first), self.pos, (self.total if self.total is not None else self.pos + RESTART_CHECK)
+                - self.pos)
+        if n < RESTART_MIN:
+            return b""
+        got = bytearray()
+        while len(got) < n:
+            data = read_some(self._resp.raw, n - len(got))
+            if not data:
+                break
+            got += data
+        if got == self._first[:n]:
+            raise TransientDownloadError(f"{self.shown}: the answer to Range bytes={self.pos}- starts over with "
+                                         f"the file's first {n} bytes (the server ignores the range it confirms)")
+        return bytes(got)
 
     def _skip(self, n: int) -> None:
         """Drop the first ``n`` bytes of a full answer (a server that ignored Range)."""
