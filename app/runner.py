@@ -272,7 +272,8 @@ def run_job(job: Job, output: str, compute=None, force: bool = False, stop_after
         root.finish({
             "job": job.name, "source": os.path.abspath(job.source) if os.path.exists(job.source) else job.source,
             "stages": [{"name": o.name, "output": os.path.basename(o.output), "skipped": o.skipped,
-                        "fingerprint": o.manifest.get("fingerprint"), "counts": o.manifest.get("counts")}
+                        "fingerprint": o.manifest.get("fingerprint"), "counts": o.manifest.get("counts"),
+                        **({"pending": o.manifest["pending"]} if o.manifest.get("pending") else {})}
                        for o in outcomes],
             "seconds": round(time.time() - started, 3),
         }, [])

@@ -29,8 +29,6 @@ import zlib
 from collections import deque
 from dataclasses import dataclass
 
-from curate.stages.errors import DataError
-
 #: compressed bytes read from the file per step
 CHUNK = 1 << 18
 #: most bytes one decompression step may produce, so a highly compressible block stays bounded
@@ -97,10 +95,6 @@ class Damage:
     out_start: int  # decompressed offset of the damaged member's first byte
     out_end: int  # decompressed offset where the next member's bytes begin
     error: str
-
-
-class DamagedStream(DataError):
-    """A damaged gzip member met under ``on_error="raise"``."""
 
 
 def sniff_compression(head: bytes) -> str | None:

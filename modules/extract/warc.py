@@ -29,14 +29,16 @@ record's end and resynchronises after a bad one; one record's payload is in memo
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from curate.stages.dataset import STRING
+from curate.stages.errors import DataError
 from curate.stages.extract import RawFile, file_failure, frame, from_files, raw_inputs, reject, tidy_text
-from curate.stages.extract.archive import DamagedStream, open_stream
+from curate.stages.extract.archive import open_stream
 from curate.stages.extract.html import (
     ALGORITHMS,
     NON_SPACED,
@@ -184,11 +186,11 @@ def extract_warc_file(raw: RawFile, settings: ExtractWarcSettings, on_error: str
     max_bytes = parse_bytes(settings.max_record_bytes, "max_record_bytes")
     page = PageExtractor(settings)
     rows: list[dict] = []
-    starts: list[int] = []  # the uncompressed offset of each row's record
+    starts: list[int] = []  # the uncompressed offset of each row's record, ascending
     with stream:
         reader = WarcReader(stream, max_bytes, stream.member_starts if stream.compressed else None)
         for item in reader:
-            if stream.damage and on_error != "skip":
+            if stream.damage and on_error != "skip":  # the run fails: no need to extract the rest
                 break
             if item.kind == "garbage":
                 rows.append({"id": f"{raw.name}:{item.start}", "text": "", "source": raw.name,
@@ -203,9 +205,9 @@ def extract_warc_file(raw: RawFile, settings: ExtractWarcSettings, on_error: str
     if stream.damage:
         if on_error != "skip":
             d = stream.damage[0]
-            raise DamagedStream(f"{raw.path}: gzip member at compressed byte {d.start} is damaged ({d.error}) "
-                                f"(use --on-error skip to reject its record and read on from the next member, "
-                                f"at compressed byte {d.resumed})")
+            raise DataError(f"{raw.path}: gzip member at compressed byte {d.start} is damaged ({d.error}) "
+                            f"(use --on-error skip to reject its record and read on from the next member, "
+                            f"at compressed byte {d.resumed})")
         rows = _damaged(rows, starts, stream.damage, raw)
     if stream.error is not None:
         if not stream.tell():
@@ -231,7 +233,7 @@ def _damaged(rows: list[dict], starts: list[int], damage, raw: RawFile) -> list[
     rows = list(rows)
     alone = []
     for d in damage:
-        inside = [i for i, s in enumerate(starts) if d.out_start <= s < d.out_end]
+        inside = range(bisect.bisect_left(starts, d.out_start), bisect.bisect_left(starts, d.out_end))
         for i in inside:
             rows[i] = reject({**rows[i], "text": ""}, "corrupt_record",
                              f"{raw.path}: record at uncompressed byte {starts[i]}: {_damage(d)}")
