@@ -2,7 +2,10 @@
 
 Stage k of a job writes ``<output>/<kk>-<stage>/`` and reads stage k-1's output (the first stage
 reads the job's ``input``). A stage whose output has ``_SUCCESS`` and the same settings fingerprint
-is skipped, so re-running a job after a crash or kill resumes where it stopped.
+is skipped, so re-running a job after a crash or kill resumes where it stopped. An output with
+*pending* inputs (downloads that failed for now; its manifest's ``pending``) is complete but never
+up to date: the rerun retries them. A stage reading such an output says so in a warning, and the
+summary names the pending inputs.
 """
 
 from __future__ import annotations
@@ -177,8 +180,12 @@ def run_stage(name: str, settings, inputs, output: str, io: IOSettings, compute=
         fp = fingerprint(name, settings, identity, io)
         previous = out.manifest()
         if not force and out.complete() and previous and previous.get("fingerprint") == fp:
-            log.info("stage %s: %s is up to date (fingerprint %s); skipped", name, output, fp)
-            return StageOutcome(name, output, previous, True, 0.0)
+            if not previous.get("pending"):
+                log.info("stage %s: %s is up to date (fingerprint %s); skipped", name, output, fp)
+                return StageOutcome(name, output, previous, True, 0.0)
+            log.info("stage %s: %s has %d pending input(s) from an earlier run; retrying them", name, output,
+                     previous["pending"])
+        warn_pending_inputs(name, inputs)
         log.info("stage %s: %s -> %s", name, ", ".join(inputs), output)
         started = time.perf_counter()
         ctx = StageContext(input=inputs, output=output, io=io, fingerprint=fp, compute=compute, force=force,
@@ -188,6 +195,18 @@ def run_stage(name: str, settings, inputs, output: str, io: IOSettings, compute=
         except WorkerKilled as e:
             raise e.in_stage(name, inputs, io) from None
         return StageOutcome(name, output, manifest, False, time.perf_counter() - started)
+
+
+def warn_pending_inputs(name: str, inputs) -> None:
+    """An input that is a stage output with pending inputs of its own is incomplete: say so."""
+    if registry.get(name).reads_raw_files:
+        return
+    for spec in inputs:
+        manifest = dataset.read_manifest(spec) if os.path.isdir(spec) or "://" in spec else None
+        if manifest and manifest.get("pending"):
+            log.warning("stage %s: its input %s has %d pending input(s) (failed for now, see its manifest); "
+                        "this run reads the documents it has so far: rerun the stage that wrote it to "
+                        "fetch them, and this one after it", name, spec, manifest["pending"])
 
 
 def job_plan(job: Job, output: str, stop_after: int | None = None) -> list[tuple[int, StageSpec, tuple, str]]:
@@ -259,7 +278,8 @@ def run_job(job: Job, output: str, compute=None, force: bool = False, stop_after
         root.finish({
             "job": job.name, "source": os.path.abspath(job.source) if os.path.exists(job.source) else job.source,
             "stages": [{"name": o.name, "output": os.path.basename(o.output), "skipped": o.skipped,
-                        "fingerprint": o.manifest.get("fingerprint"), "counts": o.manifest.get("counts")}
+                        "fingerprint": o.manifest.get("fingerprint"), "counts": o.manifest.get("counts"),
+                        **({"pending": o.manifest["pending"]} if o.manifest.get("pending") else {})}
                        for o in outcomes],
             "seconds": round(time.time() - started, 3),
         }, [])
@@ -347,6 +367,13 @@ def summary_table(outcomes: list[StageOutcome]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    for o in outcomes:
+        pending = o.manifest.get("pending")
+        if pending:
+            files = o.manifest.get("download", {}).get("pending_files", [])
+            named = ", ".join(files[:3]) + (", ..." if len(files) > 3 else "")
+            lines.append(f"{os.path.basename(o.output)}: {pending} input(s) still pending (failed for now: {named}); "
+                         "run the same command again to fetch them")
     return "\n".join(lines)
 
 

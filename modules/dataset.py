@@ -259,7 +259,7 @@ def input_identity(specs, allow_incomplete: bool = False) -> list:
             continue
         manifest = read_manifest(spec) if os.path.isdir(spec) else None
         if manifest and "fingerprint" in manifest:
-            ident.append({"dataset": manifest["fingerprint"]})
+            ident.append(_dataset_identity(manifest))
             continue
         files = _all_files(spec)
         if not files:
@@ -270,13 +270,19 @@ def input_identity(specs, allow_incomplete: bool = False) -> list:
     return ident
 
 
+def _dataset_identity(manifest: dict) -> dict:
+    # a rerun that fetches pending inputs keeps the fingerprint but changes the documents
+    pending = manifest.get("pending")
+    return {"dataset": manifest["fingerprint"], **({"pending": pending} if pending else {})}
+
+
 def _url_identity(spec: str) -> list:
     fs, path = url_fs(spec)
     try:
         if fs.isdir(path):
             manifest = read_manifest(spec)
             if manifest and "fingerprint" in manifest:
-                return [{"dataset": manifest["fingerprint"]}]
+                return [_dataset_identity(manifest)]
             files = sorted(fs.find(path))
         else:
             files = sorted(fs.glob(path)) if globlib.has_magic(path) else [path]

@@ -23,7 +23,8 @@ under ``_state/``, then writes them, then records them as *done* with their reco
 the task returns. So every file curate ever put in a directory is named by the manifest or by a
 journal record written before the file itself: that is what ownership means here. Resume logic
 (finished partitions, finished dedup steps) reads the same journal: a done record whose run key
-matches and whose files are present with their sizes is not redone.
+matches and whose files are present with their sizes is not redone. A *pending* record (a download
+that failed for now) is never finished: the next run of the same key redoes it.
 
 Deleting. :meth:`Output.remove` removes only files that a manifest or journal record of the unit
 lists, and temporaries (the ``.curate-tmp-`` mark). Nothing else in curate deletes output files.
@@ -426,6 +427,13 @@ class Output:
         self.write_json(self._state_rel(key), rec)
         return rec
 
+    def record_pending(self, key: str, run: str, **info) -> dict:
+        """Record a task of this run that must run again (a transient failure): never finished, kept
+        by :meth:`finish` with the run's done records, so a rerun of the same run key redoes it."""
+        rec = {"key": key, "status": "pending", "run": run, "files": [], **info}
+        self.write_json(self._state_rel(key), rec)
+        return rec
+
     def journal(self) -> dict[str, dict]:
         """Every journal record of the unit, by key (unreadable records count as intents of nothing)."""
         prefix = self.state_dir + "/"
@@ -516,11 +524,11 @@ class Output:
         manifest = {"owner": running.get("owner"), **manifest, "curate_output": 1, "status": "complete",
                     "unit": self.unit, "outputs": sorted(records, key=lambda r: r["path"])}
         self.write_json(self.manifest_name, manifest)
-        # the journal of this run stays (a rerun after a lost _SUCCESS resumes from it); records of
-        # other runs and unfinished intents go
+        # the journal of this run stays (a rerun after a lost _SUCCESS resumes from it, and redoes
+        # its pending tasks); records of other runs and unfinished intents go
         run = run or manifest.get("fingerprint")
         for key, rec in self.journal().items():
-            if rec.get("status") != "done" or rec.get("run") != run:
+            if rec.get("status") not in ("done", "pending") or rec.get("run") != run:
                 self.remove(self._state_rel(key), owned)
         self.write_bytes(self.success_name, b"")
         return manifest

@@ -14,7 +14,9 @@ client hangs up or ``ENDLESS_CAP`` bytes went out; ``server.sent[path]`` counts 
 ``"cut-at:N"`` (headers promise the rest of the file, the body stops just before byte N of the
 file, the connection closes: a cut at an exact place, say inside a gzip member or a record),
 ``"trickle"`` (the answer goes out ``trickle_bytes`` at a time, one piece every 0.1 s, until the
-client hangs up). ``delay`` slows every answer down (to observe concurrency). Every answer carries
+client hangs up), ``"short-length"`` (a Content-Length of half the answer, then the whole answer:
+a client that trusts it stops half way and sees nothing wrong), ``"restart"`` (a Range request is
+answered 206 with the right Content-Range and length, but with the file's bytes from byte 0). ``delay`` slows every answer down (to observe concurrency). Every answer carries
 an ``ETag`` (the file's size and mtime), so a client can tell a changed file.
 """
 
@@ -165,9 +167,14 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             code = 206
         chunk = data[start:end + 1]
+        if fault == "restart":
+            chunk = data[:len(chunk)]
         st = path.stat()
         headers = {"Content-Type": "application/octet-stream", "Content-Length": str(len(chunk)),
                    "Accept-Ranges": "bytes", "ETag": f'"{st.st_size:x}-{st.st_mtime_ns:x}"'}
+        if fault == "short-length":
+            headers["Content-Length"] = str(len(chunk) // 2)
+            self.close_connection = True
         if code == 206:
             headers["Content-Range"] = f"bytes {start}-{end}/{size}"
         self._head(code, headers)

@@ -56,6 +56,19 @@ def write_warc(path, records: list[bytes], compress: bool = True) -> Path:
     return path
 
 
+def damaged_warc(path, records: list[bytes], k: int, keep) -> int:
+    """A .warc.gz of one gzip member per record whose member ``k`` lost its end: it keeps its first
+    ``keep`` bytes (a float: that share of them; negative: all but the last ``-keep``) and the
+    members after it follow at once. Returns the compressed offset of the damaged member."""
+    members = [gzip.compress(rec, mtime=0) for rec in records]
+    m = members[k]
+    n = int(len(m) * keep) if isinstance(keep, float) else keep
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"".join(members[:k]) + m[:n] + b"".join(members[k + 1:]))
+    return sum(len(x) for x in members[:k])
+
+
 def rust_pages(n: int | None = None) -> list[tuple[str, bytes]]:
     """(url, html) of the first ``n`` pages of the real Rust book WARC."""
     from fastwarc.warc import ArchiveIterator, WarcRecordType

@@ -22,7 +22,19 @@ settings fingerprint, files present with their sizes) is not streamed again; the
 
 A file that cannot be fetched becomes one ``download_failed`` reject under ``--on-error skip`` (its
 partial documents are dropped, so a file counts whole or not at all), and fails the run naming its
-(redacted) URL otherwise.
+(redacted) URL otherwise. A failure that may pass (the retries ran out on connection errors,
+timeouts, 408/429/5xx or transfers cut short: :class:`curate.stages.download.http.TransientDownloadError`)
+leaves the file *pending*: its fetch record says so instead of finished, the manifest counts it
+(``pending``, and ``download.pending_files``), the stage still writes ``_SUCCESS`` (its output is
+whole for every other file) but is never "up to date", so running the same command again fetches
+exactly the pending files and merges their documents; a permanent failure (another 4xx, a size or
+SHA-1 that differs from the listing) stays a final reject. Two faults of the transfer that look
+like a broken file are transient failures too: an answer to Range that starts over at byte 0 (caught
+by :class:`curate.stages.download.stream.RemoteStream` before a byte of it is read), and an answer
+whose Content-Length is shorter than the file (the reader finds the file cut short, and one Range
+request past its end finds more: the kept copy is removed). A file truncated on the server (it
+answers 416 past its end) is read as a local file is: its records up to the break, then a
+``truncated_file`` reject.
 
 ``raw_dir`` ownership: a file there that curate did not download (no ``<name>.url`` sidecar) is
 never read, overwritten or deleted; with ``keep_raw`` a run that would write such a name is refused
@@ -30,7 +42,7 @@ before any work (exit 2, listing them). Nothing in ``raw_dir`` is ever deleted b
 corrupt ``.part`` files.
 
 The manifest gets a ``download`` section: files, bytes, how many were downloaded, resumed, reused
-(a kept copy), finished by an earlier run, or failed.
+(a kept copy), finished by an earlier run, failed, and of those still pending.
 """
 
 from __future__ import annotations
@@ -46,7 +58,14 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from curate.stages.download.http import DownloadError, DownloadOptions, ForeignFile, _slot, foreign_files
+from curate.stages.download.http import (
+    DownloadError,
+    DownloadOptions,
+    ForeignFile,
+    TransientDownloadError,
+    _slot,
+    foreign_files,
+)
 from curate.stages.errors import SettingsError
 from curate.stages.extract import RawFile, file_failure, frame
 from curate.stages.secrets import redact_url
@@ -231,6 +250,10 @@ def _not_found(kind: str, on_error: str, schema: pd.DataFrame):
     return lambda raw: file_failure(raw, on_error, what, "no record found", schema)
 
 
+#: rejects that say a file ended too soon
+CUT_SHORT = ("truncated_file", "truncated_archive")
+
+
 def stream_extract(job: FetchJob, extract_settings, schema: pd.DataFrame, options: DownloadOptions,
                    on_error: str, keep: str | None) -> tuple[pd.DataFrame, dict, list]:
     """Stream one file through its extractor: (its documents in ``schema``, the download's outcome,
@@ -247,20 +270,35 @@ def stream_extract(job: FetchJob, extract_settings, schema: pd.DataFrame, option
             if stream.error is not None:  # the extractor met the error and took it for the end of its file
                 raise stream.error
             outcome = stream.finish()
+            _check_end(df, stream)
         finally:
             stream.release()
     except DownloadError as e:
         if on_error != "skip":
             raise
         log.warning("%s", e)
-        outcome = {**stream.outcome(), "status": "failed", "error": redact_url(e)}
-        return file_failure(raw, "skip", "download_failed", redact_url(e), schema), outcome, []
+        transient = isinstance(e, TransientDownloadError)
+        outcome = {**stream.outcome(), "status": "failed", "error": redact_url(e), "transient": transient}
+        why = f"{redact_url(e)}{' (transient: running the same command again retries it)' if transient else ''}"
+        return file_failure(raw, "skip", "download_failed", why, schema), outcome, []
     return _conform(df, schema), outcome, stream.kept_records()
+
+
+def _check_end(df: pd.DataFrame, stream) -> None:
+    """A file its reader found cut short, whose server has more bytes (an answer whose Content-Length
+    is shorter than the file looks complete): the transfer's fault, a transient failure; its kept
+    copy goes. A file truncated on the server keeps its rejects, as it would on disk."""
+    cut = df["_reason"].isin(CUT_SHORT)
+    if cut.any() and stream.more_after_end():
+        stream.discard_kept()
+        raise TransientDownloadError(f"{df.loc[cut, '_detail'].iloc[0]}; but the answer ended at byte {stream.pos} "
+                                     "(its Content-Length) and the server has more")
 
 
 def stream_file(job: FetchJob, i: int, out, extract_settings, schema: pd.DataFrame, options: DownloadOptions,
                 on_error: str, keep_dir: str | None, keep_rel: str | None, fmt: str, run: str) -> dict:
-    """One task: stream file ``i`` into its extractor, write partition ``i``, journal the fetch."""
+    """One task: stream file ``i`` into its extractor, write partition ``i``, journal the fetch
+    (as pending after a transient failure, so that a rerun fetches it again)."""
     from curate.stages.dataset import write_partition
     from curate.stages.output import file_checksum
 
@@ -280,7 +318,10 @@ def stream_file(job: FetchJob, i: int, out, extract_settings, schema: pd.DataFra
                 n, digest = file_checksum(f)
             records.append({"path": f"{keep_rel}/{job.name}.url", "bytes": n, "xxh3_128": digest})
     # the paths stay claimed: a .part of a failed file is still the output's (finish removes it)
-    out.record_done(key, run, records, download=outcome, paths=sorted(kept_rels))
+    if outcome.get("transient"):
+        out.record_pending(key, run, download=outcome, paths=sorted(kept_rels))
+    else:
+        out.record_done(key, run, records, download=outcome, paths=sorted(kept_rels))
     return {**stats, "outputs": stats["outputs"] + records, "download": outcome}
 
 
@@ -332,18 +373,24 @@ def run_download(stage, settings, ctx, jobs: list[FetchJob], extract_settings: d
     log.info("%s: streaming %d file(s)%s", stage.name, len(tasks), f", keeping them in {keep_dir}" if keep_dir else "")
     stats = sorted([*done.values(), *ctx.run_compute(*tasks)], key=lambda s: s["partition"])
     outcomes = [s.pop("download") for s in stats]
+    pending = [o["url"] for o in outcomes if o.get("transient")]
     summary = {
         "files": len(jobs),
         "bytes": int(sum(o.get("bytes", 0) for o in outcomes)),
         **{s: sum(o.get("status") == s for o in outcomes)
            for s in ("downloaded", "resumed", "reused", "finished", "failed")},
+        "pending": len(pending),
+        "pending_files": pending,
         "max_inflight": options.max_inflight,
         "kept_raw": bool(settings.keep_raw),
         **({"raw_dir": keep_dir} if keep_dir else {}),
     }
+    if pending:
+        log.warning("%s: %d of %d files failed for now (transient) and are pending; run the same command "
+                    "again to fetch them", stage.name, len(pending), len(jobs))
     schema = {c: str(t) for c, t in meta.dtypes.items() if c not in INTERNAL}
     return finish_output(ctx, stage=stage.name, settings=redacted_settings(settings), partition_stats=stats,
-                         schema=schema, started=started, extra={"download": summary})
+                         schema=schema, started=started, extra={"download": summary, "pending": len(pending)})
 
 
 def redacted_settings(settings):

@@ -16,7 +16,9 @@
   when given); only then is ``.part`` renamed to ``dest``.
 - ``retries`` bounds the failures in a row that made no progress; a failure after new bytes
   arrived starts the count again. Other 4xx answers fail at once. Failures raise
-  :class:`DownloadError` naming the URL.
+  :class:`DownloadError` naming the URL; giving up on failures that may pass (connection errors,
+  timeouts, 408/429/5xx, a transfer cut short) raises its subclass :class:`TransientDownloadError`,
+  so a later run knows to try that URL again.
 - ``s3://`` goes through s3fs: anonymous, or with the caller's credentials and the requester-pays
   flag (arXiv's bucket). Resuming is ranged reads from the ``.part`` size, chunk by chunk. Only
   transport errors, timeouts and 5xx/throttling answers are retried; a missing key or a refusal is
@@ -101,6 +103,12 @@ class DownloadResult:
 
 class DownloadError(DataError):
     """A URL that could not be downloaded (a permanent error, or retries exhausted)."""
+
+
+class TransientDownloadError(DownloadError):
+    """A download that failed for reasons that may pass (the retries ran out on connection errors,
+    timeouts, 408/429/5xx, transfers cut short; the file changed while it streamed): a rerun tries
+    it again, where a permanent failure (another 4xx, a bad listing) stays final."""
 
 
 class ForeignFile(SettingsError):
@@ -277,7 +285,7 @@ def describe(error: Exception) -> str:
 def _wait(url: str, failures: int, error: Exception, options: DownloadOptions) -> None:
     url = redact_url(url)
     if failures > options.retries:
-        raise DownloadError(f"{url}: {describe(error)} (gave up after {failures} failed attempts)") from error
+        raise TransientDownloadError(f"{url}: {describe(error)} (gave up after {failures} failed attempts)") from error
     delay = min(options.max_backoff, options.backoff * 2 ** (failures - 1))
     retry_after = getattr(error, "retry_after", None)
     if retry_after is not None:

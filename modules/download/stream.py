@@ -10,7 +10,9 @@ policy of :mod:`curate.stages.download.http`: exponential backoff, ``retries`` f
 progress, ``deadline``, ``min_rate``), the stream asks for the rest with ``Range: bytes=<pos>-``,
 where ``<pos>`` is the exact count of bytes already handed to the reader, and carries on. The
 reader never sees the break: a cut inside a gzip member or inside a WARC record is invisible to it,
-so no record is lost and none is read twice. ``s3://`` is read by ranged GETs of ``s3_block_bytes``
+so no record is lost and none is read twice. A 206 answer whose first bytes are the file's first
+bytes again (a server that answers Range with the file from its start) ends the stream with a
+:class:`TransientDownloadError` before any of them reaches the reader or the kept ``.part``. ``s3://`` is read by ranged GETs of ``s3_block_bytes``
 (8 MiB: few requests, bounded memory), each starting where the reader is. A server that ignores Range (200) is read from the start and the bytes
 already delivered are skipped. A remote file that changed meanwhile (another length or ETag) ends
 the stream with a :class:`DownloadError`: its records could not be put together.
@@ -26,6 +28,11 @@ the end for a reader that stopped early (tar padding), so a file is verified and
 
 An error that ends the stream is raised from ``read`` (a :class:`DownloadError`, never an
 ``OSError``, so a reader cannot mistake it for a truncated file) and also kept in ``error``.
+
+What the stream cannot see, its owner asks when the reader found the file cut short
+(:mod:`curate.stages.download.base`): :meth:`RemoteStream.more_after_end` asks whether the server has
+bytes past the end (an answer whose Content-Length is shorter than the file ends early and looks
+complete), and :meth:`RemoteStream.discard_kept` removes a kept copy that cannot be trusted.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from curate.stages.download.http import (
     DownloadError,
     DownloadOptions,
     Pace,
+    TransientDownloadError,
     _Remote,
     _remote,
     _retry_after,
@@ -52,6 +60,7 @@ from curate.stages.download.http import (
     _wait,
     _write_source,
     check_not_foreign,
+    describe,
     read_some,
     s3_filesystem,
     source_url,
@@ -61,6 +70,11 @@ from curate.stages.output import remove_raw
 from curate.stages.secrets import redact_url
 
 log = logging.getLogger("curate.download")
+
+#: first bytes of a file compared with the start of an answer to Range (a server that restarts at
+#: byte 0); fewer are compared near the end, none when fewer than RESTART_MIN would be
+RESTART_CHECK = 256
+RESTART_MIN = 64
 
 
 class RemoteStream:
@@ -100,6 +114,8 @@ class RemoteStream:
         self._part = None  # append handle of <keep>.part
         self._block = memoryview(b"")  # S3: the last ranged GET's bytes, handed out from _block_at
         self._block_at = 0
+        self._first = b""  # the file's first RESTART_CHECK bytes
+        self._ahead = b""  # bytes of an answer read to check them, not yet delivered
         self._keeping = False
         self._sha1 = hashlib.sha1() if self.sha1 else None
         self._xxh = None
@@ -177,6 +193,42 @@ class RemoteStream:
             return []
         return [(self.keep, self.pos, self._xxh.hexdigest())]
 
+    def more_after_end(self) -> bool:
+        """Whether the server holds bytes past the end of this stream: an answer whose Content-Length
+        is shorter than the file ends early and looks complete. One Range request, asked only about
+        a file its reader found cut short; a file truncated on the server answers 416. A
+        :class:`TransientDownloadError` when the server's answer does not tell."""
+        import requests
+        import urllib3
+
+        if not self.url.startswith(("http://", "https://")) or self.status == "reused":
+            return False
+        t = self.options.timeout
+        try:
+            with requests.get(self.url, headers={"Accept-Encoding": "identity", "Range": f"bytes={self.pos}-"},
+                              stream=True, timeout=(t, t)) as r:
+                if r.status_code == 416:
+                    return False
+                if r.status_code == 206:
+                    return True
+                length = r.headers.get("Content-Length", "")
+                if r.status_code == 200 and length.isdigit():  # a server that ignores Range
+                    return int(length) > self.pos
+                why = f"HTTP {r.status_code} {r.reason}" + (" without a Content-Length" if r.status_code == 200 else "")
+        except (requests.RequestException, urllib3.exceptions.HTTPError) as e:
+            why = describe(e)
+        raise TransientDownloadError(f"{self.shown}: cut short at byte {self.pos}, and asking the server "
+                                     f"whether the file goes on failed: {why}")
+
+    def discard_kept(self) -> None:
+        """Remove the kept copy and ``.part`` of a transfer that cannot be trusted, so that a later
+        run fetches the file anew instead of reusing it (the sidecar stays: it names the URL)."""
+        self.release()
+        if self.keep and os.path.exists(self.keep + SOURCE_SUFFIX):
+            for path in (self.keep, self.keep + ".part"):
+                if os.path.exists(path):
+                    remove_raw(path, self.keep)
+
     def release(self) -> None:
         """Close the connection and files; a kept ``.part`` stays (a later run resumes it)."""
         self._close_response()
@@ -249,6 +301,8 @@ class RemoteStream:
         raise DownloadError(f"{self.shown}: unsupported URL scheme (expected http://, https:// or s3://)")
 
     def _deliver(self, data: bytes, local: bool = False) -> None:
+        if self.pos < RESTART_CHECK:
+            self._first += data[:RESTART_CHECK - self.pos]
         if not local and self._keeping:
             if self._part is None:
                 self._start_part()
@@ -279,10 +333,11 @@ class RemoteStream:
         if self.expected_size is not None and total is not None and total != self.expected_size:
             raise DownloadError(f"{self.shown}: {total} bytes but the listing says {self.expected_size}")
         if self.total is not None and total is not None and total != self.total:
-            raise DownloadError(f"{self.shown}: the remote file changed while streaming "
-                                f"({self.total} bytes, now {total})")
+            raise TransientDownloadError(f"{self.shown}: the remote file changed while streaming "
+                                         f"({self.total} bytes, now {total})")
         if self._etag and etag and etag != self._etag:
-            raise DownloadError(f"{self.shown}: the remote file changed while streaming (ETag {self._etag}, now {etag})")
+            raise TransientDownloadError(f"{self.shown}: the remote file changed while streaming "
+                                         f"(ETag {self._etag}, now {etag})")
         self.total = total if total is not None else self.total
         self._etag = etag or self._etag
 
@@ -325,14 +380,15 @@ class RemoteStream:
                     self._connect_http()
                     if self.eof:
                         return b""
-                data = read_some(self._resp.raw, min(want, self.options.chunk_bytes))
+                data = self._ahead or read_some(self._resp.raw, min(want, self.options.chunk_bytes))
+                self._ahead = b""
                 if not data:
                     if self.total is not None and self.pos < self.total:
                         raise _Transient(f"connection ended at byte {self.pos} of {self.total}")
                     self._at_end()
                     return b""
                 if self.total is not None and self.pos + len(data) > self.total:
-                    raise DownloadError(f"{self.shown}: more bytes than the {self.total} announced")
+                    raise TransientDownloadError(f"{self.shown}: more bytes than the {self.total} announced")
                 self._pace.add(len(data))
                 self._deliver(data)
                 self._progress = True
@@ -363,7 +419,7 @@ class RemoteStream:
                 self._check_total(self.pos, None)
                 self._at_end()  # everything was read already
                 return
-            raise DownloadError(f"{self.shown}: HTTP 416 for bytes {self.pos}- (the remote file changed?)")
+            raise TransientDownloadError(f"{self.shown}: HTTP 416 for bytes {self.pos}- (the remote file changed?)")
         if code in RETRY_STATUS:
             raise _Transient(f"HTTP {code} {r.reason}", _retry_after(r.headers.get("Retry-After")))
         if code >= 400:
@@ -373,6 +429,7 @@ class RemoteStream:
             if not m or int(m.group(1)) != self.pos:
                 raise _Transient(f"bad Content-Range {r.headers.get('Content-Range')!r} for bytes {self.pos}-")
             self._check_total(None if m.group(3) == "*" else int(m.group(3)), etag)
+            self._ahead = self._continues()
         elif code == 200:
             length = r.headers.get("Content-Length", "")
             self._check_total(int(length) if length.isdigit() else None, etag)
@@ -381,6 +438,24 @@ class RemoteStream:
                 self._skip(self.pos)
         else:
             raise DownloadError(f"{self.shown}: unexpected HTTP {code} {r.reason}")
+
+    def _continues(self) -> bytes:
+        """The first bytes of an answer to Range, read to check that they are not the file's first
+        bytes again; a :class:`TransientDownloadError` when they are."""
+        n = min(len(self._first), self.pos, (self.total if self.total is not None else self.pos + RESTART_CHECK)
+                - self.pos)
+        if n < RESTART_MIN:
+            return b""
+        got = bytearray()
+        while len(got) < n:
+            data = read_some(self._resp.raw, n - len(got))
+            if not data:
+                break
+            got += data
+        if got == self._first[:n]:
+            raise TransientDownloadError(f"{self.shown}: the answer to Range bytes={self.pos}- starts over with "
+                                         f"the file's first {n} bytes (the server ignores the range it confirms)")
+        return bytes(got)
 
     def _skip(self, n: int) -> None:
         """Drop the first ``n`` bytes of a full answer (a server that ignored Range)."""

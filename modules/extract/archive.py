@@ -6,7 +6,11 @@ Two tools:
   as a stream that *ends* where the file breaks (truncated, corrupt) instead of raising, and keeps
   the error in ``.error``. Readers that buffer ahead (FastWARC, expat) would otherwise lose the
   good records already read into the failing block. Multi-member gzip (one member per WARC record)
-  and multi-stream bzip2 (Wikipedia's multistream dumps) are followed to the end.
+  and multi-stream bzip2 (Wikipedia's multistream dumps) are followed to the end. With
+  ``resync=True`` (WARC) a damaged gzip member does not end the stream: reading goes on at the next
+  gzip header after the damaged member's start (``1f 8b 08``, searched in the compressed bytes the
+  broken member swallowed, then further on), and the damage is kept in ``.damage`` with its
+  compressed offsets. Only when no member follows does the stream end as above.
 - :func:`iter_tar` and :func:`gunzip_bounded`: tar members and gzip payloads read into memory under
   limits. A member whose path is absolute or climbs out of its folder (``../../etc/x``), a link
   (symbolic or hard: never followed), a member over ``max_member_bytes`` and a gzip payload that
@@ -22,12 +26,18 @@ import os
 import posixpath
 import tarfile
 import zlib
+from collections import deque
 from dataclasses import dataclass
 
 #: compressed bytes read from the file per step
 CHUNK = 1 << 18
 #: most bytes one decompression step may produce, so a highly compressible block stays bounded
 OUT_CAP = 1 << 22
+#: compressed bytes of the current gzip member kept to search for the next member if it breaks (a
+#: Common Crawl member is one record, far smaller); of a larger member only the last ones are kept
+MAX_RESYNC_BYTES = 16 << 20
+#: how every gzip member starts: the magic number and the deflate method
+GZIP_MAGIC = b"\x1f\x8b\x08"
 
 
 class _Gzip:
@@ -72,6 +82,21 @@ class _Bz2:
 _CODECS = {"gzip": _Gzip, "bz2": _Bz2}
 
 
+class _Truncated(EOFError):
+    """The file ends inside a compressed member."""
+
+
+@dataclass
+class Damage:
+    """A damaged gzip member that a ``resync`` stream went past."""
+
+    start: int  # compressed offset of the damaged member
+    resumed: int  # compressed offset of the member reading went on with
+    out_start: int  # decompressed offset of the damaged member's first byte
+    out_end: int  # decompressed offset where the next member's bytes begin
+    error: str
+
+
 def sniff_compression(head: bytes) -> str | None:
     if head.startswith(b"\x1f\x8b"):
         return "gzip"
@@ -83,12 +108,21 @@ def sniff_compression(head: bytes) -> str | None:
 class GuardedStream:
     """Decompressed bytes of a file; a break in the file ends the stream and is kept in ``error``."""
 
-    def __init__(self, raw, codec: str | None, head: bytes = b""):
+    def __init__(self, raw, codec: str | None, head: bytes = b"", resync: bool = False):
         self._raw = raw
         self._head = head  # bytes already read from ``raw`` to sniff the format
         self._codec = _CODECS[codec] if codec else None
         self._member = self._codec() if self._codec else None
         self._fed = False  # the current compressed member has received input
+        self._resync = resync and codec == "gzip"
+        self._raw_pos = 0  # compressed bytes read from ``raw``
+        self._fed_to = 0  # compressed offset after the last byte handed to a decompressor
+        self._member_at = 0  # compressed offset of the current member
+        self._pending = b""  # compressed bytes to feed again after a restart, before reading on
+        self._window: deque[tuple[int, bytes]] = deque()  # (offset, chunk) since the member began
+        self._window_bytes = 0
+        #: damaged gzip members read past (``resync``), in order
+        self.damage: list[Damage] = []
         self._buf = bytearray()  # decompressed bytes not yet handed out
         self._pos = 0
         self._produced = 0
@@ -118,6 +152,9 @@ class GuardedStream:
             else:
                 block = self._inflate_block()
         except (EOFError, OSError, ValueError, zlib.error) as e:
+            # only the decompressor's own failures: a source that cannot be read is no damaged member
+            if self._resync and isinstance(e, (zlib.error, _Truncated)) and self._restart(e):
+                return b""
             self.error, self._done = e, True
             if self._member is not None and self._fed and not self._member.eof:
                 self.broken_member = self.member_starts[-1]
@@ -128,8 +165,32 @@ class GuardedStream:
     def _read_raw(self, size: int) -> bytes:
         if self._head:
             block, self._head = self._head, b""
-            return block
-        return self._raw.read(size)
+        else:
+            block = self._raw.read(size)
+        if block and self._resync:
+            self._window.append((self._raw_pos, block))
+            self._window_bytes += len(block)
+            while self._window_bytes > MAX_RESYNC_BYTES and len(self._window) > 1:
+                self._window_bytes -= len(self._window.popleft()[1])
+        self._raw_pos += len(block)
+        return block
+
+    def _input(self) -> bytes:
+        """The next compressed bytes for the decompressor: those taken back by a restart, then new ones."""
+        if self._pending:
+            data, self._pending = self._pending, b""
+        else:
+            data = self._read_raw(CHUNK)
+        self._fed_to += len(data)
+        return data
+
+    def _start_member(self, at: int) -> None:
+        self._member = self._codec()
+        self._fed = False
+        self._member_at = at
+        window = self._window
+        while window and window[0][0] + len(window[0][1]) <= at:
+            self._window_bytes -= len(window.popleft()[1])
 
     def _feed_member(self, data: bytes) -> bytes:
         if not self._fed:
@@ -141,21 +202,59 @@ class GuardedStream:
         m = self._member
         if m.eof:  # a member is finished: the next one starts with the bytes it did not use
             rest = m.unused
-            self._member = m = self._codec()
-            self._fed = False
+            self._start_member(self._fed_to - len(rest))
             if rest:
                 return self._feed_member(rest)
+            m = self._member
         else:
             held = m.more()
             if held:
                 return held
-        block = self._read_raw(CHUNK)
+        block = self._input()
         if not block:
             self._done = True
             if self._fed and not m.eof:
-                raise EOFError("the file ends inside a compressed block (truncated)")
+                raise _Truncated("the file ends inside a compressed block (truncated)")
             return b""
         return self._feed_member(block)
+
+    # -- resynchronising after a damaged gzip member
+
+    def _restart(self, error: Exception) -> bool:
+        """Go on at the next gzip header after the broken member's start; False when none follows."""
+        at = self._find_member(self._member_at + 1)
+        if at is None:
+            return False
+        self.damage.append(Damage(self._member_at, at, self.member_starts[-1], self._produced, str(error)))
+        self._pending = b"".join(c for _, c in self._window)[at - self._window[0][0]:]
+        self._fed_to = at
+        self._start_member(at)
+        self._done = False
+        return True
+
+    def _find_member(self, after: int) -> int | None:
+        """Compressed offset of the first gzip header at or after ``after`` (bytes already read,
+        then further on); None at the end of the file."""
+        i = 0
+        carry, carry_at = b"", 0  # the end of the previous chunk: a header may straddle two
+        while True:
+            if i < len(self._window):
+                at, chunk = self._window[i]
+                i += 1
+            else:
+                chunk = self._read_raw(CHUNK)
+                if not chunk:
+                    return None
+                at, i = self._raw_pos - len(chunk), len(self._window)
+            data, base = (carry + chunk, carry_at) if carry_at + len(carry) == at else (chunk, at)
+            pos = max(after - base, 0)
+            while (k := data.find(GZIP_MAGIC, pos)) >= 0:
+                # the flag byte's reserved bits are zero in any real header
+                if k + 3 >= len(data) or not data[k + 3] & 0xE0:
+                    return base + k
+                pos = k + 1
+            carry = data[-2:]
+            carry_at = base + len(data) - len(carry)
 
     def intact_member_starts(self) -> list[int]:
         """``member_starts`` without the member the stream broke in: that one never ended, so its
@@ -186,10 +285,11 @@ class GuardedStream:
         self.close()
 
 
-def open_stream(source) -> GuardedStream:
+def open_stream(source, resync: bool = False) -> GuardedStream:
     """Decompressed bytes (gzip, bzip2 or none, by magic number) of a path or of a binary file-like
     object (anything with ``read(n)``: a local file, an HTTP response, an fsspec file; it is read
-    sequentially, never seeked, and closed with the stream); OSError if a path cannot be opened."""
+    sequentially, never seeked, and closed with the stream); OSError if a path cannot be opened.
+    ``resync``: go on after a damaged gzip member (see the module docstring)."""
     f = open(source, "rb") if isinstance(source, (str, os.PathLike)) else source
     try:
         head = b""
@@ -201,7 +301,7 @@ def open_stream(source) -> GuardedStream:
     except OSError:
         f.close()
         raise
-    return GuardedStream(f, sniff_compression(head), head)
+    return GuardedStream(f, sniff_compression(head), head, resync)
 
 
 # --------------------------------------------------------------------------- tar and gzip members

@@ -16,8 +16,11 @@ Rejected records (``_reason``): ``http_status`` (not 200), ``not_html``, ``too_l
 does not match where the next record starts, or bytes no record claims), ``truncated_record``
 (payload shorter than its Content-Length), ``undecodable``, ``no_stoplist`` (a language without a
 stop list, with ``unlisted_languages: drop``), ``extract_error`` (the extractor failed on the page),
-``no_text`` (nothing left after boilerplate removal), and one ``truncated_file`` row when a
-compressed stream breaks off (the records before it are kept).
+``no_text`` (nothing left after boilerplate removal), ``corrupt_record`` (its gzip member is
+damaged: the record, or the member when no record header could be read, named by the compressed
+byte offset of the member; reading goes on at the next member, and under ``--on-error raise`` the
+stage fails naming the file and that offset), and one ``truncated_file`` row when a compressed
+stream breaks off with no member after the break (the records before it are kept).
 
 The file is streamed (:func:`curate.stages.extract.archive.open_stream`, from a path or any binary
 file-like object) and framed by :class:`curate.stages.extract.warcreader.WarcReader`, which checks every
@@ -26,12 +29,14 @@ record's end and resynchronises after a bad one; one record's payload is in memo
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from curate.stages.dataset import STRING
+from curate.stages.errors import DataError
 from curate.stages.extract import RawFile, file_failure, frame, from_files, raw_inputs, reject, tidy_text
 from curate.stages.extract.archive import open_stream
 from curate.stages.extract.html import (
@@ -175,25 +180,35 @@ def extract_warc_file(raw: RawFile, settings: ExtractWarcSettings, on_error: str
     """
     meta = warc_meta()
     try:
-        stream = open_stream(raw.path if fileobj is None else fileobj)
+        stream = open_stream(raw.path if fileobj is None else fileobj, resync=True)
     except OSError as e:
         return file_failure(raw, on_error, "unreadable_file", e, meta)
     max_bytes = parse_bytes(settings.max_record_bytes, "max_record_bytes")
     page = PageExtractor(settings)
     rows: list[dict] = []
-    garbage = 0
+    starts: list[int] = []  # the uncompressed offset of each row's record, ascending
     with stream:
         reader = WarcReader(stream, max_bytes, stream.member_starts if stream.compressed else None)
         for item in reader:
+            if stream.damage and on_error != "skip":  # the run fails: no need to extract the rest
+                break
             if item.kind == "garbage":
-                garbage += 1
                 rows.append({"id": f"{raw.name}:{item.start}", "text": "", "source": raw.name,
                              "_reason": "malformed_record",
                              "_detail": f"{raw.path}: uncompressed bytes {item.start}-{item.end}: {item.detail}"})
+                starts.append(item.start)
                 continue
             row = _item_row(item, raw, page, max_bytes)
             if row is not None:
                 rows.append(row)
+                starts.append(item.start)
+    if stream.damage:
+        if on_error != "skip":
+            d = stream.damage[0]
+            raise DataError(f"{raw.path}: gzip member at compressed byte {d.start} is damaged ({d.error}) "
+                            f"(use --on-error skip to reject its record and read on from the next member, "
+                            f"at compressed byte {d.resumed})")
+        rows = _damaged(rows, starts, stream.damage, raw)
     if stream.error is not None:
         if not stream.tell():
             return file_failure(raw, on_error, "unreadable_file", stream.error, meta)
@@ -205,6 +220,29 @@ def extract_warc_file(raw: RawFile, settings: ExtractWarcSettings, on_error: str
     elif not reader.records and stream.tell() > 0:
         return file_failure(raw, on_error, "not_a_warc", "no WARC record found", meta)
     return frame(rows, meta)
+
+
+def _damage(d) -> str:
+    return (f"gzip member at compressed byte {d.start} is damaged ({d.error}); "
+            f"reading goes on at the next member, at compressed byte {d.resumed}")
+
+
+def _damaged(rows: list[dict], starts: list[int], damage, raw: RawFile) -> list[dict]:
+    """Rows of the records that began in a damaged gzip member become ``corrupt_record`` rejects
+    (their bytes cannot be trusted); a damaged member in which no record began gets a row of its own."""
+    rows = list(rows)
+    alone = []
+    for d in damage:
+        inside = range(bisect.bisect_left(starts, d.out_start), bisect.bisect_left(starts, d.out_end))
+        for i in inside:
+            rows[i] = reject({**rows[i], "text": ""}, "corrupt_record",
+                             f"{raw.path}: record at uncompressed byte {starts[i]}: {_damage(d)}")
+        if not inside:
+            alone.append((d.out_start, {"id": f"{raw.name}:member-{d.start}", "text": "", "source": raw.name,
+                                        "_reason": "corrupt_record", "_detail": f"{raw.path}: {_damage(d)}"}))
+    # in file order; a member without a record before the record that starts where it ended
+    order = sorted([(s, 0, k) for k, (s, _) in enumerate(alone)] + [(s, 1, i) for i, s in enumerate(starts)])
+    return [alone[k][1] if kind == 0 else rows[k] for _, kind, k in order]
 
 
 def _item_row(item, raw: RawFile, page: PageExtractor, max_bytes: int) -> dict | None:

@@ -9,7 +9,9 @@ no gzip member starts inside the record, as every Common Crawl record is its own
 that fails is reported as ``malformed`` and reading resumes at the next ``WARC/1.0`` (or 1.1)
 header line after the record's header (in a .warc.gz: at the next member); bytes that belong to no
 record (before the first, or between a record's CRLF CRLF and the next header) are reported as one
-``garbage`` item. Nothing is lost silently.
+``garbage`` item. Nothing is lost silently. A damaged gzip member is the stream's to skip
+(:func:`curate.stages.extract.archive.open_stream` with ``resync``): the reader only sees a member
+start where decompression went on, and frames the record cut short there like any other.
 
 Memory is bounded: a block over ``max_block`` bytes is skipped in chunks, never held (only its
 first ``HTTP_PEEK`` bytes are kept, for the HTTP status and content type); a header is at most

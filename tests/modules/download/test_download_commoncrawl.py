@@ -90,6 +90,61 @@ def test_truncated_warc_and_a_failed_download(mirror, tmp_path, pages):
     assert failed["_detail"].str.contains("HTTP 503").all()
 
 
+@pytest.mark.parametrize("fault", ["503", "stall"])
+def test_a_passing_failure_stays_pending_and_a_plain_rerun_fetches_it(mirror, tmp_path, pages, caplog, fault):
+    """Issue 26: a timeout or a 503 under --on-error skip was a final download_failed reject: the
+    same command again said "up to date". Now it is pending (journal, manifest, summary); a plain
+    rerun fetches exactly that file and merges its documents, and a 404 stays a final reject."""
+    from curate.app import runner
+    from curate.stages.download.commoncrawl import DownloadCommonCrawlSettings
+    from curate.stages.stage import IOSettings
+
+    mirror.stall_seconds = 1.0
+    (mirror.root / mirror.rels[1]).unlink()  # 404: permanent
+    mirror.fail(mirror.rels[0], fault)  # once: the next request gets the file
+    settings = DownloadCommonCrawlSettings(snapshots=(SNAP,), base_url=mirror.url(), retries=0, backoff=0.01,
+                                           timeout=0.3)
+    io = IOSettings(on_error="skip")
+    out = tmp_path / "out"
+
+    first = runner.run_stage("download_commoncrawl", settings, (), str(out), io)
+    m = first.manifest
+    assert (out / "_SUCCESS").exists() and m["status"] == "complete"  # whole for every other file
+    assert m["pending"] == 1 and m["download"]["pending"] == 1 and m["download"]["failed"] == 2
+    assert m["download"]["pending_files"] == [mirror.url(mirror.rels[0])]
+    assert m["counts"] == {"in": 5, "out": 3, "dropped": {"download_failed": 2}}
+    assert json.loads((out / "_state" / "fetch-00000.json").read_text())["status"] == "pending"
+    assert json.loads((out / "_state" / "fetch-00001.json").read_text())["status"] == "done"
+    table = runner.summary_table([first])
+    assert f"1 input(s) still pending (failed for now: {mirror.url(mirror.rels[0])})" in table
+    assert "run the same command again" in table
+
+    # a stage reading it says its input is incomplete
+    with caplog.at_level("WARNING", logger="curate.runner"):
+        runner.run_stage("normalize", runner.registry.get("normalize").Settings(), (str(out),),
+                         str(tmp_path / "norm"), IOSettings())
+    assert "has 1 pending input(s)" in caplog.text
+
+    before = {rel: len(mirror.hits(rel)) for rel in mirror.rels}
+    second = runner.run_stage("download_commoncrawl", settings, (), str(out), io)
+    assert not second.skipped
+    again = {rel: len(mirror.hits(rel)) - before[rel] for rel in mirror.rels}
+    assert again == {mirror.rels[0]: 1, mirror.rels[1]: 0, mirror.rels[2]: 0}  # the 404 is not asked again
+    m2 = second.manifest
+    assert m2["pending"] == 0 and m2["download"]["finished"] == 2 and m2["download"]["pending_files"] == []
+    assert m2["counts"] == {"in": 7, "out": 6, "dropped": {"download_failed": 1}}
+    assert read_output(out)["url"].tolist() == [u for u, _ in pages[:3]] + [u for u, _ in pages[6:9]]
+    rejects = pd.read_parquet(out / "_rejects")
+    assert rejects["_reason"].tolist() == ["download_failed"] and rejects["_detail"].str.contains("HTTP 404").all()
+    assert "pending" not in runner.summary_table([second])
+
+    # now up to date; the stage after it sees new documents and runs again
+    assert runner.run_stage("download_commoncrawl", settings, (), str(out), io).skipped
+    norm = runner.run_stage("normalize", runner.registry.get("normalize").Settings(), (str(out),),
+                            str(tmp_path / "norm"), IOSettings())
+    assert not norm.skipped and norm.manifest["counts"]["in"] == 6
+
+
 def test_settings_are_checked():
     from curate.stages.download.commoncrawl import DownloadCommonCrawlSettings
 

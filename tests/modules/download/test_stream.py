@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from curate.stages.download.base import FetchJob, stream_extract, stream_file, union_meta
-from curate.stages.download.http import DownloadError, DownloadOptions, ForeignFile
+from curate.stages.download.http import DownloadError, DownloadOptions, ForeignFile, TransientDownloadError
 from curate.stages.download.stream import RemoteStream
 from curate.stages.errors import DataError, SettingsError
 from curate.stages.extract import RawFile
@@ -23,7 +23,7 @@ from curate.stages.extract.warc import ExtractWarcSettings, extract_warc_file
 from curate.stages.secrets import redact_url
 from tests.conftest import read_output, run_stage
 from tests.httpserver import FileServer
-from tests.rawdata import page_warc, rust_pages
+from tests.rawdata import damaged_warc, page_warc, rust_pages, warc_record
 
 FAST = DownloadOptions(backoff=0.01, timeout=2.0, retries=3)
 
@@ -150,6 +150,88 @@ def test_slow_servers_minimum_rate_and_deadline(tmp_path, pages):
         server.fail("e.warc.gz", "trickle", "trickle", "trickle")
         with pytest.raises(DownloadError, match="below the minimum"):
             get_bytes(server.url("e.warc.gz"), slow)
+
+
+def test_a_damaged_member_streamed_loses_only_its_record(tmp_path, pages):
+    """Issue 26: as from disk, the damaged member's record is one corrupt_record reject naming the
+    compressed offset, every record after it is read; under raise the stream fails naming it."""
+    www = tmp_path / "www"
+    path = www / "d.warc.gz"
+    offset = damaged_warc(path, [warc_record(u, h) for u, h in pages[:5]], 2, 0.5)
+    with FileServer(www) as server:
+        df, outcome = stream_docs(server.url("d.warc.gz"), "d.warc.gz", on_error="skip")
+        with pytest.raises(DataError, match=rf"/d\.warc\.gz: gzip member at compressed byte {offset} is damaged"):
+            stream_docs(server.url("d.warc.gz"), "d.warc.gz")
+    assert documents(df) == documents(extract_warc_file(RawFile(str(path), path.name), ExtractWarcSettings(), "skip"))
+    assert df.loc[df["_reason"].isna(), "url"].tolist() == [u for u, _ in pages[:5] if u != pages[2][0]]
+    assert df["_reason"].dropna().tolist() == ["corrupt_record"]
+    assert f"compressed byte {offset}" in df["_detail"].dropna().iloc[0]
+    assert outcome["status"] == "downloaded" and outcome["bytes"] == path.stat().st_size
+    # the stage: every record counted, and under raise no _SUCCESS
+    with FileServer(www) as server:
+        (tmp_path / "urls.txt").write_text(server.url("d.warc.gz") + "\n")
+        settings = {"list": str(tmp_path / "urls.txt"), **SETTINGS}
+        manifest = run_stage("download_urls", settings, (), tmp_path / "out", on_error="skip")
+        with pytest.raises(DataError, match=rf"/d\.warc\.gz: gzip member at compressed byte {offset} is damaged"):
+            run_stage("download_urls", settings, (), tmp_path / "out2")
+    assert manifest["counts"] == {"in": 5, "out": 4, "dropped": {"corrupt_record": 1}}
+    assert manifest["pending"] == 0 and (tmp_path / "out" / "_SUCCESS").exists()
+    assert not (tmp_path / "out2" / "_SUCCESS").exists()
+
+
+def test_a_content_length_shorter_than_the_file_fails_for_now(tmp_path, pages):
+    """Issue 26: an answer that announces half the file looked complete: the gzip broke off, one
+    truncated_file reject, exit 0 under raise. The server has more: a transient failure (raise fails,
+    skip rejects, the kept copy goes); a file truncated on the server stays the file's own break."""
+    www = tmp_path / "www"
+    path = page_warc(www / "s.warc.gz", pages[:4])
+    data = path.read_bytes()
+    url = None
+    with FileServer(www) as server:
+        url = server.url("s.warc.gz")
+        server.fail("s.warc.gz", "short-length")
+        with pytest.raises(TransientDownloadError, match=rf"s\.warc\.gz: .*ended at byte {len(data) // 2} "
+                                                         r"\(its Content-Length\) and the server has more"):
+            stream_docs(url, "s.warc.gz")
+        server.fail("s.warc.gz", "short-length")
+        raw = tmp_path / "raw"
+        df, outcome = stream_docs(url, "s.warc.gz", on_error="skip", keep=str(raw / "s.warc.gz"))
+        assert df["_reason"].tolist() == ["download_failed"] and "(transient" in df["_detail"][0]
+        assert outcome["status"] == "failed" and outcome["transient"]
+        assert not (raw / "s.warc.gz").exists() and not (raw / "s.warc.gz.part").exists()
+        # truncated on the server: one request past the end (416) says the file ends there
+        path.write_bytes(data[: len(data) * 2 // 3])
+        df, outcome = stream_docs(url, "s.warc.gz")
+        assert df["_reason"].dropna().tolist()[-1] == "truncated_file"
+        assert df["_reason"].isna().sum() >= 2 and outcome["status"] == "downloaded"
+        assert server.hits("s.warc.gz")[-2:] == [("s.warc.gz", None, 200),
+                                                 ("s.warc.gz", f"bytes={len(data) * 2 // 3}-", 416)]
+
+
+@pytest.mark.parametrize("where", ["inside-a-member", "at-a-member-start"])
+def test_a_206_that_restarts_at_byte_0_fails_for_now(tmp_path, pages, where):
+    """Issue 26: a server answering a Range request with the file's first bytes broke the gzip (one
+    truncated_file reject, exit 0 under raise) or, resumed at a member start, read records twice."""
+    www = tmp_path / "www"
+    path = page_warc(www / "r.warc.gz", pages[:6])
+    starts = members(path.read_bytes())
+    cut = starts[3] + (20 if where == "inside-a-member" else 0)
+    with FileServer(www) as server:
+        url = server.url("r.warc.gz")
+        server.fail("r.warc.gz", f"cut-at:{cut}", "restart")
+        with pytest.raises(TransientDownloadError, match=rf"r\.warc\.gz: the answer to Range bytes={cut}- starts "
+                                                         r"over with the file's first 256 bytes"):
+            stream_docs(url, "r.warc.gz")
+        server.fail("r.warc.gz", f"cut-at:{cut}", "restart")
+        raw = tmp_path / "raw" / "r.warc.gz"
+        df, outcome = stream_docs(url, "r.warc.gz", on_error="skip", keep=str(raw))
+        assert df["_reason"].tolist() == ["download_failed"] and outcome["transient"]
+        # not a byte of the bad answer was kept: the rerun goes on from the cut, and reads the file whole
+        assert raw.with_name("r.warc.gz.part").stat().st_size == cut
+        df, _ = stream_docs(url, "r.warc.gz", keep=str(raw))
+        assert server.hits("r.warc.gz")[-1][1] == f"bytes={cut}-"
+    assert documents(df) == documents(oracle(path))
+    assert raw.read_bytes() == path.read_bytes()
 
 
 @pytest.fixture

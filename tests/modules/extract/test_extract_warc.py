@@ -10,7 +10,15 @@ from curate.stages.errors import DataError, SettingsError
 from curate.stages.extract import RawFile
 from curate.stages.extract.warc import COLUMNS, ExtractWarcSettings, extract_warc_file
 from tests.conftest import curate, read_output, run_stage
-from tests.rawdata import MALFORMED_RECORD, RUST_BOOK, page_warc, rust_pages, warc_record, write_warc
+from tests.rawdata import (
+    MALFORMED_RECORD,
+    RUST_BOOK,
+    damaged_warc,
+    page_warc,
+    rust_pages,
+    warc_record,
+    write_warc,
+)
 
 GOOD = b"<html><body><article><p>" + b"This is a real paragraph of text about gardening and tomatoes. " * 5 + \
     b"</p></article></body></html>"
@@ -274,6 +282,50 @@ def test_a_break_inside_the_last_member_keeps_the_intact_record_before_it(tmp_pa
     assert df.loc[df["_reason"].isna(), "url"].tolist() == expected_ok
     assert df["_reason"].dropna().tolist() == ["truncated_file"]
     assert len(df) == len(expected_ok) + 1
+
+
+@pytest.mark.parametrize("keep", [5, 0.5, -6], ids=["in-gzip-header", "in-deflate-data", "in-trailer"])
+def test_a_damaged_member_loses_only_its_record(tmp_path, keep):
+    # issue 26: one member cut short and the members after it concatenated (a Common Crawl file with
+    # one damaged record) lost every record after it, and ended with exit 0 even under raise
+    records = [warc_record(f"http://x/{i}", _numbered(i)) for i in range(6)]
+    path = tmp_path / "cut.warc.gz"
+    offset = damaged_warc(path, records, 2, keep)
+    manifest = run_stage("extract_warc", {}, [path], tmp_path / "out", on_error="skip")
+    assert read_output(tmp_path / "out")["url"].tolist() == [f"http://x/{i}" for i in (0, 1, 3, 4, 5)]
+    assert manifest["counts"] == {"in": 6, "out": 5, "dropped": {"corrupt_record": 1}}
+    rejects = pd.read_parquet(tmp_path / "out" / "_rejects" / "part-00000.parquet")
+    assert rejects["_reason"].tolist() == ["corrupt_record"]
+    assert f"cut.warc.gz: gzip member at compressed byte {offset} is damaged" in rejects["_detail"][0]
+    with pytest.raises(DataError, match=rf"cut\.warc\.gz: gzip member at compressed byte {offset} is damaged"):
+        run_stage("extract_warc", {}, [path], tmp_path / "out2")
+    assert not (tmp_path / "out2" / "_SUCCESS").exists()
+
+
+@pytest.mark.slow
+def test_cli_fails_on_a_damaged_member_naming_file_and_offset(tmp_path):
+    records = [warc_record(f"http://x/{i}", _numbered(i)) for i in range(4)]
+    offset = damaged_warc(tmp_path / "cut.warc.gz", records, 1, 0.5)
+    proc = curate("extract", "warc", "--input", tmp_path / "cut.warc.gz", "--output", tmp_path / "out",
+                  "--workers", "1", check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert f"cut.warc.gz: gzip member at compressed byte {offset} is damaged" in proc.stderr.splitlines()[-1]
+    assert not (tmp_path / "out" / "_SUCCESS").exists()
+
+
+def test_garbage_between_members_and_damaged_members_next_to_each_other(tmp_path):
+    records = [warc_record(f"http://x/{i}", _numbered(i)) for i in range(5)]
+    members = [gzip.compress(r, mtime=0) for r in records]
+    junk = b"not a gzip member"
+    (tmp_path / "bad.warc.gz").write_bytes(members[0] + junk + members[1][:40] + members[2][:-3] + members[3]
+                                           + members[4])
+    df = _frame(tmp_path / "bad.warc.gz")
+    assert df.loc[df["_reason"].isna(), "url"].tolist() == ["http://x/0", "http://x/3", "http://x/4"]
+    bad = df[df["_reason"].notna()]
+    assert bad["_reason"].tolist() == ["corrupt_record"] * 3  # the junk, then members 1 and 2, in file order
+    starts = [len(members[0]), len(members[0]) + len(junk), len(members[0]) + len(junk) + 40]
+    for detail, start in zip(bad["_detail"], starts):
+        assert f"compressed byte {start} is damaged" in detail
 
 
 def test_trailing_garbage_after_the_last_member_keeps_the_record(tmp_path):
