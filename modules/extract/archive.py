@@ -128,9 +128,6 @@ class GuardedStream:
         self._produced = 0
         #: decompressed offset where each compressed member (gzip member, bz2 stream) begins
         self.member_starts: list[int] = []
-        #: start of the member the stream broke in (truncated, or garbage where a member should
-        #: begin); None when the break fell between members or there was none
-        self.broken_member: int | None = None
         self._done = False
         self.error: Exception | None = None
 
@@ -156,8 +153,6 @@ class GuardedStream:
             if self._resync and isinstance(e, (zlib.error, _Truncated)) and self._restart(e):
                 return b""
             self.error, self._done = e, True
-            if self._member is not None and self._fed and not self._member.eof:
-                self.broken_member = self.member_starts[-1]
             return b""
         self._produced += len(block)
         return block
@@ -255,11 +250,6 @@ class GuardedStream:
                 pos = k + 1
             carry = data[-2:]
             carry_at = base + len(data) - len(carry)
-
-    def intact_member_starts(self) -> list[int]:
-        """``member_starts`` without the member the stream broke in: that one never ended, so its
-        start says nothing about where the record before it ends."""
-        return self.member_starts[:-1] if self.broken_member is not None else list(self.member_starts)
 
     @property
     def compressed(self) -> bool:
