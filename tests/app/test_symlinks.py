@@ -16,8 +16,9 @@ from tests.conftest import curate, run_stage, write_jsonl
 
 TOKENIZE = {"tokenizer": "tiktoken:cl100k_base"}
 
-#: (folder inside the output, stage that makes it, its settings). The index and sidecar folders of
-#: new stages join here: every folder curate makes inside an output.
+#: (folder inside the output, stage that makes it, its settings): every folder curate makes inside an
+#: output (a download's ``_raw/``, a job's stage folders, merge's names: their own tests below). The
+#: index and sidecar folders of new stages join here.
 FOLDERS = [
     ("_rejects", "clean", {}),
     ("_state", "clean", {}),
@@ -146,4 +147,35 @@ def test_curate_report_never_writes_through_a_link(tmp_path):
     # a page written elsewhere, at the user's own path, is the user's choice
     assert cli("report", out, "--html", tmp_path / "page.html", "--png", tmp_path / "s.png",
                cwd=tmp_path).returncode == 0
+    assert snapshot(decoy) == before
+
+
+def test_a_download_never_writes_through_a_linked_raw_folder(tmp_path):
+    """``--keep-raw`` keeps the downloaded files in ``OUT/_raw/`` (written beside the Output class, by
+    the fetcher): the claim refuses the link before any request."""
+    from tests.httpserver import FileServer
+    from tests.rawdata import page_warc, rust_pages
+
+    for k in range(2):
+        page_warc(tmp_path / "www" / f"p{k}.warc.gz", rust_pages(4)[2 * k:2 * k + 2])
+    with FileServer(tmp_path / "www") as server:
+        lists = []
+        for name, n in (("all", 2), ("fewer", 1)):
+            lists.append(tmp_path / f"{name}.txt")
+            lists[-1].write_text("".join(server.url(f"p{k}.warc.gz") + "\n" for k in range(n)))
+        settings = {"list": str(lists[0]), "keep_raw": True, "backoff": 0.01, "timeout": 2.0}
+        out = tmp_path / "out"
+        run_stage("download_urls", settings, (), out)
+        link, decoy = out / "_raw", tmp_path / "decoy"
+        link_to_decoy(link, decoy)
+        before = snapshot(decoy)
+        asked = len(server.requests)
+        for listing, extra in ((lists[0], ["--force"]), (lists[0], []), (lists[1], [])):
+            proc = cli("download", "urls", "--list", listing, "--keep-raw", "--output", out, *extra,
+                       "--workers", "1", cwd=tmp_path)
+            assert snapshot(decoy) == before, proc.args
+            one_line_refusal(proc, f"{link}: a symbolic link (to {decoy}) inside the output {out}")
+        assert len(server.requests) == asked
+    proc = curate("verify", out, check=False)
+    assert proc.returncode == 1 and f"{link}: link: a symbolic link (to {decoy})" in proc.stderr, proc.stderr
     assert snapshot(decoy) == before
