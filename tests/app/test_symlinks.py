@@ -61,6 +61,19 @@ def stage_command(stage, settings):
     return [*(registry.get(stage).cli or (stage,)), *flags]
 
 
+def refused_untouched(tmp_path, out, link, decoy, runs):
+    """Each command of ``runs`` (--force, a rerun, a rerun with fewer inputs) refuses with one line
+    naming the link, verify names it, and the decoy stays what it was."""
+    before = snapshot(decoy)
+    for args in runs:
+        proc = cli(*args, "--workers", "1", cwd=tmp_path)
+        assert snapshot(decoy) == before, proc.args
+        one_line_refusal(proc, f"{link}: a symbolic link (to {decoy}) inside the output")
+    proc = curate("verify", out, check=False)
+    assert proc.returncode == 1 and f"{link}: link: a symbolic link (to {decoy})" in proc.stderr, proc.stderr
+    assert snapshot(decoy) == before
+
+
 @pytest.mark.parametrize("folder,stage,settings", FOLDERS, ids=[f"{s}:{f}" for f, s, _ in FOLDERS])
 def test_no_write_or_delete_through_a_linked_folder(tmp_path, folder, stage, settings):
     inputs = two_inputs(tmp_path)
@@ -68,15 +81,25 @@ def test_no_write_or_delete_through_a_linked_folder(tmp_path, folder, stage, set
     run_stage(stage, settings, inputs, out)
     link, decoy = out / folder, tmp_path / "decoy"
     link_to_decoy(link, decoy)
-    before = snapshot(decoy)
-    command = stage_command(stage, settings)
-    for given, extra in ((inputs, ["--force"]), (inputs, []), (inputs[:1], [])):  # --force, rerun, fewer inputs
-        proc = cli(*command, "--input", *given, "--output", out, *extra, "--workers", "1", cwd=tmp_path)
-        assert snapshot(decoy) == before, proc.args
-        one_line_refusal(proc, f"{link}: a symbolic link (to {decoy}) inside the output {out}")
-    proc = curate("verify", out, check=False)
-    assert proc.returncode == 1 and f"{link}: link: a symbolic link (to {decoy})" in proc.stderr, proc.stderr
-    assert snapshot(decoy) == before
+    command = [*stage_command(stage, settings), "--output", out]
+    refused_untouched(tmp_path, out, link, decoy, [
+        [*command, "--input", *inputs, "--force"], [*command, "--input", *inputs], [*command, "--input", inputs[0]]])
+
+
+@pytest.mark.parametrize("stage,settings", [("pack", {"seq_length": 8}), ("shards", {"shard_tokens": 16})])
+def test_pack_and_shards_never_write_through_a_link(tmp_path, stage, settings):
+    """Their input is one token set: the rerun with fewer inputs reads a set of one pair."""
+    inputs = two_inputs(tmp_path)
+    run_stage("tokenize", TOKENIZE, inputs, tmp_path / "tok")
+    run_stage("tokenize", TOKENIZE, inputs[:1], tmp_path / "tok1")
+    out = tmp_path / "out"
+    run_stage(stage, settings, [tmp_path / "tok"], out)
+    link, decoy = out / "_state", tmp_path / "decoy"
+    link_to_decoy(link, decoy)
+    command = [*stage_command(stage, settings), "--output", out]
+    refused_untouched(tmp_path, out, link, decoy, [
+        [*command, "--input", tmp_path / "tok", "--force"], [*command, "--input", tmp_path / "tok"],
+        [*command, "--input", tmp_path / "tok1"]])
 
 
 JOB = "name: j\ninput: {inputs}\nstages:\n  - clean: {{}}\n  - redact: {{}}\n"
@@ -102,14 +125,9 @@ def test_a_job_never_writes_through_a_link(tmp_path, folder):
         os.symlink(decoy, link)
     else:
         link_to_decoy(link, decoy)
-    before = snapshot(decoy)
-    for job, extra in ((jobs[0], ["--force"]), (jobs[0], []), (jobs[1], [])):
-        proc = cli("run", job, "--output", root, *extra, "--workers", "1", cwd=tmp_path)
-        assert snapshot(decoy) == before, proc.args
-        one_line_refusal(proc, f"{link}: a symbolic link (to {decoy}) inside the output")
-    proc = curate("verify", root, check=False)
-    assert proc.returncode == 1 and f"{link}: link: a symbolic link" in proc.stderr, proc.stderr
-    assert snapshot(decoy) == before
+    refused_untouched(tmp_path, root, link, decoy, [
+        ["run", jobs[0], "--output", root, "--force"], ["run", jobs[0], "--output", root],
+        ["run", jobs[1], "--output", root]])
 
 
 @pytest.mark.parametrize("name,folder", [("_state.all", True), ("all.bin", False), ("manifest.all.json", False)])
@@ -163,19 +181,13 @@ def test_a_download_never_writes_through_a_linked_raw_folder(tmp_path):
         for name, n in (("all", 2), ("fewer", 1)):
             lists.append(tmp_path / f"{name}.txt")
             lists[-1].write_text("".join(server.url(f"p{k}.warc.gz") + "\n" for k in range(n)))
-        settings = {"list": str(lists[0]), "keep_raw": True, "backoff": 0.01, "timeout": 2.0}
         out = tmp_path / "out"
-        run_stage("download_urls", settings, (), out)
+        run_stage("download_urls", {"list": str(lists[0]), "keep_raw": True, "backoff": 0.01, "timeout": 2.0},
+                  (), out)
         link, decoy = out / "_raw", tmp_path / "decoy"
         link_to_decoy(link, decoy)
-        before = snapshot(decoy)
         asked = len(server.requests)
-        for listing, extra in ((lists[0], ["--force"]), (lists[0], []), (lists[1], [])):
-            proc = cli("download", "urls", "--list", listing, "--keep-raw", "--output", out, *extra,
-                       "--workers", "1", cwd=tmp_path)
-            assert snapshot(decoy) == before, proc.args
-            one_line_refusal(proc, f"{link}: a symbolic link (to {decoy}) inside the output {out}")
+        command = ["download", "urls", "--keep-raw", "--output", out, "--list"]
+        refused_untouched(tmp_path, out, link, decoy, [
+            [*command, lists[0], "--force"], [*command, lists[0]], [*command, lists[1]]])
         assert len(server.requests) == asked
-    proc = curate("verify", out, check=False)
-    assert proc.returncode == 1 and f"{link}: link: a symbolic link (to {decoy})" in proc.stderr, proc.stderr
-    assert snapshot(decoy) == before
