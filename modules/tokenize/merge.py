@@ -211,6 +211,9 @@ def claim_files(out, names) -> None:
 
     for rel in [*names, *out.names.values()]:
         output.refuse_link(out.url, out.path(rel))
+    links = output.Output.at(out.path(out.state_dir)).links()  # the journal, below its folder
+    if links:
+        raise output.OwnershipError(output.link_refusal(out.url, out.path(f"{out.state_dir}/{links[0]}")))
     owned = out.owned()
     for rel in names:
         if out.exists(rel) and rel not in owned:

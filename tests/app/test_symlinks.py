@@ -130,7 +130,8 @@ def test_a_job_never_writes_through_a_link(tmp_path, folder):
         ["run", jobs[1], "--output", root]])
 
 
-@pytest.mark.parametrize("name,folder", [("_state.all", True), ("all.bin", False), ("manifest.all.json", False)])
+@pytest.mark.parametrize("name,folder", [("_state.all", True), ("_state.all/merge.json", False), ("all.bin", False),
+                                         ("manifest.all.json", False)])
 def test_merge_never_writes_through_a_link(tmp_path, name, folder):
     """The merged pair's folder may hold anything of the user's; the names merge writes may not be links."""
     inputs = two_inputs(tmp_path)
@@ -142,14 +143,19 @@ def test_merge_never_writes_through_a_link(tmp_path, name, folder):
         link_to_decoy(link, decoy)
     else:
         decoy.mkdir()
-        (decoy / name).write_bytes(b"the user's own " + name.encode())
-        os.remove(link)
-        os.symlink(decoy / name, link)
+        (decoy / link.name).write_bytes(b"the user's own " + name.encode())
+        link.parent.mkdir(exist_ok=True)
+        if link.exists():
+            os.remove(link)
+        os.symlink(decoy / link.name, link)
     before = snapshot(decoy)
     for _ in range(2):  # a rerun, and one after the refusal
         proc = cli("merge", tmp_path / "tok", "--output", merged / "all", cwd=tmp_path)
         assert snapshot(decoy) == before
         one_line_refusal(proc, f"{link}: a symbolic link", f"inside the output {merged}")
+    proc = curate("verify", merged, check=False)  # a linked manifest is read: verify fails on its content
+    assert proc.returncode == 1 and f"{link}: " in proc.stderr, proc.stderr
+    assert snapshot(decoy) == before
 
 
 def test_curate_report_never_writes_through_a_link(tmp_path):
