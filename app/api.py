@@ -188,12 +188,13 @@ class Pipeline:
         return dry_run(self.job(input), str(output), force=force)
 
     def run(self, input: str | Sequence[str] | None, output: str, *, client: Client | None = None,
-            cluster: str = "local", workers: int | None = None, threads_per_worker: int = 1,
+            cluster: str = "auto", workers: int | None = None, threads_per_worker: int = 1,
             memory_limit: str | None = None, force: bool = False, stop_after: int | None = None) -> Result:
         """Run the pipeline on ``input`` (paths, globs or URLs) into the folder ``output``.
 
-        On the given ``client`` (left open), else on a cluster started for the run (``cluster``:
-        ``local``, a scheduler file or address, as ``curate run --cluster``). Finished stages are
+        On the given ``client`` (left open), else as ``cluster`` says (``curate run --cluster``): ``auto``
+        (threads in this process for a small input, else a local cluster), ``local``, ``threads``, a
+        scheduler file or address. Finished stages are
         skipped as up to date; ``force`` reruns them."""
         from curate.app.cluster import ClusterSettings
         from curate.app.runner import execute_job

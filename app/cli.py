@@ -46,9 +46,10 @@ class ArgumentParser(argparse.ArgumentParser):
 
 def add_cluster_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("cluster")
-    g.add_argument("--cluster", default="local",
-                   help="local (default), mpi (under mpirun/srun), threads (no cluster: threads in this process, nothing "
-                        "listens), a scheduler file, or tcp:// / tls://host:port")
+    g.add_argument("--cluster", default="auto",
+                   help="auto (default: threads for an input of at most 64 MiB when no worker option is given, "
+                        "else local), local (a local Dask cluster), mpi (under mpirun/srun), threads (no cluster: "
+                        "threads in this process, nothing listens), a scheduler file, or tcp:// / tls://host:port")
     g.add_argument("--workers", type=int, default=None,
                    help="local cluster: worker processes (default: one per core); ignored, with a warning, otherwise")
     g.add_argument("--threads-per-worker", type=int, default=1, help="threads per worker (default 1)")
@@ -184,7 +185,7 @@ def _shown(path: str) -> str:
 
 def cmd_stage(args) -> int:
     from curate.app import runner
-    from curate.app.cluster import connect
+    from curate.app.cluster import connect, resolve_auto
     from curate.stages import registry
 
     cls = registry.get(args.stage)
@@ -193,6 +194,7 @@ def cmd_stage(args) -> int:
     cs = cluster_settings(args)
     inputs = tuple(getattr(args, "input", None) or ())
     runner.preflight_stage(args.stage, settings, inputs, args.output, io)
+    cs = resolve_auto(cs, runner.input_bytes(args.stage, inputs, io))
     # the lock is held from before the cluster starts; under MPI only the client rank may take it
     early = cs.mode != "mpi"
     with runner.stage_lock(args.stage, settings, args.output) if early else contextlib.nullcontext(), \

@@ -2,7 +2,7 @@
 
 ``--cluster`` chooses, the same for every subcommand:
 
-- ``local`` (default): a LocalCluster, one single-threaded worker process per core, a memory
+- ``local``: a LocalCluster, one single-threaded worker process per core, a memory
   limit per worker, the dashboard on 127.0.0.1:8787 (or a free port when that one is taken).
 - ``mpi``: under ``mpirun``/``srun``. Rank 0 runs the scheduler, rank 1 the client that runs the
   job and ranks 2.. the workers (what dask-mpi does, written out here to add what it lacks: TLS,
@@ -11,6 +11,9 @@
   client tells every rank the job is over, retires the workers, then stops the scheduler: exit 0
   everywhere and no CommClosedError tracebacks. When the job rank or the scheduler is lost instead,
   every other rank stops within seconds with EXIT_CLUSTER_LOST.
+- ``auto`` (default): ``threads`` when the run's input is small (at most ``AUTO_THREADS_BYTES``
+  on disk) and no worker was sized (``--workers``, ``--memory-limit``, ``--dashboard-address``,
+  ``--local-directory``), else ``local``; the log says which and why (:func:`resolve_auto`).
 - ``threads``: no cluster at all: Dask's threaded scheduler in this process (``--workers`` threads,
   default one per core). Nothing listens, nothing is spawned; no dashboard, no live page, no Dask
   performance report (the HTML report is still written). For small runs and notebooks.
@@ -54,13 +57,16 @@ class WorldTooSmall(SettingsError):
 
 @dataclass(frozen=True)
 class ClusterSettings:
-    mode: str = "local"
+    mode: str = "auto"
     workers: int | None = None
     threads_per_worker: int = 1
     memory_limit: str | None = None  # per worker; default: the machine's memory split evenly
     dashboard_address: str | None = None
     local_directory: str | None = None
     interface: str | None = None  # mpi: the network interface the scheduler and workers listen on
+    #: why ``auto`` became this mode (:func:`resolve_auto`), logged when the cluster starts: after the
+    #: refusals and the lock, so that a refusal stays one line
+    auto_reason: str | None = None
 
     def __post_init__(self):
         if self.workers is not None and self.workers < 1:
@@ -74,11 +80,37 @@ class ClusterSettings:
                 parse_bytes(self.memory_limit)
             except (ValueError, TypeError):
                 raise SettingsError(f"--memory-limit must be a size such as 4GiB; got {self.memory_limit!r}") from None
-        if self.mode not in ("local", "mpi", "threads") and not self.mode.startswith(("tcp://", "tls://", "ucx://")):
+        if self.mode not in ("auto", "local", "mpi", "threads") and not self.mode.startswith(("tcp://", "tls://", "ucx://")):
             if not os.path.isfile(self.mode):
                 raise SettingsError(
-                    f"--cluster {self.mode!r}: not local, mpi, threads, a tcp:// address or an existing scheduler file"
+                    f"--cluster {self.mode!r}: not auto, local, mpi, threads, a tcp:// address or an existing scheduler file"
                 )
+
+
+#: ``--cluster auto`` runs in this process up to this many input bytes: below it, starting worker
+#: processes (spawn, imports, TLS, the tokenizer loaded once per worker) costs more than they save
+AUTO_THREADS_BYTES = 64 << 20
+
+
+def resolve_auto(settings: ClusterSettings, input_bytes: int | None) -> ClusterSettings:
+    """``auto`` made concrete for a run whose input is ``input_bytes`` on disk (None: unknown, e.g.
+    URLs or downloads); any other mode is returned as it is. :func:`connect` logs the choice."""
+    import dataclasses
+
+    if settings.mode != "auto":
+        return settings
+    sized = [flag for flag, value in (("--workers", settings.workers), ("--memory-limit", settings.memory_limit),
+                                      ("--dashboard-address", settings.dashboard_address),
+                                      ("--local-directory", settings.local_directory)) if value is not None]
+    if sized:
+        mode, why = "local", f"{sized[0]} given"
+    elif input_bytes is None:
+        mode, why = "local", "input size unknown (URLs or downloads)"
+    elif input_bytes > AUTO_THREADS_BYTES:
+        mode, why = "local", f"input {input_bytes / 2**20:,.1f} MiB > {AUTO_THREADS_BYTES >> 20} MiB"
+    else:
+        mode, why = "threads", f"input {input_bytes / 2**20:,.1f} MiB <= {AUTO_THREADS_BYTES >> 20} MiB"
+    return dataclasses.replace(settings, mode=mode, auto_reason=why)
 
 
 def _port_free(host: str, port: int) -> bool:
@@ -110,7 +142,12 @@ def _memory_per_worker(n: int, requested: str | None):
 @contextlib.contextmanager
 def connect(settings: ClusterSettings):
     """Yield a connected ``distributed.Client`` (None for ``threads``: no cluster); tear down whatever
-    was started here afterwards."""
+    was started here afterwards. An ``auto`` not resolved by the caller (:func:`resolve_auto`, which
+    knows the input) is a local cluster."""
+    if settings.mode == "auto":
+        settings = resolve_auto(settings, None)
+    if settings.auto_reason:
+        log.info("cluster: auto chose %s (%s; --cluster local|threads to choose)", settings.mode, settings.auto_reason)
     if settings.mode == "threads":
         import dask
 

@@ -299,12 +299,37 @@ def _cluster(cluster, client):
         yield made
 
 
+def input_bytes(name: str, inputs, io: IOSettings) -> int | None:
+    """Bytes on disk of what stage ``name`` reads from ``inputs`` (None when unknown: URLs, downloads).
+    Reads listings only; it decides ``--cluster auto``."""
+    from curate.stages.paths import glob_files
+
+    cls = registry.get(name)
+    if not cls.takes_input or any("://" in str(i) for i in inputs):
+        return None
+    if cls.reads_raw_files:  # raw files, token sets: whatever the specs name
+        total = 0
+        for spec in inputs:
+            if os.path.isdir(spec):
+                total += sum(os.path.getsize(os.path.join(d, f)) for d, _, names in os.walk(spec) for f in names)
+            else:
+                total += sum(os.path.getsize(f) for f in ([spec] if os.path.isfile(spec) else glob_files(spec)))
+        return total
+    return sum(os.path.getsize(f) for f in dataset.expand_inputs(inputs, allow_incomplete=io.allow_incomplete))
+
+
 def execute_job(job: Job, output: str, cluster=None, client=None, force: bool = False,
                 stop_after: int | None = None) -> list[StageOutcome]:
     """Everything ``curate run`` does, for the CLI and the Python API: the refusals before any work, the
     lock (taken before the cluster starts; under MPI only the client rank may take it), the cluster
-    (``cluster``: a ClusterSettings) or the caller's ``client``, the job, the reports."""
+    (``cluster``: a ClusterSettings; ``auto`` judged by the first stage's input) or the caller's
+    ``client``, the job, the reports."""
     preflight_job(job, output, stop_after)
+    if client is None and cluster is not None and cluster.mode == "auto":
+        from curate.app.cluster import resolve_auto
+
+        first = job_plan(job, output, stop_after)[0]
+        cluster = resolve_auto(cluster, input_bytes(first[1].name, first[2], job.io))
     early = client is not None or cluster is None or cluster.mode != "mpi"
     with job_lock(job, output) if early else contextlib.nullcontext(), \
             _cluster(cluster, client) as c, performance_report(output, "run", c):

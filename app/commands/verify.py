@@ -21,6 +21,7 @@ with their files and exits 1 when there are any.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 from curate.stages.errors import SettingsError
@@ -152,13 +153,14 @@ def main(args) -> int:
 def unique_ids_main(args) -> int:
     from curate.app import runner
     from curate.app.cli import cluster_settings
-    from curate.app.cluster import connect
+    from curate.app.cluster import connect, resolve_auto
     from curate.stages import dataset, unique_ids
     from curate.stages.settings import IOSettings
 
     io = IOSettings(on_error="skip")  # bad lines and non-string ids are counted, not fatal, here
-    dataset.expand_inputs([args.dir])  # a missing or unfinished input: one line before any cluster
-    with connect(cluster_settings(args)) as client:
+    files = dataset.expand_inputs([args.dir])  # a missing or unfinished input: one line before any cluster
+    cs = resolve_auto(cluster_settings(args), None if "://" in args.dir else sum(os.path.getsize(f) for f in files))
+    with connect(cs) as client:
         report = unique_ids.check([args.dir], io, runner.make_compute(client))
     rejected = f"; {report.rejected:,} unreadable or rejected record(s) not checked" if report.rejected else ""
     if report.ok:

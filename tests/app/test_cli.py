@@ -75,3 +75,30 @@ def test_stage_subcommand_end_to_end(tmp_path):
     # log lines carry time, host and rank
     line = next(ln for ln in proc.stderr.splitlines() if "curate.runner" in ln)
     assert " r0 INFO curate.runner: " in line
+
+
+@pytest.mark.parametrize("kwargs, size, mode", [
+    ({}, 10, "threads"),
+    ({}, 64 << 20, "threads"),                # the bound itself is small
+    ({}, (64 << 20) + 1, "local"),
+    ({}, None, "local"),                      # URLs or downloads: size unknown
+    ({"workers": 2}, 10, "local"),            # sizing workers asks for a cluster
+    ({"memory_limit": "2GiB"}, 10, "local"),
+    ({"dashboard_address": "127.0.0.1:0"}, 10, "local"),
+    ({"mode": "local"}, 10, "local"),         # an explicit mode is kept
+    ({"mode": "threads"}, 10**12, "threads"),
+])
+def test_cluster_auto_chooses_by_input_size_and_says_why(kwargs, size, mode):
+    from curate.app.cluster import ClusterSettings, resolve_auto
+
+    chosen = resolve_auto(ClusterSettings(**kwargs), size)
+    assert chosen.mode == mode
+    assert (chosen.auto_reason is None) == ("mode" in kwargs)
+
+
+def test_a_small_run_stays_in_process(tmp_path):
+    src = write_jsonl(tmp_path / "in.jsonl", [{"text": f"document {i}"} for i in range(20)])
+    proc = curate("normalize", "--input", src, "--output", tmp_path / "out")
+    assert "cluster: auto chose threads (input 0.0 MiB <= 64 MiB" in proc.stderr
+    assert "dashboard" not in proc.stderr.lower()
+    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["counts"]["out"] == 20

@@ -6,6 +6,7 @@ import pytest
 
 from curate.stages.errors import SettingsError
 from curate.stages.tokenize.load import load_tokenizer
+from tests.modules.tokenize.helpers import CORPUS
 
 CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"  # tiktoken's expected_hash
 
@@ -173,3 +174,53 @@ def test_tokenize_pins_a_hub_tokenizer_for_every_partition(offline_hub, bpe_dir,
     tok = load_tokenizer(bpe_dir)
     _, docs = read_dir(tmp_path / "out")
     assert docs == [ids + [tok.eod_id] for k in range(2) for ids in tok.encode_batch([f"text {k} {j}" for j in range(3)])]
+
+
+TEXTS = [*CORPUS[:4], "x <|endoftext|> y <s> z", "  leading spaces\n\ttabs 12345 67890 digits", "caf\u00e9 \ufffd"]
+
+
+@pytest.mark.parametrize("which", ["bpe", "noeod", "cl100k"])
+def test_tokenizer_json_read_directly_equals_transformers(which, bpe_dir, cl100k_hf_dir, tmp_path):
+    """A directory with tokenizer.json loads without transformers; the oracle is AutoTokenizer on the
+    same directory: ids, vocabulary size, eod/bos, file hash and decoding all equal."""
+    from transformers import AutoTokenizer
+
+    from curate.stages.tokenize import load
+    from tests.modules.tokenize.helpers import make_bpe_dir
+
+    directory = {"bpe": bpe_dir, "cl100k": cl100k_hf_dir}.get(which) or make_bpe_dir(tmp_path / "n", special=False)
+    direct = load._load_hf(directory)
+    oracle = load.HFTokenizer(directory, AutoTokenizer.from_pretrained(directory), directory)
+    assert direct._tok is None  # read straight from tokenizer.json
+    assert direct.encode_batch(TEXTS) == oracle.encode_batch(TEXTS)
+    assert (direct.vocab_size, direct.eod_id, direct.bos_id) == (oracle.vocab_size, oracle.eod_id, oracle.bos_id)
+    assert direct.describe() == oracle.describe()
+    assert direct.decode(direct.encode_batch(TEXTS[:1])[0]) == oracle.decode(oracle.encode_batch(TEXTS[:1])[0])
+
+
+def test_a_directory_transformers_would_change_goes_through_transformers(bpe_dir, tmp_path):
+    """Edge cases: add_prefix_space in the config, a tokenizer class of its own, an eos token that
+    tokenizer.json lacks: each loaded by AutoTokenizer, as before."""
+    import json
+    import shutil
+
+    from curate.stages.tokenize import load
+
+    for i, change in enumerate([{"add_prefix_space": True}, {"tokenizer_class": "LlamaTokenizerFast"},
+                                {"eos_token": "<|not-in-vocab|>"}]):
+        d = tmp_path / f"d{i}"
+        shutil.copytree(bpe_dir, d)
+        config = json.loads((d / "tokenizer_config.json").read_text())
+        (d / "tokenizer_config.json").write_text(json.dumps({**config, **change}))
+        assert load._load_tokenizer_json(str(d)) is None, change
+
+
+def test_tokenizing_with_a_tokenizer_json_never_imports_transformers(bpe_dir, tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import sys; from curate.stages.tokenize.load import load_tokenizer; "
+            f"t = load_tokenizer({str(bpe_dir)!r}); t.encode_batch(['hello world']); "
+            "print('transformers' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
