@@ -126,12 +126,13 @@ def write_token_set(folder, pairs, dtype=None, prefix: str = "part", docs: bool 
     out.begin({"kind": "stage", "stage": "tokenize"})
     records, files = [], []
     for name, value in pairs.items():
-        docs, dt = value if isinstance(value, tuple) else (value, dtype)
-        if isinstance(docs, dict):  # already flat: {"tokens": array, "lengths": array}
-            tokens, lengths = np.asarray(docs["tokens"], dtype=dt), np.asarray(docs["lengths"], dtype=np.int64)
+        documents, dt = value if isinstance(value, tuple) else (value, dtype)
+        if isinstance(documents, dict):  # already flat: {"tokens": array, "lengths": array}
+            tokens = np.asarray(documents["tokens"], dtype=dt)
+            lengths = np.asarray(documents["lengths"], dtype=np.int64)
         else:
-            tokens = np.array([t for d in docs for t in d], dtype=dt)
-            lengths = np.array([len(d) for d in docs], dtype=np.int64)
+            tokens = np.array([t for d in documents for t in d], dtype=dt)
+            lengths = np.array([len(d) for d in documents], dtype=np.int64)
         with out.open(name + ".bin") as sink:
             w = megatron.PairWriter(name, dt, sink=sink)
             w.add(tokens, lengths)
@@ -146,6 +147,6 @@ def write_token_set(folder, pairs, dtype=None, prefix: str = "part", docs: bool 
             files[-1].update(docs=side["path"], docs_xxh3_128=side["xxh3_128"])
     codes = {megatron.dtype_code(np.dtype(v[1] if isinstance(v, tuple) else dtype)) for v in pairs.values()}
     out.finish({"stage": "tokenize", "fingerprint": "hand-made", "files": files,
-                "dtype_code": codes.pop() if len(codes) == 1 else None, **({"docs_columns": ["id"]} if docs else {})},
-               records)
+                "dtype_code": codes.pop() if len(codes) == 1 else None,
+                **({"docs_columns": ["id"]} if docs else {})}, records)
     return folder
