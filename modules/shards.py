@@ -204,6 +204,9 @@ def write_shard(ts, shard: ShardPlan, plan: StreamPlan, out, run: str) -> dict:
     eots = 0
     first_doc = None
     ranges = []  # per piece: the sidecar rows of its documents
+    if docs_rel:
+        columns = [*ts.docs_columns, "start", "length", "offset"]
+        layout = docs.schema(ts.docs_columns, [(c, pa.int64()) for c in columns[-3:]])
     with out.open(shard.name) as f:
         write_npy_header(f, dtype, shard.tokens)
         for piece in shard.pieces:
@@ -213,8 +216,9 @@ def write_shard(ts, shard: ShardPlan, plan: StreamPlan, out, run: str) -> dict:
             starts, lengths = document_bounds(index)
             if docs_rel:
                 doc, begin, length, offset = stream_documents(starts, lengths, piece.start, piece.stop, plan.add_eot)
-                ranges.append(ts.docs(pair)[1].take(doc).append_column("start", pa.array(begin + written))
-                              .append_column("length", pa.array(length)).append_column("offset", pa.array(offset)))
+                rows = ts.docs(pair)[1].take(doc).append_column("start", pa.array(begin + written)) \
+                    .append_column("length", pa.array(length)).append_column("offset", pa.array(offset))
+                ranges.append(rows.select(columns).cast(layout))
             if first_doc is None:
                 s = starts + (np.arange(len(starts)) if plan.add_eot else 0)
                 first_doc = {"pair": pair.name, "document": int(np.searchsorted(s, piece.start, side="right")) - 1,
@@ -233,10 +237,7 @@ def write_shard(ts, shard: ShardPlan, plan: StreamPlan, out, run: str) -> dict:
             raise DataError(f"{out.path(shard.name)}: wrote {written} tokens, planned {shard.tokens}")
     records = [f.record]
     if docs_rel:
-        columns = list(ts.docs_columns)
-        table = pa.concat_tables([t.select([*columns, "start", "length", "offset"]) for t in ranges]) \
-            .cast(docs.schema(columns, [(c, pa.int64()) for c in ("start", "length", "offset")]))
-        records.append(docs.write_table(out, docs_rel, table))
+        records.append(docs.write_table(out, docs_rel, pa.concat_tables(ranges)))
     stats = {"shard": shard.index, "name": shard.name, "split": shard.split, "tokens": written, "eot": eots,
              "first": first_doc, "docs": docs_rel, "seconds": round(time.perf_counter() - started, 3)}
     out.record_done(shard.name[:-len(".npy")], run, records, stats=stats)
