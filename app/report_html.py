@@ -596,8 +596,10 @@ def render(data: dict) -> str:
 def write_report(out: str, path: str | None = None, verify: bool | str = True) -> str:
     """Write the page (atomically) to ``path`` (default ``OUT/_reports/report.html``); return its path."""
     from curate.stages.dataset import atomic_write
+    from curate.stages.output import refuse_link
 
     path = os.path.abspath(path or os.path.join(out, "_reports", "report.html"))
+    refuse_link(out, path)
     page = render(collect(out, verify=verify))
     os.makedirs(os.path.dirname(path), exist_ok=True)
 
@@ -632,6 +634,7 @@ def write_run_report(output: str, client, performance_report: str | None, starte
     ``_reports/report.html``. A failure here is logged with its reason; the run's data is unaffected.
     ``at_start``: :func:`cluster_info` as the run began (workers may be leaving by now)."""
     from curate.stages.dataset import write_json
+    from curate.stages.output import refuse_link
 
     reports = os.path.join(output, "_reports")
     cluster = cluster_info(client)
@@ -641,6 +644,7 @@ def write_run_report(output: str, client, performance_report: str | None, starte
            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
            "seconds": round(time.time() - started, 1), "skipped": skipped_stages(output, started)}
     try:
+        refuse_link(output, os.path.join(reports, RUN_INFO))
         os.makedirs(reports, exist_ok=True)
         write_json(os.path.join(reports, RUN_INFO), run)
         path = write_report(output, verify="auto")

@@ -152,15 +152,16 @@ def unit_of(name: str, settings) -> str:
 def preflight_stage(name: str, settings, inputs, output: str, io: IOSettings, job: str | None = None,
                     check_locks: bool = True) -> None:
     """Every refusal a stage run can meet, before any cluster starts or any file is touched:
-    missing inputs, an output that is (inside) an input, an output curate does not own, a live lock."""
+    missing inputs, an output that is (inside) an input, a live lock, an output curate does not own
+    (the lock first: a run in progress explains its own files)."""
     check_output_path(output)
     check_inputs(name, inputs, io)
     registry.get(name)().check(settings, tuple(inputs))
     output_mod.check_not_input(output, inputs)
     out = output_mod.Output.at(output, unit_of(name, settings))
-    output_mod.check_claim(out, stage_owner(name, job))
     if check_locks and not out.remote:
         output_mod.Lock(out)._check_others()
+    output_mod.check_claim(out, stage_owner(name, job))
 
 
 def run_stage(name: str, settings, inputs, output: str, io: IOSettings, compute=None,
@@ -234,12 +235,12 @@ def preflight_job(job: Job, output: str, stop_after: int | None = None, check_lo
             registry.get(spec.name)().check(spec.settings, tuple(inputs))
     output_mod.check_not_input(output, [i for _, _, inputs, out in plan for i in inputs
                                         if os.path.abspath(i) != os.path.abspath(out) and not _is_stage_dir(i, plan)])
+    if check_locks and not root.remote:  # first: a stage command writing a stage folder is named as such
+        output_mod.Lock(root)._check_others()
     output_mod.check_claim(root, job_owner(job))
     for _k, spec, _inputs, out in plan:
         output_mod.check_claim(output_mod.Output.at(out, unit_of(spec.name, spec.settings)),
                                stage_owner(spec.name, job.name))
-    if check_locks and not root.remote:
-        output_mod.Lock(root)._check_others()
 
 
 def _is_stage_dir(path: str, plan) -> bool:
@@ -429,8 +430,9 @@ def performance_report(output: str, label: str, client):
     from distributed import performance_report as report
 
     folder = os.path.join(output, "_reports")
-    os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, f"{time.strftime('%Y%m%d-%H%M%S')}-{label}.html")
+    output_mod.refuse_link(output, path)
+    os.makedirs(folder, exist_ok=True)
     from curate.app.report_html import cluster_info, write_run_report
 
     started, cluster = time.time(), cluster_info(client)  # workers as the run starts

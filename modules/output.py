@@ -28,6 +28,14 @@ that failed for now) is never finished: the next run of the same key redoes it.
 
 Deleting. :meth:`Output.remove` removes only files that a manifest or journal record of the unit
 lists, and temporaries (the ``.curate-tmp-`` mark). Nothing else in curate deletes output files.
+A run removes its unit's temporaries that a killed run left when it begins, and again when it
+finishes.
+
+Links. curate never writes, renames or deletes through a symbolic link inside an output: a linked
+``_rejects/`` or ``_state/`` may lead to a folder of someone else's. A local output with a link
+anywhere below it is refused before any work (:func:`check_claim`), and every write and delete
+checks the folders between the output and its file again (:func:`refuse_link`). The output
+directory itself may be a link (the user named it); what lies below it may not.
 
 Claiming (:func:`check_claim`, before any work): an empty or missing directory is always fine. A
 non-empty one must hold a curate manifest of the same owner (stage name, or job name for a job
@@ -71,6 +79,8 @@ JOB_FOLDERS = ("_reports",)
 _UNIT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _CONTROL_RE = re.compile(r"^(manifest(\.[^/]+)?\.json|_SUCCESS(\.[^/]+)?|_LOCK(\.[^/]+)?)$")
 _STATE_RE = re.compile(r"^(_state(\.[^/]+)?|_reports)/")
+#: the locks :meth:`Lock._check_others` looks at: a unit's, or one in a folder of it (a job's stage)
+_LOCK_RE = re.compile(r"^([^/]+/)?_LOCK(\.[^/]+)?$")
 
 
 class OwnershipError(SettingsError):
@@ -95,6 +105,36 @@ def is_remote(url: str) -> bool:
 
 def is_temporary(rel: str) -> bool:
     return TMP_MARK in rel.rsplit("/", 1)[-1]
+
+
+def refuse_link(root: str, path: str) -> None:
+    """Refuse (OwnershipError) to write, rename or delete the local ``path`` when a folder or file
+    between the output ``root`` (itself not checked) and it is a symbolic link: it may lead out of
+    the output. A ``path`` outside ``root`` is the user's own choice and is not checked."""
+    if is_remote(root):
+        return  # an object store has no links
+    root = os.path.abspath(root)
+    rel = os.path.relpath(os.path.abspath(path), root)
+    if rel == os.curdir or rel == os.pardir or rel.startswith(os.pardir + os.sep):
+        return
+    current = root
+    for part in rel.split(os.sep):
+        current = os.path.join(current, part)
+        if os.path.islink(current):
+            raise OwnershipError(link_refusal(root, current))
+
+
+def link_target(link: str) -> str:
+    try:
+        return os.readlink(link)
+    except OSError:  # removed meanwhile: the link is still named
+        return "?"
+
+
+def link_refusal(root: str, link: str, more: str = "") -> str:
+    return (f"{link}: a symbolic link (to {link_target(link)}) inside the output {root}{more}; curate never "
+            "writes, renames or deletes through a link (it may lead out of the output): remove the link or "
+            "choose another output directory")
 
 
 def is_control(rel: str) -> bool:
@@ -335,6 +375,28 @@ class Output:
         return {name[len(root) + 1:]: int(info.get("size") or 0) for name, info in found.items()
                 if info.get("type") == "file" and name.startswith(root + "/")}
 
+    def links(self) -> list[str]:
+        """Symbolic links below a local output (relative paths, sorted; a linked folder is not
+        entered). curate makes none; see the module doc."""
+        found = []
+        if self.remote or not os.path.isdir(self.url):
+            return found
+        folders = [""]
+        while folders:
+            rel_root = folders.pop()
+            with os.scandir(os.path.join(self.url, *rel_root.split("/"))) as entries:
+                for e in entries:
+                    rel = f"{rel_root}/{e.name}" if rel_root else e.name
+                    if e.is_symlink():
+                        found.append(rel)
+                    elif e.is_dir():
+                        folders.append(rel)
+        return sorted(found)
+
+    def _refuse_link(self, rel: str) -> None:
+        if not self.remote:
+            refuse_link(self.url, self.path(rel))
+
     # ----------------------------------------------------------------- writing
 
     @contextlib.contextmanager
@@ -362,6 +424,7 @@ class Output:
                     return
                 raise
         else:
+            self._refuse_link(rel)  # before makedirs, which would create folders through a link
             folder = os.path.dirname(final)
             os.makedirs(folder, exist_ok=True)
             tmp = os.path.join(folder, f".{os.path.basename(final)}{TMP_MARK}{os.getpid()}-{secrets.token_hex(4)}")
@@ -488,6 +551,7 @@ class Output:
                 and rel not in (self.success_name, self.manifest_name):
             raise RuntimeError(f"{self.path(rel)}: not written by this output; refusing to delete it")
         if not self.remote:
+            self._refuse_link(rel)
             with contextlib.suppress(FileNotFoundError):
                 os.remove(self.path(rel))
         else:
@@ -507,6 +571,19 @@ class Output:
             "curate_output": 1, "owner": owner, "status": "running", "unit": self.unit,
             "previous_outputs": sorted(kept),
         })
+        if not self.remote:  # a killed run's half-written files (an object store has none)
+            self._remove_temporaries(self.listing())
+
+    def _remove_temporaries(self, listing: dict[str, int], owned: set[str] | None = None) -> None:
+        """Remove the temporaries of this unit's files; the caller holds the unit's lock, so none is
+        being written."""
+        temporaries = sorted(rel for rel in listing if is_temporary(rel))
+        if not temporaries:
+            return  # the common case: no need to read the journal
+        owned = self.owned(listing) if owned is None else owned
+        for rel in temporaries:
+            if _belongs_to(self, rel, owned):
+                self.remove(rel, owned)
 
     def finish(self, manifest: dict, records: list[dict], run: str | None = None) -> dict:
         """Delete what the unit owned but this run did not write, then write the manifest (listing
@@ -517,9 +594,7 @@ class Output:
         for rel in sorted(owned - wanted):
             if not _STATE_RE.match(rel) and not _CONTROL_RE.match(rel):
                 self.remove(rel, owned)
-        for rel in sorted(listing):
-            if is_temporary(rel) and _belongs_to(self, rel, listing):
-                self.remove(rel, owned)
+        self._remove_temporaries(listing, owned)
         running = self.manifest() or {}
         manifest = {"owner": running.get("owner"), **manifest, "curate_output": 1, "status": "complete",
                     "unit": self.unit, "outputs": sorted(records, key=lambda r: r["path"])}
@@ -562,13 +637,14 @@ def _owned_by(out: Output, listing: dict[str, int]) -> set[str]:
     return owned
 
 
-def _belongs_to(out: Output, rel: str, listing) -> bool:
-    """A temporary is the unit's when the final name it stands for is (or will be) the unit's."""
+def _belongs_to(out: Output, rel: str, owned: set[str]) -> bool:
+    """A temporary is the unit's when the final name it stands for is (or will be) the unit's. Not the
+    lock's (its heartbeat writes one now and then) nor another unit's manifest, written meanwhile."""
     folder, _, name = rel.rpartition("/")
     final = name[1:name.index(TMP_MARK)] if name.startswith(".") and TMP_MARK in name else name
     final_rel = f"{folder}/{final}" if folder else final
-    return final_rel in out.owned(listing) or final_rel.startswith(out.state_dir + "/") \
-        or _CONTROL_RE.match(final_rel) is not None
+    return final_rel in owned or final_rel.startswith(out.state_dir + "/") \
+        or final_rel in (out.manifest_name, out.success_name)
 
 
 # --------------------------------------------------------------------------- claims
@@ -602,7 +678,12 @@ def same_owner(a: dict | None, b: dict | None) -> bool:
 
 
 def check_claim(out: Output, owner: dict) -> None:
-    """Refuse (OwnershipError naming a file) to write ``out`` unless it is empty, missing, or ours."""
+    """Refuse (OwnershipError naming a file) to write ``out`` unless it is empty, missing, or ours,
+    and refuse any symbolic link below it (see the module doc)."""
+    links = out.links()
+    if links:
+        more = f" (and {len(links) - 1} more)" if len(links) > 1 else ""
+        raise OwnershipError(link_refusal(out.url, out.path(links[0]), more))
     listing = out.listing()
     if not listing:
         return
@@ -633,8 +714,8 @@ def check_claim(out: Output, owner: dict) -> None:
     for rel in sorted(listing):
         if rel in owned or rel in control or is_temporary(rel) or _STATE_RE.match(rel):
             continue
-        if _CONTROL_RE.match(rel) and rel.startswith("_LOCK"):
-            continue  # a lock: the lock check says who holds it
+        if _LOCK_RE.match(rel):
+            continue  # a lock here or one folder down: the lock check says who holds it
         if owner.get("kind") == "job" and rel.split("/", 1)[0] in JOB_FOLDERS:
             continue
         if owner.get("kind") == "job" and "/" in rel and _stage_dir_of_job(out, rel.split("/", 1)[0], owner):

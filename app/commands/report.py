@@ -248,8 +248,13 @@ def plot(panels: list[tuple[str, ScoreSummary]], path: str) -> None:
 
 
 def main(args) -> int:
+    from curate.stages.output import refuse_link
+
     if args.bins <= 0:
         raise SettingsError(f"--bins must be positive; got {args.bins}")
+    png = args.png or os.path.join(args.dir, "_reports", "scores.png")
+    for path in (png, args.html or os.path.join(args.dir, "_reports", "report.html")):
+        refuse_link(args.dir, path)  # before any work: the page and the plot may not go through a link
     folders = stage_dirs(args.dir)
     stages = [(os.path.basename(os.path.normpath(d)), load_manifest(d)) for d in folders]
     print(counts_table(stages))
@@ -271,7 +276,6 @@ def main(args) -> int:
         print()
         print(table(rows, ("folder", "filter", "keeps", "scored", "rejects alone", "dropped first")))
     if panels:
-        png = args.png or os.path.join(args.dir, "_reports", "scores.png")
         plot(panels, png)
         print(f"curate report: score distributions in {os.path.abspath(png)}")
     elif rows:

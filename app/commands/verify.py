@@ -4,7 +4,8 @@ Works on every curate output and exits non-zero with one line per problem, ``FIL
 
 - any stage output: every file its manifest lists is present with its size (``--checksums`` also
   re-reads each and compares its XXH3-128), data parts hold the rows the manifest says and add up
-  to its counts, the run finished (``_SUCCESS``), and no file lies there that no manifest lists;
+  to its counts, the run finished (``_SUCCESS``), no file lies there that no manifest lists, and
+  no symbolic link (curate makes none, and a rerun refuses an output that holds one);
 - a job's output root: each stage output it ran, in turn;
 - a token set (tokenize or merge output, or one pair named by its prefix), in addition: the
   Megatron structure of every pair, per-pair documents/tokens/bytes and checksums against the
@@ -70,14 +71,15 @@ def what_is(path: str) -> str:
 
 
 def output_problems(path: str, checksums: bool, skip_pairs: bool = False) -> list[str]:
-    """Every unit of the directory against its manifest, and files no manifest lists."""
-    from curate.stages.output import Output, units_in, unlisted, verify_unit
+    """Every unit of the directory against its manifest, files no manifest lists, and links."""
+    from curate.stages.output import Output, link_target, units_in, unlisted, verify_unit
     from curate.stages.tokenize.docs import DOCS_SUFFIX
 
     out = Output.at(path)
     listing = out.listing()
     units = units_in(listing) or [""]
-    problems = []
+    problems = [f"{out.path(rel)}: link: a symbolic link (to {link_target(out.path(rel))}); curate makes none, "
+                "and writes, renames and deletes nothing through one" for rel in out.links()]
     for unit in units:
         for line in verify_unit(Output(out.url, unit), checksums, listing):
             # pairs and their document sidecars have their own, deeper checks (structure, counts, checksums)
@@ -193,10 +195,13 @@ def verify_job(args) -> int:
 
     root = Output.at(args.dir)
     manifest = root.manifest() or {}
-    problems = output_problems(args.dir, args.checksums)
-    problems = [p for p in problems if "unlisted" not in p]  # stage folders are checked one by one below
+    stages = manifest.get("stages") or []
+    # stage folders are checked one by one below: their files (and links) are theirs to report
+    inside = tuple(root.path(stage["output"]) + "/" for stage in stages)
+    problems = [p for p in output_problems(args.dir, args.checksums)
+                if "unlisted" not in p and not p.startswith(inside)]
     code = 0
-    for stage in manifest.get("stages") or []:
+    for stage in stages:
         sub = os.path.join(args.dir, stage["output"]) if "://" not in args.dir else f"{args.dir}/{stage['output']}"
         sub_args = type(args)(**{**vars(args), "dir": sub})
         code = max(code, main(sub_args))

@@ -14,10 +14,12 @@ The output is its own unit (``modules/output.py``): ``PREFIX.bin``, ``PREFIX.idx
 ``PREFIX.docs.parquet`` and beside them ``manifest.<name>.json`` (the pair's documents, tokens, bytes
 and XXH3-128 checksums, and the input set) and ``_SUCCESS.<name>``, so ``curate verify PREFIX``
 checks the merged pair like any other. The files are written under temporary names and renamed
-when complete, the sidecar first, then the ``.idx``, then the ``.bin``. merge refuses
-an output inside its input directory (it would become a stray pair of the set), files it did not
-write, and inputs that fail verify's structural checks; the checksum of every input ``.bin`` is
-computed while copying it and compared with its manifest, so a damaged input leaves no output.
+when complete, the sidecar first, then the ``.idx``, then the ``.bin``; the journal names them
+before the first byte, so the next merge to the same PREFIX removes what a killed one left. merge
+refuses an output inside its input directory (it would become a stray pair of the set), files it
+did not write, a symbolic link where it writes, and inputs that fail verify's structural checks;
+the checksum of every input ``.bin`` is computed while copying it and compared with its manifest,
+so a damaged input leaves no output.
 
 Document sidecar (the tokenize sidecar's format, ``writer.py``): the inputs' sidecars concatenated
 in merge order, so row k is still sequence k of the merged ``.idx``; each input's is checked against
@@ -233,10 +235,13 @@ def merge(path: str, out_prefix: str, prefix: str | None = None) -> dict:
                                entry.get("bin_xxh3_128"), target.path(entry["docs"]) if columns else None,
                                entry.get("docs_xxh3_128")))
     out = output.Output.at(folder, name)
-    claim_files(out, [name + ".bin", name + ".idx", docs.docs_name(name)])
+    files = [name + ".bin", name + ".idx", docs.docs_name(name)]
+    claim_files(out, files)
     started = time.time()
     with output.Lock(out, f"curate merge {path}"):
         out.begin({"kind": "stage", "stage": "merge"})
+        # named before the first byte: a killed merge's files (and temporaries) stay the unit's to remove
+        out.intend("merge", files)
         stats = merge_sources(sources, out_prefix, out=out)
         records = stats.pop("records")
         side = stats["docs"]
@@ -258,9 +263,15 @@ def merge(path: str, out_prefix: str, prefix: str | None = None) -> dict:
 
 
 def claim_files(out, names) -> None:
-    """Refuse to overwrite files of ``out``'s folder that this unit did not write."""
+    """Refuse to overwrite files of ``out``'s folder that this unit did not write, or to write
+    through a link (the folder may hold anything else of the user's, links included)."""
     from curate.stages import output
 
+    for rel in [*names, *out.names.values()]:
+        output.refuse_link(out.url, out.path(rel))
+    links = output.Output.at(out.path(out.state_dir)).links()  # the journal, below its folder
+    if links:
+        raise output.OwnershipError(output.link_refusal(out.url, out.path(f"{out.state_dir}/{links[0]}")))
     owned = out.owned()
     for rel in names:
         if out.exists(rel) and rel not in owned:

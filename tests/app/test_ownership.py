@@ -142,6 +142,35 @@ def test_two_concurrent_runs_one_is_refused(tmp_path):
         assert (out / part).read_bytes() == (alone / part).read_bytes()
 
 
+def hold_lock(path, what):
+    """A real process holding the lock of ``path`` as ``what`` (a command running there) until killed."""
+    code = ("import sys, time; from curate.stages.output import Lock, Output;"
+            f"Lock(Output.at({str(path)!r}), {what!r}).acquire(); print('held', flush=True); time.sleep(120)")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+@pytest.mark.parametrize("begun", [False, True])
+def test_a_job_names_the_stage_command_that_holds_its_stage_folder(tmp_path, begun):
+    """``curate clean --output R/01-clean`` is running (starting its cluster, or writing); ``curate run``
+    on R names it, as every lock refusal does, whatever the folder holds so far."""
+    src = write_jsonl(tmp_path / "in.jsonl", DOCS)
+    job = tmp_path / "job.yaml"
+    job.write_text(f"input: {src}\nstages:\n  - clean: {{}}\n")
+    if begun:
+        run_stage("clean", {}, [src], tmp_path / "R" / "01-clean")
+    holder = hold_lock(tmp_path / "R" / "01-clean", "curate clean")
+    try:
+        before = snapshot(tmp_path / "R")
+        one_line_refusal(cli("run", job, "--output", tmp_path / "R", cwd=tmp_path),
+                         f"{tmp_path / 'R' / '01-clean' / '_LOCK'} is held by curate clean", f"pid {holder.pid}")
+        assert snapshot(tmp_path / "R") == before
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def test_stale_lock_of_a_dead_process_is_taken_over(tmp_path):
     src = write_jsonl(tmp_path / "in.jsonl", DOCS)
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)

@@ -1,9 +1,13 @@
 """``curate verify`` and ``curate merge`` on the command line."""
 
+import signal
+import subprocess
+import sys
+
 import pytest
 
 from curate.app.cli import main
-from tests.conftest import curate, run_stage, write_jsonl
+from tests.conftest import ROOT, curate, run_stage, write_jsonl
 
 
 @pytest.fixture(scope="module")
@@ -64,3 +68,32 @@ def test_real_command_line(tokenized, tmp_path):
     assert "OK" in proc.stdout
     proc = curate("merge", tokenized / "out", check=False)
     assert proc.returncode == 2 and "--output" in proc.stderr
+
+
+#: ``curate merge`` that dies by SIGKILL halfway through writing the merged .bin
+KILLED_MERGE = """
+import os, signal, sys
+from curate.stages.tokenize import merge as m
+
+def killed(sources, out_prefix, chunk=None, out=None):
+    with out.open(os.path.basename(out_prefix) + ".bin") as f:
+        f.write(b"half a merged pair" * 1000)
+        f.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+m.merge_sources = killed
+from curate.app.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_rerun_removes_what_a_killed_merge_left(tokenized, tmp_path):
+    out = tmp_path / "merged"
+    proc = subprocess.run([sys.executable, "-c", KILLED_MERGE, "merge", tokenized / "out", "--output", out / "all"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert [p.name for p in out.iterdir() if ".curate-tmp-" in p.name]  # what a real kill leaves
+    curate("merge", tokenized / "out", "--output", out / "all")
+    assert not [p for p in out.rglob("*") if ".curate-tmp-" in p.name]
+    assert "OK" in curate("verify", out / "all").stdout
+    assert "OK" in curate("verify", out).stdout

@@ -18,6 +18,7 @@ from curate.stages.output import (
     OwnershipError,
     check_claim,
     check_not_input,
+    refuse_link,
     unlisted,
     verify_unit,
 )
@@ -178,3 +179,71 @@ def test_verify_unit_and_unlisted(tmp_path):
     assert [p.split(": ")[1] for p in verify_unit(out, checksums=True)] == ["checksum"]
     (tmp_path / "part-00000.parquet").unlink()
     assert any("part-00000.parquet: missing" in p for p in verify_unit(out))
+
+
+def decoy(tmp_path):
+    """A folder of the user's, outside any output, and the bytes it holds."""
+    folder = tmp_path / "decoy"
+    folder.mkdir()
+    (folder / "part-00000.parquet").write_bytes(b"the user's own")
+    return folder, {p.name: p.read_bytes() for p in folder.iterdir()}
+
+
+def test_no_write_or_delete_through_a_link(tmp_path):
+    folder, before = decoy(tmp_path)
+    out = Output.at(tmp_path / "o")
+    out.begin(STAGE)
+    out.finish({"stage": "clean"}, [out.write_bytes("_rejects/part-00000.parquet", b"curate's")])
+    (tmp_path / "o" / "_rejects" / "part-00000.parquet").unlink()
+    (tmp_path / "o" / "_rejects").rmdir()
+    (tmp_path / "o" / "_rejects").symlink_to(folder)
+    link = tmp_path / "o" / "_rejects"
+    with pytest.raises(OwnershipError, match=f"^{link}: a symbolic link \\(to {folder}\\) inside the output"):
+        check_claim(out, STAGE)
+    with pytest.raises(OwnershipError, match=f"^{link}: a symbolic link"):
+        out.write_bytes("_rejects/part-00000.parquet", b"overwritten")
+    with pytest.raises(OwnershipError, match=f"^{link}: a symbolic link"):
+        out.write_bytes("_rejects/sub/new.bin", b"a folder made through the link")
+    with pytest.raises(OwnershipError, match=f"^{link}: a symbolic link"):
+        out.remove("_rejects/part-00000.parquet")
+    with pytest.raises(OwnershipError, match=f"^{link}: a symbolic link"):
+        out.finish({"stage": "clean"}, [])  # would delete the listed file it no longer writes
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    # a link to a file, or deeper down, is refused as well; the claim names the first and counts the rest
+    (tmp_path / "o" / "_work").mkdir()
+    (tmp_path / "o" / "_work" / "x.json").symlink_to(folder / "part-00000.parquet")
+    with pytest.raises(OwnershipError, match="_rejects: a symbolic link .* inside the output .* \\(and 1 more\\)"):
+        check_claim(out, STAGE)
+    assert out.links() == ["_rejects", "_work/x.json"]
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+
+def test_a_link_alone_is_refused_and_the_output_itself_may_be_a_link(tmp_path):
+    folder, before = decoy(tmp_path)
+    (tmp_path / "o").mkdir()
+    (tmp_path / "o" / "_state").symlink_to(folder)  # no file below the output: its listing is empty
+    with pytest.raises(OwnershipError, match="_state: a symbolic link"):
+        check_claim(Output.at(tmp_path / "o"), STAGE)
+    # the output directory is the user's choice, link or not; and so is a path outside it
+    (tmp_path / "real").mkdir()
+    (tmp_path / "named").symlink_to(tmp_path / "real")
+    out = Output.at(tmp_path / "named")
+    check_claim(out, STAGE)
+    out.begin(STAGE)
+    out.finish({"stage": "clean"}, [out.write_bytes("part-00000.parquet", b"x")])
+    assert (tmp_path / "real" / "part-00000.parquet").read_bytes() == b"x"
+    refuse_link(str(tmp_path / "o"), str(folder / "part-00000.parquet"))
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+
+def test_begin_removes_only_the_temporaries_a_killed_run_of_the_unit_left(tmp_path):
+    out = Output.at(tmp_path, "web")
+    out.begin({"kind": "stage", "stage": "tokenize"})
+    out.intend("part-00000", ["web_00000.bin"])
+    mine = [".web_00000.bin.curate-tmp-1-aaaa", ".manifest.web.json.curate-tmp-1-bbbb", "_state.web/.k.json.curate-tmp-1"]
+    others = [".code_00000.bin.curate-tmp-2-cccc", ".manifest.code.json.curate-tmp-2-dddd",  # another unit, live
+              "_LOCK.web.curate-tmp-3", ".notes.txt.curate-tmp-4"]  # the lock's heartbeat; the user's
+    for rel in mine + others:
+        (tmp_path / rel).write_bytes(b"half")
+    out.begin({"kind": "stage", "stage": "tokenize"})  # the rerun
+    assert sorted(rel for rel in mine + others if (tmp_path / rel).exists()) == sorted(others)

@@ -24,7 +24,7 @@ from tests.slurm.cluster import MiniCluster, why_not
 
 pytestmark = pytest.mark.slow
 
-#: every rank must be gone this long after the scheduler or job rank died (slurm/README.md promises
+#: every rank must be gone this long after the scheduler or job rank died (docs/slurm.md promises
 #: about 15 s after a process death; the rest is slack for a loaded 2-core machine)
 LOST_RANK_BOUND = 60
 
