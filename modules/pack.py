@@ -750,8 +750,6 @@ def _segments_per_row(t) -> np.ndarray:
 def _docs_rows(out, manifest: dict, entry: dict, problems: list) -> int | None:
     """Rows of a row file's document sidecar when it is sound: present, its checksum the manifest's,
     the manifest's columns, one row per document of the input pair; else None and a problem."""
-    import pyarrow as pa
-
     from curate.stages.output import CHECKSUM
     from curate.stages.tokenize.docs import read_checked
 
@@ -768,9 +766,6 @@ def _docs_rows(out, manifest: dict, entry: dict, problems: list) -> int | None:
                                 f"input pair {entry.get('pair')} ({entry.get('name')})")
     except DataError as e:
         problems.append(str(e))
-        return None
-    except (OSError, pa.ArrowException) as e:
-        problems.append(f"{out.path(rel)}: parse: not a readable Parquet file ({str(e).splitlines()[0][:200]})")
         return None
     if table.column_names != list(manifest["docs_columns"]):
         problems.append(f"{out.path(rel)}: columns: {', '.join(table.column_names)}, manifest.json says "

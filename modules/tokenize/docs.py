@@ -58,7 +58,9 @@ def write_table(out, rel: str, table) -> dict:
 
 def read_checked(fs, path: str, checksum: str | None, rows: int | None, what: str):
     """(bytes, table) of the sidecar at ``path``; DataError naming it when it is missing, its
-    XXH3-128 is not ``checksum`` or it does not hold ``rows`` rows (``what`` says of what)."""
+    XXH3-128 is not ``checksum``, it is not Parquet or it does not hold ``rows`` rows (``what`` says
+    of what)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
     import xxhash
 
@@ -69,7 +71,10 @@ def read_checked(fs, path: str, checksum: str | None, rows: int | None, what: st
     if checksum and xxhash.xxh3_128_hexdigest(data) != checksum:
         raise DataError(f"{path}: checksum: XXH3-128 differs from its manifest (the document ids of {what} "
                         "changed since they were written)")
-    table = pq.read_table(io.BytesIO(data))
+    try:
+        table = pq.read_table(io.BytesIO(data))
+    except (OSError, pa.ArrowException) as e:
+        raise DataError(f"{path}: parse: not a readable Parquet file ({str(e).splitlines()[0][:200]})") from None
     if rows is not None and table.num_rows != rows:
         raise DataError(f"{path}: rows: {table.num_rows}, but {what} has {rows}")
     return data, table

@@ -167,9 +167,8 @@ def merge_sources(sources: list[_Source], out_prefix: str, chunk: int = megatron
 
 def merge_docs(sources: list[_Source], out, rel: str) -> tuple[dict, list[dict], list[str]]:
     """Write the inputs' document sidecars concatenated as ``rel``; (its record, per input its name,
-    rows and content digest, the columns). Each input is checked (checksum, one row per sequence) before it is copied."""
-    import os.path
-
+    rows and content digest, the columns). Each input is checked (checksum, one row per sequence)
+    before it is copied."""
     import pyarrow.parquet as pq
 
     first = None
@@ -232,7 +231,8 @@ def merge(path: str, out_prefix: str, prefix: str | None = None) -> dict:
         entry = target.entry(p.name) or {}
         columns = (target.units.get(target.listed.get(p.name, (None,))[0]) or {}).get("docs_columns")
         sources.append(_Source(target.fs, target.path(p.name + ".idx"), target.path(p.name + ".bin"),
-                               entry.get("bin_xxh3_128"), target.path(entry["docs"]) if columns else None,
+                               entry.get("bin_xxh3_128"),
+                               target.path(entry.get("docs") or docs.docs_name(p.name)) if columns else None,
                                entry.get("docs_xxh3_128")))
     out = output.Output.at(folder, name)
     files = [name + ".bin", name + ".idx", docs.docs_name(name)]

@@ -34,9 +34,9 @@ Invariants (checked by ``curate verify``, naming the pair when they fail): row k
 the ``.idx`` (we write one sequence per document, so also document k), so the sidecar has exactly
 as many rows as the ``.idx`` has sequences; its XXH3-128 is the one in the manifest. A document
 without tokens has a row only with --keep-empty (then it is a sequence, perhaps of length 0); with
---split each set's pair lists the documents of that set, in input order. Every sequence k of the
-pair is ``.bin`` tokens ``[pointer[k], pointer[k] + length[k])``, so (pair, token position) ->
-sequence (``searchsorted`` on the pointers) -> document id. The manifest names each pair's sidecar
+--split each set's pair lists the documents of that set, in input order. Sequence k of the pair is
+the ``.bin`` bytes ``[pointer[k], pointer[k] + length[k] * itemsize)``, so (pair, token position) ->
+sequence (``searchsorted`` on the pointers) -> row -> document id. The manifest names each pair's sidecar
 (``files[].docs``, ``files[].docs_xxh3_128``) and the columns (``docs_columns``); it is journaled
 with its pair and written after it, so a killed partition is redone whole. ``modules/tokenize/docs.py``
 holds what readers share.

@@ -443,3 +443,17 @@ def test_content_digest_ignores_encoding_and_chunks():
     moved = pa.table({"id": pa.array(["x", "ÿ", ""], pa.string()), "url": a.column("url")})
     assert content_digest(moved) != content_digest(a)
     assert content_digest(a.slice(0, 2)) != content_digest(a.slice(1, 2))
+
+
+@pytest.mark.parametrize("stage,settings", [("pack", {"seq_length": 8}), ("shards", {"shard_tokens": 3})])
+def test_pack_and_shards_refuse_a_damaged_input_sidecar(tmp_path, stage, settings):
+    from tests.modules.tokensets import make_token_set
+
+    ts = make_token_set(tmp_path / "tok", [[[5, 6, 7], [8, 9]], [[10]]], vocab_size=100, eod_id=99)
+    path = tmp_path / "tok" / "part_00000.docs.parquet"
+    rewrite_sidecar(path, pq.read_table(path).slice(1))
+    with pytest.raises(DataError, match=f"^{path}: checksum: .*pair part_00000"):
+        run_stage(stage, settings, ts, tmp_path / "o")
+    rewrite_sidecar(path, pq.read_table(path), tmp_path / "tok" / "manifest.json", fix_manifest=True)
+    with pytest.raises(DataError, match=f"^{path}: rows: 1, but pair part_00000 has 2$"):
+        run_stage(stage, settings, ts, tmp_path / "o")
