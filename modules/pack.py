@@ -3,6 +3,7 @@
 Input: a token set written by ``curate tokenize`` (``modules/tokenize/read.py``). Output directory::
 
     part_00000.parquet ...      one file per input pair (named after it: train_00000, validation_00000 ...)
+    _docs/part_00000.parquet    its document sidecar: the input pair's, copied byte for byte
     _rejects/part_00000.parquet documents longer than a row under --long-docs drop (pair, document,
                                 tokens, _reason = too_long, _detail)
     manifest.json               settings, ids (bos, pad, eod), counts, fill ratio, per-file rows/tokens
@@ -42,6 +43,20 @@ in ``input_ids[:valid_token_count]`` and each start holds a BOS; ``valid_token_c
 ``1..seq_length`` and everything after it is ``pad_id``; ids are below the vocabulary size;
 ``loss_mask`` is the function of ``doc_starts`` and ``valid_token_count`` above. A violation fails
 the run naming the file and row (a BOS id inside a document's text, for one).
+
+Documents. ``_docs/P.parquet`` is the input pair P's document sidecar (``id``, and ``url`` when the
+dataset had one; format in ``modules/tokenize/writer.py``) copied unchanged: row k is document k of
+the pair, the number ``doc_index`` holds. So segment j of a row is the document
+``_docs/P.parquet[doc_index[j]]``, its tokens ``input_ids[doc_starts[j] + 1 : next start or
+valid_token_count]`` are that document's content from ``doc_offset[j]`` on, and this resolves from
+the pack output alone. A copy rather than a ``doc_id`` list column: the rows stay what a training
+loader reads (no strings per segment, repeated for every piece of a split or windowed document),
+the sidecar keeps its checksum from tokenize (the same file, verifiably), and it lives in
+``_docs/`` so ``DIR/*.parquet`` globs and Parquet dataset readers (which skip ``_`` paths) see rows
+only. ``curate verify`` checks it: present, its checksum, one row per document of the input pair
+(``files[].documents``), every ``doc_index`` a row of it, and every document of it in some row
+unless dropped (``files[].dropped``). A token set written before sidecars gives a pack output
+without them (``docs_columns`` null in the manifest; verify notes it).
 
 Long documents (a segment longer than ``seq_length``): ``split`` cuts the content into consecutive
 chunks of ``seq_length - 1`` tokens, each behind its own BOS (full chunks fill a row alone, the last
@@ -469,13 +484,15 @@ def pack_pair(ts, file_no: int, plan: PackPlan, out, run: str) -> dict:
     import pyarrow.parquet as pq
 
     from curate.stages.dataset import DETAIL, REASON, REJECTS
+    from curate.stages.tokenize.docs import docs_dir_name
     from curate.stages.tokenize.read import document_bounds
 
     started = time.perf_counter()
     pair = ts.pairs[file_no]
     name = f"{pair.name}.parquet"
     rejects = f"{REJECTS}/{pair.name}.parquet"
-    out.intend(pair.name, [name, rejects])
+    docs_rel = docs_dir_name(name) if ts.docs_columns else None
+    out.intend(pair.name, [name, rejects, *([docs_rel] if docs_rel else [])])
     index = ts.index(pair)
     tokens = ts.tokens(pair, index)
     starts, lengths = document_bounds(index)
@@ -504,6 +521,9 @@ def pack_pair(ts, file_no: int, plan: PackPlan, out, run: str) -> dict:
         finally:
             writer.close()
     records.append(sink.record)
+    if docs_rel:
+        data, table = ts.docs(pair)
+        records.append({**out.write_bytes(docs_rel, data), "rows": table.num_rows})
     dropped = {}
     if len(lay.dropped):
         frame = pd.DataFrame({
@@ -520,7 +540,8 @@ def pack_pair(ts, file_no: int, plan: PackPlan, out, run: str) -> dict:
         "dropped": dropped,
         "file": {"name": name, "pair": pair.name, "set": pair.set, "rows": lay.rows,
                  "valid_tokens": valid_tokens, "segments": int(len(lay.doc)),
-                 "long_documents": lay.long_documents, "input_tokens": int(lengths.sum())},
+                 "long_documents": lay.long_documents, "input_tokens": int(lengths.sum()),
+                 "documents": int(len(lengths)), "dropped": int(len(lay.dropped)), "docs": docs_rel},
         "seconds": seconds,
     }
     out.record_done(pair.name, run, records, stats=stats)
@@ -555,6 +576,9 @@ class PackStage(Stage):
         started = time.time()
         ts = open_token_set(one_input(ctx.input, self.name), settings.input_prefix, ctx.io.allow_incomplete)
         plan = resolve_plan(settings, ts)
+        if ts.docs_columns is None:
+            log.warning("pack: %s has no document sidecars (written before curate recorded them): the rows "
+                        "cannot be traced to document ids", ts.url)
         out = Output.at(ctx.output)
         out.begin(dataset.stage_owner(ctx, self.name))
         run = ctx.fingerprint
@@ -614,6 +638,7 @@ def _manifest_extra(ts, settings, plan: PackPlan, stats, resumed: int) -> dict:
         "files": files,
         "resumed_partitions": resumed,
         "input_token_set": {"url": ts.url, "prefix": ts.prefix, "fingerprint": ts.fingerprint},
+        "docs_columns": list(ts.docs_columns) if ts.docs_columns else None,
         "target_ids": "input_ids shifted left by one, pad_id last; loss_mask marks the real ones",
     }
 
@@ -626,8 +651,10 @@ MAX_ROW_PROBLEMS = 10
 
 def verify(path: str, vocab_size: int | None = None, tokenizer=None, first_tokens: int = 64):
     """Check a pack output (``curate verify DIR``): files present and parseable, the schema, the dtype
-    against the vocabulary, and on every row the invariant of :func:`check_rows`."""
+    against the vocabulary, on every row the invariant of :func:`check_rows`, and each file's
+    document sidecar against its rows (see the module doc)."""
     import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     from curate.stages.output import Output
@@ -644,8 +671,16 @@ def verify(path: str, vocab_size: int | None = None, tokenizer=None, first_token
         problems.append(f"{out.path(out.manifest_name)}: manifest: seq_length, bos_id and pad_id are required")
         return CheckReport(problems, [], vocab_size=vocab, vocab_source=source)
     rows_total, valid_total, first = 0, 0, None
+    entries = {f.get("name"): f for f in manifest.get("files") or [] if isinstance(f, dict)}
+    notes = []
+    if manifest.get("docs_columns") is None:
+        notes.append(f"{out.path(out.manifest_name)}: no document sidecars (its token set was written before curate "
+                     "recorded them): the rows cannot be traced to document ids")
     for rec in files:
         where = out.path(rec["path"])
+        entry = entries.get(rec["path"], {})
+        documents = _docs_rows(out, manifest, entry, problems) if manifest.get("docs_columns") else None
+        seen = np.zeros(documents or 0, dtype=bool)
         try:
             with out.open_read(rec["path"]) as fh:
                 pf = pq.ParquetFile(fh)
@@ -675,10 +710,23 @@ def verify(path: str, vocab_size: int | None = None, tokenizer=None, first_token
                         ids = t.column("input_ids")[0].values.to_numpy()
                         first = (f"row 0 of {rec['path']} ({t.column('valid_token_count')[0].as_py()} valid tokens)",
                                  ids[:first_tokens])
+                    if documents is not None:
+                        index = pc.list_flatten(t.column("doc_index")).to_numpy()
+                        wrong = (index < 0) | (index >= documents)
+                        if wrong.any():
+                            r = int(np.searchsorted(np.cumsum(_segments_per_row(t)), np.argmax(wrong), side="right"))
+                            problems.append(f"{where}: row {row0 + r}: doc_index {int(index[wrong][0])} is not a row "
+                                            f"of its document sidecar {entry['docs']} ({documents} documents)")
+                            documents = None
+                        else:
+                            seen[index] = True
                     row0 += t.num_rows
                     valid_total += int(t.column("valid_token_count").to_numpy(zero_copy_only=False).sum())
                 if bad_rows > MAX_ROW_PROBLEMS:
                     problems.append(f"{where}: and {bad_rows - MAX_ROW_PROBLEMS} more rows break the invariant")
+                if documents is not None and documents - int(seen.sum()) != entry.get("dropped", 0):
+                    problems.append(f"{where}: documents: {documents - int(seen.sum())} documents of "
+                                    f"{entry['docs']} are in no row, but {entry.get('dropped', 0)} were dropped")
                 rows_total += row0
         except (OSError, pa.ArrowException) as e:
             problems.append(f"{where}: parse: not a readable Parquet file ({str(e).splitlines()[0][:200]})")
@@ -689,7 +737,41 @@ def verify(path: str, vocab_size: int | None = None, tokenizer=None, first_token
     fill = valid_total / (rows_total * seq) if rows_total else 0.0
     summary = [f"packed rows: {len(files)} files, {rows_total:,} rows of {seq} tokens, "
                f"{valid_total:,} valid tokens (fill {fill:.2%}), bos {bos}, pad {pad}, {manifest.get('dtype')}"]
-    return CheckReport(problems, summary, first, (manifest.get("tokenizer") or {}).get("name"), vocab, source)
+    return CheckReport(problems, summary, first, (manifest.get("tokenizer") or {}).get("name"), vocab, source,
+                       notes)
+
+
+def _segments_per_row(t) -> np.ndarray:
+    import pyarrow.compute as pc
+
+    return pc.list_value_length(t.column("doc_index")).to_numpy()
+
+
+def _docs_rows(out, manifest: dict, entry: dict, problems: list) -> int | None:
+    """Rows of a row file's document sidecar when it is sound: present, its checksum the manifest's,
+    the manifest's columns, one row per document of the input pair; else None and a problem."""
+    from curate.stages.output import CHECKSUM
+    from curate.stages.tokenize.docs import read_checked
+
+    rel = entry.get("docs")
+    if not rel:
+        problems.append(f"{out.path(out.manifest_name)}: files: {entry.get('name')} names no document sidecar")
+        return None
+    if not out.exists(rel):
+        problems.append(f"{out.path(rel)}: missing: listed in {out.manifest_name}")
+        return None
+    record = next((r for r in manifest.get("outputs", []) if r.get("path") == rel), {})
+    try:
+        _, table = read_checked(out.fs()[0], out.path(rel), record.get(CHECKSUM), entry.get("documents"),
+                                f"input pair {entry.get('pair')} ({entry.get('name')})")
+    except DataError as e:
+        problems.append(str(e))
+        return None
+    if table.column_names != list(manifest["docs_columns"]):
+        problems.append(f"{out.path(rel)}: columns: {', '.join(table.column_names)}, manifest.json says "
+                        f"{', '.join(manifest['docs_columns'])}")
+        return None
+    return table.num_rows
 
 
 def _check_table(t, seq: int, bos: int, pad: int, vocab: int | None) -> list:

@@ -5,6 +5,7 @@ Output directory::
     shard_val_000000.npy      the first --holdout-shards shards: the held-out split
     shard_train_000001.npy    then the training shards; the number counts on across both
     ...
+    _docs/shard_val_000000.parquet  each shard's document sidecar: which document each token range is
     manifest.json             shard size, dtype, eot id, per shard its split, tokens and first document
     _SUCCESS                  written last
 
@@ -25,8 +26,31 @@ knows on the client which pairs and which of their tokens it holds: shards are i
 written in parallel, each journaled on its own (resume redoes only missing shards) and the files do
 not depend on the cluster or its size.
 
-Memory per task: the indexes of the pairs the shard touches and one chunk of ``CHUNK`` tokens; the
-shard is streamed into its file, never held whole.
+Document sidecar (``_docs/<shard name>.parquet``, one per shard, written and journaled with it). A
+document's *stream tokens* are its tokens followed by the EOT shards added (none when ``eot_added``
+is false: then its own last token is the EOT). A Parquet table (zstd, no pandas metadata), one row
+per document with stream tokens in the shard, in stream order, column by column::
+
+    column  Arrow type  meaning
+    id      string      the document's id (from the token set's sidecar, ``modules/tokenize/writer.py``)
+    url     string      its url; only when the tokenized dataset had a ``url`` column
+    start   int64       first position of its tokens in this shard (0 = the first id after the header)
+    length  int64       how many of its stream tokens this shard holds (> 0)
+    offset  int64       which of its stream tokens is at ``start`` (0 unless it began in the shard before)
+
+Invariants (checked by ``curate verify``): the rows tile the shard, ``start`` of the first is 0,
+each next one starts where the previous one ends and the lengths add up to the shard's tokens; a
+first row with ``offset > 0`` continues the previous shard's last row (same id, its ``offset +
+length``); every document of the streamed pairs has exactly one row with ``offset`` 0 across the
+shards; the XXH3-128 is the manifest's. So token t of a shard belongs to the row whose ``[start,
+start + length)`` holds it. It lives in ``_docs/`` so that globs of the shards (``shard_train_*``)
+never meet it. A token set written before sidecars gives shards without them (``docs_columns`` null
+in the manifest; verify notes it). A document without stream tokens would hold no position and so
+have no row (verify then counts it missing); tokenize never writes one: every document it writes
+ends with its EOD, or gets an EOT here.
+
+Memory per task: the indexes of the pairs the shard touches, their document sidecars and one chunk
+of ``CHUNK`` tokens; the shard is streamed into its file, never held whole.
 """
 
 from __future__ import annotations
@@ -144,6 +168,19 @@ def stream_slice(tokens, doc_starts: np.ndarray, doc_lengths: np.ndarray, start:
     return out
 
 
+def stream_documents(doc_starts: np.ndarray, doc_lengths: np.ndarray, start: int, stop: int, add_eot: bool):
+    """The documents of one pair with stream tokens in its stream positions [start, stop) (pure):
+    (their numbers in the pair, where each one's range begins relative to ``start``, its length, and
+    which of its stream tokens that is). A document's stream tokens are its tokens, plus its EOT when
+    ``add_eot``."""
+    k = np.arange(len(doc_starts), dtype=np.int64)
+    s = doc_starts + (k if add_eot else 0)
+    e = s + doc_lengths + int(add_eot)
+    doc = k[(s < stop) & (e > start)]
+    a, b = np.maximum(s[doc], start), np.minimum(e[doc], stop)
+    return doc, a - start, b - a, a - s[doc]
+
+
 def write_npy_header(f, dtype, n: int) -> None:
     """The ``.npy`` 1.0 header np.save writes for a 1-D little-endian array of ``n`` ``dtype``."""
     from numpy.lib import format as npy
@@ -153,15 +190,23 @@ def write_npy_header(f, dtype, n: int) -> None:
 
 
 def write_shard(ts, shard: ShardPlan, plan: StreamPlan, out, run: str) -> dict:
-    """One shard file, streamed chunk by chunk, journaled; its stats."""
+    """One shard file and its document sidecar, streamed chunk by chunk, journaled; its stats."""
+    import pyarrow as pa
+
+    from curate.stages.tokenize import docs
     from curate.stages.tokenize.read import document_bounds
 
     started = time.perf_counter()
-    out.intend(shard.name[:-len(".npy")], [shard.name])
+    docs_rel = docs.docs_dir_name(shard.name) if ts.docs_columns else None
+    out.intend(shard.name[:-len(".npy")], [shard.name, *([docs_rel] if docs_rel else [])])
     dtype = np.dtype(plan.dtype).newbyteorder("<")
     written = 0
     eots = 0
     first_doc = None
+    ranges = []  # per piece: the sidecar rows of its documents
+    if docs_rel:
+        columns = [*ts.docs_columns, "start", "length", "offset"]
+        layout = docs.schema(ts.docs_columns, [(c, pa.int64()) for c in columns[-3:]])
     with out.open(shard.name) as f:
         write_npy_header(f, dtype, shard.tokens)
         for piece in shard.pieces:
@@ -169,6 +214,11 @@ def write_shard(ts, shard: ShardPlan, plan: StreamPlan, out, run: str) -> dict:
             index = ts.index(pair)
             tokens = ts.tokens(pair, index)
             starts, lengths = document_bounds(index)
+            if docs_rel:
+                doc, begin, length, offset = stream_documents(starts, lengths, piece.start, piece.stop, plan.add_eot)
+                rows = ts.docs(pair)[1].take(doc).append_column("start", pa.array(begin + written)) \
+                    .append_column("length", pa.array(length)).append_column("offset", pa.array(offset))
+                ranges.append(rows.select(columns).cast(layout))
             if first_doc is None:
                 s = starts + (np.arange(len(starts)) if plan.add_eot else 0)
                 first_doc = {"pair": pair.name, "document": int(np.searchsorted(s, piece.start, side="right")) - 1,
@@ -185,10 +235,13 @@ def write_shard(ts, shard: ShardPlan, plan: StreamPlan, out, run: str) -> dict:
                 written += len(chunk)
         if written != shard.tokens:  # the plan and the pairs disagree: never leave a short shard
             raise DataError(f"{out.path(shard.name)}: wrote {written} tokens, planned {shard.tokens}")
+    records = [f.record]
+    if docs_rel:
+        records.append(docs.write_table(out, docs_rel, pa.concat_tables(ranges)))
     stats = {"shard": shard.index, "name": shard.name, "split": shard.split, "tokens": written, "eot": eots,
-             "first": first_doc, "seconds": round(time.perf_counter() - started, 3)}
-    out.record_done(shard.name[:-len(".npy")], run, [f.record], stats=stats)
-    return {**stats, "outputs": [f.record]}
+             "first": first_doc, "docs": docs_rel, "seconds": round(time.perf_counter() - started, 3)}
+    out.record_done(shard.name[:-len(".npy")], run, records, stats=stats)
+    return {**stats, "outputs": records}
 
 
 def resolve_stream(settings: ShardsSettings, ts) -> StreamPlan:
@@ -234,6 +287,9 @@ class ShardsStage(Stage):
         started = time.time()
         ts = open_token_set(one_input(ctx.input, self.name), settings.input_prefix, ctx.io.allow_incomplete)
         plan = resolve_stream(settings, ts)
+        if ts.docs_columns is None:
+            log.warning("shards: %s has no document sidecars (written before curate recorded them): the shards "
+                        "cannot be traced to document ids", ts.url)
         lengths = stream_lengths(plan.pairs, plan.add_eot)
         shards = plan_shards(lengths, settings.shard_tokens, settings.holdout_shards, settings.name)
         if not shards:
@@ -279,7 +335,9 @@ class ShardsStage(Stage):
             "totals": {"shards": len(stats), "tokens": int(sum(s["tokens"] for s in stats)),
                        "documents": documents, "input_tokens": int(sum(p.tokens for p in plan.pairs))},
             "splits": splits,
-            "shards": [{k: s[k] for k in ("name", "split", "tokens", "eot", "first")} for s in stats],
+            "shards": [{k: s[k] for k in ("name", "split", "tokens", "eot", "first", "docs") if k in s}
+                       for s in stats],
+            "docs_columns": list(ts.docs_columns) if ts.docs_columns else None,
             "resumed_partitions": len(done),
             "input_token_set": {"url": ts.url, "prefix": ts.prefix, "fingerprint": ts.fingerprint},
         }
@@ -311,7 +369,8 @@ def read_npy_header(f, where: str) -> tuple[np.dtype, int, int]:
 
 def verify(path: str, vocab_size: int | None = None, tokenizer=None, first_tokens: int = 64):
     """Check a shards output (``curate verify DIR``): files present and parseable, dtype against the
-    vocabulary, shard sizes, split names, every id below the vocabulary size, EOT counts."""
+    vocabulary, shard sizes, split names, every id below the vocabulary size, EOT counts, and the
+    document sidecars' invariants (see the module doc)."""
     from curate.stages.output import Output
     from curate.stages.tokenize.read import CheckReport, listed_files, vocab_for_check
 
@@ -388,6 +447,65 @@ def verify(path: str, vocab_size: int | None = None, tokenizer=None, first_token
     if not problems and totals.get("tokens") is not None and totals["tokens"] != total:
         problems.append(f"{out.path(out.manifest_name)}: counts: {total} tokens in the shards, "
                         f"manifest says {totals['tokens']}")
+    notes = _check_docs(out, manifest, listed, problems)
     summary = [f"shards: {len(listed)} files ({', '.join(f'{v} {k}' for k, v in sorted(split_counts.items()))}), "
                f"{total:,} tokens, {manifest.get('dtype')}, eot {eot}"]
-    return CheckReport(problems, summary, first, (manifest.get("tokenizer") or {}).get("name"), vocab, source)
+    return CheckReport(problems, summary, first, (manifest.get("tokenizer") or {}).get("name"), vocab, source,
+                       notes)
+
+
+def _check_docs(out, manifest: dict, listed: list[str], problems: list) -> list[str]:
+    """The shards' document sidecars, in shard order, against the module doc's invariants; the notes."""
+    from curate.stages.output import CHECKSUM
+    from curate.stages.tokenize.docs import read_checked
+
+    columns = manifest.get("docs_columns")
+    if columns is None:
+        return [f"{out.path(out.manifest_name)}: no document sidecars (its token set was written before curate "
+                "recorded them): the shards cannot be traced to document ids"]
+    wanted = [*columns, "start", "length", "offset"]
+    entries = {s.get("name"): s for s in manifest.get("shards", [])}
+    checksums = {r["path"]: r.get(CHECKSUM) for r in manifest.get("outputs", [])}
+    before = len(problems)
+    open_doc = (None, 0)  # (id, next offset) of the document the previous shard ended in; None: unknown
+    started = 0
+    for name in listed:
+        entry = entries.get(name, {})
+        rel = entry.get("docs")
+        table = None
+        if not rel:
+            problems.append(f"{out.path(out.manifest_name)}: shards: {name} names no document sidecar")
+        elif not out.exists(rel):
+            problems.append(f"{out.path(rel)}: missing: listed in {out.manifest_name}")
+        else:
+            try:
+                _, table = read_checked(out.fs()[0], out.path(rel), checksums.get(rel), None, f"shard {name}")
+            except DataError as e:
+                problems.append(str(e))
+        if table is not None and table.column_names != wanted:
+            problems.append(f"{out.path(rel)}: columns: {', '.join(table.column_names)}, expected {', '.join(wanted)}")
+            table = None
+        if table is None:
+            open_doc = None
+            continue
+        where = out.path(rel)
+        start, length, offset = (table.column(c).to_numpy() for c in ("start", "length", "offset"))
+        ends = np.cumsum(length)
+        if not len(length) or (length <= 0).any() or (start != ends - length).any() or ends[-1] != entry.get("tokens"):
+            problems.append(f"{where}: ranges: start/length do not tile the shard's {entry.get('tokens')} tokens "
+                            f"({len(length)} rows covering {int(ends[-1]) if len(ends) else 0})")
+            open_doc = None
+            continue
+        first_id = table.column("id")[0].as_py()
+        if (offset < 0).any() or (offset[1:] != 0).any():
+            problems.append(f"{where}: offset: only a first row may continue a document (offset > 0)")
+        elif offset[0] > 0 and open_doc is not None and open_doc != (first_id, int(offset[0])):
+            problems.append(f"{where}: offset: row 0 continues document {first_id!r} at stream token {int(offset[0])}, "
+                            "but the shard before does not stop there in it")
+        started += int((offset == 0).sum())
+        open_doc = (table.column("id")[-1].as_py(), int(offset[-1] + length[-1]))
+    documents = (manifest.get("totals") or {}).get("documents")
+    if len(problems) == before and documents is not None and started != documents:
+        problems.append(f"{out.path(out.manifest_name)}: documents: {started} documents begin in the shards' sidecars, "
+                        f"the manifest says {documents}")
+    return []

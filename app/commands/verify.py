@@ -9,9 +9,11 @@ Works on every curate output and exits non-zero with one line per problem, ``FIL
 - a job's output root: each stage output it ran, in turn;
 - a token set (tokenize or merge output, or one pair named by its prefix), in addition: the
   Megatron structure of every pair, per-pair documents/tokens/bytes and checksums against the
-  manifest, no stray or foreign pair, token ids below the vocabulary size. On success it prints the
-  files, documents, tokens and dtype of each set and the first 64 tokens of document 0, decoded when
-  the tokenizer is known (``--tokenizer``, else the one named in the manifest).
+  manifest, no stray or foreign pair, token ids below the vocabulary size, every pair's document
+  sidecar (one row per sequence; a merged pair's the concatenation of its inputs'). On success it
+  prints the files, documents, tokens and dtype of each set and the first 64 tokens of document 0,
+  decoded when the tokenizer is known (``--tokenizer``, else the one named in the manifest), and a
+  note for an output written before document sidecars existed (it passes, untraceable).
 
 ``--unique-ids DIR`` checks instead that the ids of a dataset (a stage output, files or a glob) are
 unique, on the cluster in bounded memory (:mod:`curate.stages.unique_ids`): it lists the first duplicates
@@ -72,6 +74,7 @@ def what_is(path: str) -> str:
 def output_problems(path: str, checksums: bool, skip_pairs: bool = False) -> list[str]:
     """Every unit of the directory against its manifest, files no manifest lists, and links."""
     from curate.stages.output import Output, link_target, units_in, unlisted, verify_unit
+    from curate.stages.tokenize.docs import DOCS_SUFFIX
 
     out = Output.at(path)
     listing = out.listing()
@@ -80,8 +83,8 @@ def output_problems(path: str, checksums: bool, skip_pairs: bool = False) -> lis
                 "and writes, renames and deletes nothing through one" for rel in out.links()]
     for unit in units:
         for line in verify_unit(Output(out.url, unit), checksums, listing):
-            # pairs have their own, deeper checks (structure, counts, checksums)
-            if not (skip_pairs and any(f".{ext}:" in line for ext in ("bin", "idx"))):
+            # pairs and their document sidecars have their own, deeper checks (structure, counts, checksums)
+            if not (skip_pairs and any(f"{ext}:" in line for ext in (".bin", ".idx", DOCS_SUFFIX))):
                 problems.append(line)
     for rel in unlisted(out, listing):
         if skip_pairs and rel.endswith((".bin", ".idx")) and "/" not in rel:
@@ -129,6 +132,8 @@ def main(args) -> int:
     if problems:
         return fail(args.dir, problems)
     print(f"curate verify: {args.dir}: OK (vocabulary size {report.vocab_size or '?'} from {report.vocab_source})")
+    for note in report.notes:
+        print(f"note: {note}")
     total = {"files": 0, "documents": 0, "tokens": 0}
     for name, s in report.sets.items():
         print(f"  {name}: {s['files']} files, {s['documents']:,} documents, {s['tokens']:,} tokens, {s['dtype']}")
@@ -228,6 +233,8 @@ def _print_check(path: str, report, tok, generic: list[str]) -> int:
     if problems:
         return fail(path, problems)
     print(f"curate verify: {path}: OK (vocabulary size {report.vocab_size or '?'} from {report.vocab_source})")
+    for note in report.notes:
+        print(f"note: {note}")
     for line in report.summary:
         print(f"  {line}")
     if report.first is not None:

@@ -10,15 +10,23 @@ end, which needs hundreds of GB for a large corpus. Here the header counts come 
 headers, and each array is written in chunks of ``megatron.CHUNK`` elements while reading the inputs
 in the same order, so memory does not grow with the data.
 
-The output is its own unit (``modules/output.py``): ``PREFIX.bin``, ``PREFIX.idx`` and beside them
-``manifest.<name>.json`` (the pair's documents, tokens, bytes and XXH3-128 checksums, and the input
-set) and ``_SUCCESS.<name>``, so ``curate verify PREFIX`` checks the merged pair like any other. Both
-files are written under temporary names and renamed when complete, the ``.idx`` first; the journal
-names them before the first byte, so the next merge to the same PREFIX removes what a killed one
-left. merge refuses an output inside its input directory (it would become a stray pair of the set),
-files it did not write, a symbolic link where it writes, and inputs that fail verify's structural
-checks; the checksum of every input ``.bin`` is computed while copying it and compared with its
-manifest, so a damaged input leaves no output.
+The output is its own unit (``modules/output.py``): ``PREFIX.bin``, ``PREFIX.idx``,
+``PREFIX.docs.parquet`` and beside them ``manifest.<name>.json`` (the pair's documents, tokens, bytes
+and XXH3-128 checksums, and the input set) and ``_SUCCESS.<name>``, so ``curate verify PREFIX``
+checks the merged pair like any other. The files are written under temporary names and renamed
+when complete, the sidecar first, then the ``.idx``, then the ``.bin``; the journal names them
+before the first byte, so the next merge to the same PREFIX removes what a killed one left. merge
+refuses an output inside its input directory (it would become a stray pair of the set), files it
+did not write, a symbolic link where it writes, and inputs that fail verify's structural checks;
+the checksum of every input ``.bin`` is computed while copying it and compared with its manifest,
+so a damaged input leaves no output.
+
+Document sidecar (the tokenize sidecar's format, ``writer.py``): the inputs' sidecars concatenated
+in merge order, so row k is still sequence k of the merged ``.idx``; each input's is checked against
+its checksum and its ``.idx`` before it is copied, one input at a time. The manifest records, per
+input, its row count and :func:`~curate.stages.tokenize.docs.content_digest` (``input_docs``), so
+verify checks the concatenation without the inputs. Inputs written before sidecars existed give a
+merged pair without one (said on the command line); a set where only some pairs have one is refused.
 """
 
 from __future__ import annotations
@@ -28,16 +36,18 @@ import os
 import numpy as np
 
 from curate.stages.errors import DataError, SettingsError
-from curate.stages.tokenize import megatron
-from curate.stages.tokenize.verify import check_dtypes, check_structure, discover
+from curate.stages.tokenize import docs, megatron
+from curate.stages.tokenize.verify import check_docs, check_dtypes, check_structure, discover
 
 
 class _Source:
     """One input pair: its header, and its index arrays read chunk by chunk."""
 
-    def __init__(self, fs, idx_path: str, bin_path: str, checksum: str | None = None):
+    def __init__(self, fs, idx_path: str, bin_path: str, checksum: str | None = None,
+                 docs_path: str | None = None, docs_checksum: str | None = None):
         self.fs, self.idx_path, self.bin_path = fs, idx_path, bin_path
         self.checksum = checksum  # the .bin's XXH3-128 from its manifest, checked while copying
+        self.docs_path, self.docs_checksum = docs_path, docs_checksum  # its document sidecar, if any
         with fs.open(idx_path, "rb") as f:
             head = f.read(megatron.HEADER.size)
         _, _, self.code, self.sequences, self.doc_entries = megatron.HEADER.unpack(head)
@@ -110,12 +120,18 @@ def merge_sources(sources: list[_Source], out_prefix: str, chunk: int = megatron
         shift = 0
         for s in sources:
             first = True
-            for docs in s.chunks("documents", chunk):
+            for indices in s.chunks("documents", chunk):
                 if first:
-                    docs, first = docs[1:], False
-                f.write((docs + shift).astype("<i8").tobytes())
+                    indices, first = indices[1:], False
+                f.write((indices + shift).astype("<i8").tobytes())
             shift += s.sequences
 
+    with_docs = {s.docs_path is not None for s in sources}
+    if len(with_docs) > 1:
+        lacking = next(s for s in sources if s.docs_path is None)
+        raise DataError(f"{lacking.idx_path}: no document sidecar, but other pairs of the set have one; cannot merge "
+                        "the document ids")
+    side, input_docs, columns = None, None, None
     with out.open(name + ".bin") as bin_file:
         for s in sources:
             hasher = xxhash.xxh3_128()
@@ -132,6 +148,8 @@ def merge_sources(sources: list[_Source], out_prefix: str, chunk: int = megatron
         # the index is complete before the .bin gets its name; an error in either leaves neither
         with out.open(name + ".idx") as idx_file:
             write_idx(idx_file)
+            if with_docs == {True}:
+                side, input_docs, columns = merge_docs(sources, out, docs.docs_name(name))
     return {
         "output": out_prefix,
         "files": len(sources),
@@ -140,8 +158,39 @@ def merge_sources(sources: list[_Source], out_prefix: str, chunk: int = megatron
         "tokens": base // dtype.itemsize,
         "bytes": base,
         "dtype": str(dtype),
-        "records": [bin_file.record, idx_file.record],
+        "records": [bin_file.record, idx_file.record, *([side] if side else [])],
+        "docs": side,  # the sidecar's record (None: the inputs have none)
+        "docs_columns": columns,
+        "input_docs": input_docs,
     }
+
+
+def merge_docs(sources: list[_Source], out, rel: str) -> tuple[dict, list[dict], list[str]]:
+    """Write the inputs' document sidecars concatenated as ``rel``; (its record, per input its name,
+    rows and content digest, the columns). Each input is checked (checksum, one row per sequence)
+    before it is copied."""
+    import pyarrow.parquet as pq
+
+    first = None
+    input_docs = []
+    with out.open(rel) as f:
+        writer = None
+        try:
+            for s in sources:
+                pair = os.path.basename(s.idx_path)[:-len(".idx")]
+                _, table = docs.read_checked(s.fs, s.docs_path, s.docs_checksum, s.sequences, f"pair {pair}")
+                if first is None:
+                    first = table.schema.remove_metadata()
+                    writer = pq.ParquetWriter(f, first, compression="zstd")
+                if table.column_names != first.names:
+                    raise DataError(f"{s.docs_path}: columns: {', '.join(table.column_names)}, but the first pair's "
+                                    f"sidecar has {', '.join(first.names)}; cannot merge them")
+                writer.write_table(table.cast(first))
+                input_docs.append({"name": pair, "rows": table.num_rows, "content_xxh3_128": docs.content_digest(table)})
+        finally:
+            if writer is not None:
+                writer.close()
+    return {**f.record, "rows": sum(d["rows"] for d in input_docs)}, input_docs, first.names
 
 
 def merge(path: str, out_prefix: str, prefix: str | None = None) -> dict:
@@ -166,7 +215,9 @@ def merge(path: str, out_prefix: str, prefix: str | None = None) -> dict:
     # refuse to merge anything verify would reject on structure, counts or index checksums (the ids
     # are not scanned here; the .bin checksums are checked while copying)
     for p in target.pairs:
-        check_structure(target, p)
+        index = check_structure(target, p)
+        if index is not None:
+            check_docs(target, p, index)
         target.problems.extend(target.mismatches.get(p.name, []))
     check_dtypes(target)
     if target.problems:
@@ -178,10 +229,13 @@ def merge(path: str, out_prefix: str, prefix: str | None = None) -> dict:
         if os.path.abspath(target.path(p.name)) == out_abs:
             raise SettingsError(f"--output {out_prefix}: is one of the inputs")
         entry = target.entry(p.name) or {}
+        columns = (target.units.get(target.listed.get(p.name, (None,))[0]) or {}).get("docs_columns")
         sources.append(_Source(target.fs, target.path(p.name + ".idx"), target.path(p.name + ".bin"),
-                               entry.get("bin_xxh3_128")))
+                               entry.get("bin_xxh3_128"),
+                               target.path(entry.get("docs") or docs.docs_name(p.name)) if columns else None,
+                               entry.get("docs_xxh3_128")))
     out = output.Output.at(folder, name)
-    files = [name + ".bin", name + ".idx"]
+    files = [name + ".bin", name + ".idx", docs.docs_name(name)]
     claim_files(out, files)
     started = time.time()
     with output.Lock(out, f"curate merge {path}"):
@@ -190,6 +244,7 @@ def merge(path: str, out_prefix: str, prefix: str | None = None) -> dict:
         out.intend("merge", files)
         stats = merge_sources(sources, out_prefix, out=out)
         records = stats.pop("records")
+        side = stats["docs"]
         manifest = target.manifest or {}
         out.finish({
             "stage": "merge", "owner": {"kind": "stage", "stage": "merge"},
@@ -198,7 +253,10 @@ def merge(path: str, out_prefix: str, prefix: str | None = None) -> dict:
             "vocab_size": manifest.get("vocab_size"), "tokenizer": manifest.get("tokenizer"),
             "files": [{"name": name, "set": None, "documents": stats["documents"], "tokens": stats["tokens"],
                        "bytes": stats["bytes"], "idx_bytes": records[1]["bytes"],
-                       "bin_xxh3_128": records[0]["xxh3_128"], "idx_xxh3_128": records[1]["xxh3_128"]}],
+                       "bin_xxh3_128": records[0]["xxh3_128"], "idx_xxh3_128": records[1]["xxh3_128"],
+                       **({"docs": side["path"], "docs_xxh3_128": side["xxh3_128"]} if side else {})}],
+            "docs_columns": stats.pop("docs_columns"),
+            "input_docs": stats.pop("input_docs"),
             "seconds": round(time.time() - started, 3),
         }, records)
     return stats

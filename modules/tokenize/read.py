@@ -5,7 +5,8 @@ A token set is one ownership unit of a tokenize output directory: ``manifest.jso
 for another prefix (see ``modules/output.py``). Its manifest names every pair (``files``: name, set,
 partition, documents, tokens), the tokenizer, the vocabulary size, the dtype and whether a BOS was
 prepended and an EOD appended to every document. That is all a consumer needs to know before it
-opens a single ``.bin``.
+opens a single ``.bin``. A token set written since document sidecars exist (``docs_columns`` in its
+manifest) names each pair's sidecar too (:meth:`TokenSet.docs`): document k of a pair is row k.
 
 Memory: :meth:`TokenSet.tokens` maps a local ``.bin`` (``np.memmap``): the operating system pages in
 only what is read, so a consumer that walks a pair document by document holds its index (12 bytes
@@ -15,7 +16,7 @@ whole, so there a pair must fit in memory (one tokenize partition).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -31,6 +32,8 @@ class PairInfo:
     set: str  # train, validation, test (without --split: train)
     documents: int
     tokens: int
+    docs: str | None = None  # its document sidecar (None: the token set predates sidecars)
+    docs_xxh3_128: str | None = None
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,7 @@ class TokenSet:
     append_eod: bool  # every document ends with eod_id
     tokenizer: str | None  # the tokenizer name (to decode), as tokenize recorded it
     fingerprint: str | None
+    docs_columns: tuple[str, ...] | None = None  # the sidecars' columns; None: no sidecars (older token set)
 
     @property
     def documents(self) -> int:
@@ -77,6 +81,18 @@ class TokenSet:
             raise DataError(f"{self.path(pair.name + '.idx')}: {index.documents} documents / {index.tokens} "
                             f"tokens, but the manifest says {pair.documents} / {pair.tokens}")
         return index
+
+    def docs(self, pair: PairInfo):
+        """(bytes, Arrow table) of ``pair``'s document sidecar, checked against its manifest: its
+        checksum, one row per document. DataError naming the file otherwise."""
+        import fsspec
+
+        from curate.stages.tokenize.docs import read_checked
+
+        if pair.docs is None:
+            raise DataError(f"{self.path(pair.name + '.idx')}: no document sidecar in the token set's manifest")
+        fs, root = fsspec.core.url_to_fs(self.path(pair.docs))
+        return read_checked(fs, root, pair.docs_xxh3_128, pair.documents, f"pair {pair.name}")
 
     def tokens(self, pair: PairInfo, index: megatron.Index) -> np.ndarray:
         """All tokens of ``pair`` as one array (memory-mapped when local: nothing is read yet)."""
@@ -136,7 +152,8 @@ def open_token_set(path: str, prefix: str | None = None, allow_incomplete: bool 
         raise SettingsError(f"input {path}: no {unit_out.success_name} (an unfinished tokenize run?); "
                             "pass --allow-incomplete to read it anyway")
     try:
-        pairs = tuple(PairInfo(f["name"], f.get("set") or "train", int(f["documents"]), int(f["tokens"]))
+        pairs = tuple(PairInfo(f["name"], f.get("set") or "train", int(f["documents"]), int(f["tokens"]),
+                               f.get("docs"), f.get("docs_xxh3_128"))
                       for f in manifest["files"])
         vocab = int(manifest["vocab_size"])
         dtype = str(manifest["dtype"])
@@ -150,6 +167,7 @@ def open_token_set(path: str, prefix: str | None = None, allow_incomplete: bool 
         add_bos=bool(manifest.get("add_bos")), append_eod=bool(manifest.get("append_eod")),
         tokenizer=tok.get("name") if isinstance(tok, dict) else None,
         fingerprint=manifest.get("fingerprint"),
+        docs_columns=tuple(manifest["docs_columns"]) if manifest.get("docs_columns") else None,
     )
 
 
@@ -169,7 +187,7 @@ class CheckReport:
     """What ``verify`` of a packed-rows or shards output found (``modules/pack.py``, ``modules/shards.py``).
 
     ``problems``: one line each, ``FILE: CHECK: detail``. ``summary``: lines describing a sound
-    output. ``first``: (what, its first tokens) to show. ``tokenizer``: the name to decode them with.
+    output. ``notes``: what a sound output lacks. ``first``: (what, its first tokens) to show. ``tokenizer``: the name to decode them with.
     """
 
     problems: list
@@ -178,6 +196,7 @@ class CheckReport:
     tokenizer: str | None = None
     vocab_size: int | None = None
     vocab_source: str = ""
+    notes: list = field(default_factory=list)  # said on success too (an output without sidecars)
 
     @property
     def ok(self) -> bool:

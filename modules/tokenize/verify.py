@@ -17,7 +17,14 @@ prefix (``out/merged`` for ``out/merged.bin`` + ``out/merged.idx``). Every probl
 - lengths, pointers and document indices agree with each other and with the ``.bin`` size;
 - every pair of a set has the same dtype (and the manifest's);
 - every token id is below the vocabulary size (``--vocab-size``, else the ``--tokenizer``'s, else
-  the manifest's) and not negative; this reads every ``.bin`` once, in chunks.
+  the manifest's) and not negative; this reads every ``.bin`` once, in chunks;
+- every pair's document sidecar (``PREFIX.docs.parquet``, format in ``writer.py``): present, its
+  XXH3-128 the manifest's, the manifest's columns as strings, no null id, one row per sequence of
+  the ``.idx``; for a merged pair, the rows of each input equal that input's sidecar (by the
+  :func:`~curate.stages.tokenize.docs.content_digest` merge recorded). A unit written before sidecars
+  existed (no ``docs_columns`` in its manifest) still verifies, with a note saying its tokens cannot
+  be traced to documents; a lone pair without a manifest is checked against its sidecar when one
+  lies beside it.
 """
 
 from __future__ import annotations
@@ -55,6 +62,8 @@ class Target:
     listed: dict[str, tuple[str, dict]] = field(default_factory=dict)
     #: checksum mismatches per pair: reported only when nothing more specific was found for the pair
     mismatches: dict[str, list[str]] = field(default_factory=dict)
+    #: what a sound target lacks (units without document sidecars), said on success too
+    notes: list[str] = field(default_factory=list)
 
     def path(self, name: str) -> str:
         return self.folder.rstrip("/") + "/" + name
@@ -253,6 +262,73 @@ def check_tokens(target: Target, p: Pair, index: megatron.Index, vocab_size: int
         )
 
 
+def check_docs(target: Target, p: Pair, index: megatron.Index) -> None:
+    """The pair's document sidecar against its manifest and its ``.idx`` (see the module doc)."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import xxhash
+
+    from curate.stages.output import unit_files
+    from curate.stages.tokenize import docs
+
+    owner = target.listed.get(p.name, (None,))[0]
+    manifest = target.units.get(owner) if owner is not None else None
+    entry = target.entry(p.name) or {}
+    columns = (manifest or {}).get("docs_columns")
+    path = target.path(entry.get("docs") or docs.docs_name(p.name))
+    try:
+        raw = target.fs.cat_file(path)
+    except FileNotFoundError:
+        if columns:
+            target.problems.append(f"{path}: missing: the document sidecar of pair {p.name}, listed in "
+                                   f"{unit_files(owner)['manifest']}")
+        elif manifest is not None:
+            note = (f"{target.path(unit_files(owner)['manifest'])}: no document sidecars (written before curate "
+                    "recorded them): its tokens cannot be traced to document ids; tokenize again to add them")
+            if note not in target.notes:
+                target.notes.append(note)
+        else:
+            target.notes.append(f"{target.path(p.name)}: no manifest and no document sidecar: its tokens cannot be "
+                                "traced to document ids")
+        return
+    if entry.get("docs_xxh3_128") and xxhash.xxh3_128_hexdigest(raw) != entry["docs_xxh3_128"]:
+        target.mismatches.setdefault(p.name, []).append(
+            f"{path}: checksum: XXH3-128 differs from the one recorded when it was written (the document ids of "
+            f"pair {p.name} changed since)")
+    try:
+        table = pq.read_table(io.BytesIO(raw))
+    except (OSError, pa.ArrowException) as e:
+        target.problems.append(f"{path}: parse: not a readable Parquet file ({str(e).splitlines()[0][:200]})")
+        return
+    wanted = list(columns) if columns else ["id", *(["url"] if "url" in table.column_names else [])]
+    if table.column_names != wanted or any(not pa.types.is_string(t) and not pa.types.is_large_string(t)
+                                           for t in table.schema.types):
+        target.problems.append(f"{path}: columns: {table.schema.to_string(show_schema_metadata=False)!r}, "
+                               f"expected {', '.join(wanted)} as strings")
+        return
+    if table.column("id").null_count:
+        target.problems.append(f"{path}: id: {table.column('id').null_count} null ids")
+    if table.num_rows != index.sequence_count:
+        target.problems.append(f"{path}: rows: {table.num_rows}, but {p.name}.idx has {index.sequence_count} "
+                               f"sequences: the sidecar disagrees with pair {p.name}")
+        return
+    inputs = (manifest or {}).get("input_docs")
+    if inputs is None:
+        return
+    start = 0
+    for source in inputs:
+        piece = table.slice(start, source["rows"])
+        if piece.num_rows != source["rows"] or docs.content_digest(piece) != source["content_xxh3_128"]:
+            target.problems.append(f"{path}: concatenation: rows {start}..{start + source['rows'] - 1} are not "
+                                   f"the document sidecar of {source['name']}, the merge input they came from")
+            return
+        start += source["rows"]
+    if start != table.num_rows:
+        target.problems.append(f"{path}: concatenation: {table.num_rows} rows, but the merge inputs had {start}")
+
+
 @dataclass
 class Report:
     target: Target
@@ -264,6 +340,10 @@ class Report:
     @property
     def problems(self) -> list[str]:
         return self.target.problems
+
+    @property
+    def notes(self) -> list[str]:
+        return self.target.notes
 
     @property
     def ok(self) -> bool:
@@ -295,6 +375,7 @@ def verify(path: str, vocab_size: int | None = None, tokenizer=None, prefix: str
         index = check_structure(target, p)
         if index is not None:
             check_tokens(target, p, index, vocab_size)
+            check_docs(target, p, index)
         if len(target.problems) == before:
             target.problems.extend(target.mismatches.get(p.name, []))
         if index is None:

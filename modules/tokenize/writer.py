@@ -4,6 +4,7 @@ Output directory (``--output``, a local path or an fsspec URL such as ``s3://buc
 
     part_00000.bin, part_00000.idx  one pair per input partition (see megatron.py for the bytes);
                                     with --split: train_00000, validation_00000, test_00000 ...
+    part_00000.docs.parquet         the pair's document sidecar: which document each sequence is
     _rejects/part-00000.parquet     documents not tokenized: rejected upstream (their _reason) or
                                     without any token ("empty")
     manifest.json                   tokenizer (name, hash of its files, vocabulary size, eod/bos ids;
@@ -20,6 +21,25 @@ Each document becomes one sequence: ``[bos] tokens [eod]`` (bos with --add-bos, 
 --no-append-eod), special tokens never come from the text itself, nothing is truncated. A document
 without tokens is skipped (not even an eod) and counted; with --keep-empty it is written as its special
 tokens alone, as NeMo Curator's MegatronTokenizerWriter writes it. Pairs with no document are not written.
+
+Document sidecar (``PREFIX_NNNNN.docs.parquet``, one per pair, same prefix, set and number). A
+Parquet table (zstd, no pandas metadata), column by column::
+
+    column  Arrow type  meaning
+    id      string      the ``id`` of the document sequence k was made from (never null)
+    url     string      its ``url`` (null where the document had none); only when the input dataset
+                        has a ``url`` column, then in every sidecar of the unit
+
+Invariants (checked by ``curate verify``, naming the pair when they fail): row k is sequence k of
+the ``.idx`` (we write one sequence per document, so also document k), so the sidecar has exactly
+as many rows as the ``.idx`` has sequences; its XXH3-128 is the one in the manifest. A document
+without tokens has a row only with --keep-empty (then it is a sequence, perhaps of length 0); with
+--split each set's pair lists the documents of that set, in input order. Sequence k of the pair is
+the ``.bin`` bytes ``[pointer[k], pointer[k] + length[k] * itemsize)``, so (pair, token position) ->
+sequence (``searchsorted`` on the pointers) -> row -> document id. The manifest names each pair's sidecar
+(``files[].docs``, ``files[].docs_xxh3_128``) and the columns (``docs_columns``); it is journaled
+with its pair and written after it, so a killed partition is redone whole. ``modules/tokenize/docs.py``
+holds what readers share.
 
 Resume: every partition is a journal entry of the output: its file names are recorded before it
 writes, its files (sizes, checksums) and counts when done. A partition whose done record belongs to
@@ -51,7 +71,7 @@ import pandas as pd
 from curate.stages.errors import DataError, SettingsError
 from curate.stages.output import Output
 from curate.stages.stage import REASON, Stage, check_range
-from curate.stages.tokenize import megatron
+from curate.stages.tokenize import docs, megatron
 from curate.stages.tokenize.load import HubSnapshot
 
 log = logging.getLogger(__name__)
@@ -211,6 +231,7 @@ class Plan:
     fmt: str  # rejects format
     hub: HubSnapshot | None = None  # a hub tokenizer: the snapshot the client resolved (tokenizer is its folder)
     keep_empty: bool = False  # documents without tokens become sequences instead of rejects
+    url: bool = False  # the dataset has a url column: the sidecars carry it
 
 
 def pair_name(prefix: str, i: int) -> str:
@@ -232,7 +253,7 @@ def tokenize_partition(df: pd.DataFrame, i: int, plan: Plan) -> dict:
     started = time.perf_counter()
     out = plan.output
     key = f"part-{i:05d}"
-    names = [pair_name(prefix, i) + ext for _, prefix in plan.sets for ext in (".bin", ".idx")]
+    names = [pair_name(prefix, i) + ext for _, prefix in plan.sets for ext in (".bin", ".idx", docs.DOCS_SUFFIX)]
     out.intend(key, [*names, rejects_name(out.unit, i, plan.fmt)])
     stats = _write_partition(df, i, plan, tok, out)
     stats["seconds"] = round(time.perf_counter() - started, 3)
@@ -258,6 +279,7 @@ def _write_partition(df: pd.DataFrame, i: int, plan: Plan, tok, out: Output) -> 
         if not len(positions):
             continue
         name = pair_name(prefix, i)
+        written: list[np.ndarray] = []  # positions in `kept` of the documents that became sequences
         with out.open(name + ".bin") as sink:
             w = megatron.PairWriter(name, dtype, sink=sink)
             for start in range(0, len(positions), plan.batch_size):
@@ -270,6 +292,7 @@ def _write_partition(df: pd.DataFrame, i: int, plan: Plan, tok, out: Output) -> 
                     doc_id = kept["id"].iloc[chunk[e.document]]
                     raise DataError(f"partition {i} document id {doc_id!r}: {e.detail}") from None
                 w.add(tokens, lengths)
+                written.append(chunk[~empty])
                 if empty.any():
                     empty_rows.append(chunk[empty])
             if w.documents == 0:
@@ -277,10 +300,11 @@ def _write_partition(df: pd.DataFrame, i: int, plan: Plan, tok, out: Output) -> 
         if w.documents == 0:
             continue
         idx = out.write_bytes(name + ".idx", w.index_bytes())
-        records += [sink.record, idx]
+        side = docs.write_table(out, docs.docs_name(name), sidecar(kept, np.concatenate(written), plan.url))
+        records += [sink.record, idx, side]
         files.append({"set": set_name if plan.split else None, "partition": i, **w.stats(),
                       "idx_bytes": idx["bytes"], "bin_xxh3_128": sink.record["xxh3_128"],
-                      "idx_xxh3_128": idx["xxh3_128"]})
+                      "idx_xxh3_128": idx["xxh3_128"], "docs": side["path"], "docs_xxh3_128": side["xxh3_128"]})
     # documents that were not tokenized keep every column and say why
     empty_mask = np.zeros(len(df), dtype=bool)
     if empty_rows:
@@ -302,6 +326,18 @@ def _write_partition(df: pd.DataFrame, i: int, plan: Plan, tok, out: Output) -> 
         "rejects": rejects,
         "outputs": records,
     }
+
+
+def sidecar(kept: pd.DataFrame, positions: np.ndarray, url: bool):
+    """The document sidecar of a pair whose sequences are the documents ``kept.iloc[positions]``."""
+    import pyarrow as pa
+
+    from curate.stages.dataset import STRING
+
+    columns = docs.ID_COLUMNS if url else docs.ID_COLUMNS[:1]
+    rows = kept.iloc[positions]
+    return pa.table([pa.array(rows[c].astype(STRING), type=pa.string()) for c in columns],
+                    schema=docs.schema(columns))
 
 
 def completed(plan: Plan, n: int) -> dict[int, dict]:
@@ -362,12 +398,14 @@ class TokenizeStage(Stage):
             sets = tuple((s, s if settings.prefix == "part" else f"{settings.prefix}_{s}") for s in names)
         else:
             sets = (("train", settings.prefix),)
+        url = "url" in ddf.columns
+        # "docs": partitions journaled before sidecars existed are redone, not reused without one
         key = hashlib.sha256(json.dumps(
-            [ctx.fingerprint, ctx.io.blocksize, n, desc["files_sha256"], str(dtype), eod_id, bos_id],
+            [ctx.fingerprint, ctx.io.blocksize, n, desc["files_sha256"], str(dtype), eod_id, bos_id, "docs", url],
             default=str).encode()).hexdigest()[:16]
         plan = Plan(spec, str(dtype), tok.vocab_size, eod_id, bos_id, settings.batch_size,
                     sets, dict(settings.split) if settings.split else None, out, key, ctx.io.format, hub,
-                    settings.keep_empty)
+                    settings.keep_empty, url)
 
         out.begin(dataset.stage_owner(ctx, self.name))
         done = {} if ctx.force else completed(plan, n)
@@ -410,7 +448,9 @@ def _manifest_extra(desc, settings, plan, stats, warnings, resumed, dtype) -> di
         "sets": sets,
         "totals": {k: int(sum(f[k] for f in files)) for k in ("documents", "tokens", "bytes")},
         "files": [{k: f[k] for k in ("name", "set", "partition", "documents", "tokens", "bytes", "idx_bytes",
-                                     "bin_xxh3_128", "idx_xxh3_128") if k in f} for f in files],
+                                     "bin_xxh3_128", "idx_xxh3_128", "docs", "docs_xxh3_128") if k in f}
+                  for f in files],
+        "docs_columns": list(docs.ID_COLUMNS if plan.url else docs.ID_COLUMNS[:1]),
         "resumed_partitions": resumed,
         "warnings": warnings,
         "output": plan.output.url,

@@ -87,8 +87,9 @@ def test_two_prefixes_share_a_folder(tmp_path):
     run_stage("tokenize", {"tokenizer": "tiktoken:cl100k_base", "prefix": "code"}, [code], out)
     assert {p.name: p.read_bytes() for p in out.glob("web_*")} == web_pairs  # the first corpus survived
     assert sorted(p.name for p in out.iterdir()) == [
-        "_SUCCESS.code", "_SUCCESS.web", "_state.code", "_state.web", "code_00000.bin", "code_00000.idx",
-        "manifest.code.json", "manifest.web.json", "web_00000.bin", "web_00000.idx", "web_00001.bin", "web_00001.idx"]
+        "_SUCCESS.code", "_SUCCESS.web", "_state.code", "_state.web", "code_00000.bin", "code_00000.docs.parquet",
+        "code_00000.idx", "manifest.code.json", "manifest.web.json", "web_00000.bin", "web_00000.docs.parquet",
+        "web_00000.idx", "web_00001.bin", "web_00001.docs.parquet", "web_00001.idx"]
     for args in ([], ["--prefix", "web"], ["--prefix", "code"]):
         proc = curate("verify", out, *args)
         assert "OK" in proc.stdout

@@ -136,3 +136,14 @@ def test_verify_refuses_uint16_for_a_large_vocabulary(tmp_path):
     run_stage("shards", {"shard_tokens": 2}, ts, out)
     problems = verify(str(out), vocab_size=65536).problems
     assert len(problems) == 2 and all("uint16 cannot hold a 65,536-id vocabulary" in p for p in problems)
+
+
+def test_stream_documents_by_hand():
+    from curate.stages.shards import stream_documents
+
+    starts, lengths = np.array([0, 3, 5]), np.array([3, 2, 4])  # stream with EOT: [0..3] [4..6] [7..11]
+    doc, begin, length, offset = stream_documents(starts, lengths, 2, 9, add_eot=True)
+    assert doc.tolist() == [0, 1, 2] and begin.tolist() == [0, 2, 5]
+    assert length.tolist() == [2, 3, 2] and offset.tolist() == [2, 0, 0]
+    doc, begin, length, offset = stream_documents(starts, lengths, 4, 5, add_eot=False)  # the tokens alone
+    assert (doc.tolist(), begin.tolist(), length.tolist(), offset.tolist()) == ([1], [0], [1], [1])

@@ -110,25 +110,29 @@ def read_dir(folder, prefix="part"):
     return (codes.pop() if codes else None), docs
 
 
-def write_token_set(folder, pairs, dtype=None, prefix: str = "part"):
+def write_token_set(folder, pairs, dtype=None, prefix: str = "part", docs: bool = True):
     """A hand-made token set that curate owns: ``pairs`` maps a pair name to (documents, dtype) or to
     documents (then ``dtype``); written through the output abstraction with a tokenize manifest, so
-    verify and merge accept it as they would a tokenize run's."""
+    verify and merge accept it as they would a tokenize run's. Document k of pair P has the id
+    ``P-k`` in its sidecar; ``docs=False`` writes a token set as curate did before sidecars."""
     import numpy as np
+    import pyarrow as pa
 
     from curate.stages.output import Output
     from curate.stages.tokenize import megatron
+    from curate.stages.tokenize.docs import docs_name, write_table
 
     out = Output.at(folder, "" if prefix == "part" else prefix)
     out.begin({"kind": "stage", "stage": "tokenize"})
     records, files = [], []
     for name, value in pairs.items():
-        docs, dt = value if isinstance(value, tuple) else (value, dtype)
-        if isinstance(docs, dict):  # already flat: {"tokens": array, "lengths": array}
-            tokens, lengths = np.asarray(docs["tokens"], dtype=dt), np.asarray(docs["lengths"], dtype=np.int64)
+        documents, dt = value if isinstance(value, tuple) else (value, dtype)
+        if isinstance(documents, dict):  # already flat: {"tokens": array, "lengths": array}
+            tokens = np.asarray(documents["tokens"], dtype=dt)
+            lengths = np.asarray(documents["lengths"], dtype=np.int64)
         else:
-            tokens = np.array([t for d in docs for t in d], dtype=dt)
-            lengths = np.array([len(d) for d in docs], dtype=np.int64)
+            tokens = np.array([t for d in documents for t in d], dtype=dt)
+            lengths = np.array([len(d) for d in documents], dtype=np.int64)
         with out.open(name + ".bin") as sink:
             w = megatron.PairWriter(name, dt, sink=sink)
             w.add(tokens, lengths)
@@ -136,7 +140,13 @@ def write_token_set(folder, pairs, dtype=None, prefix: str = "part"):
         records += [sink.record, idx]
         files.append({"name": name, "set": None, **w.stats(), "idx_bytes": idx["bytes"],
                       "bin_xxh3_128": sink.record["xxh3_128"], "idx_xxh3_128": idx["xxh3_128"]})
+        if docs:
+            ids = pa.array([f"{name}-{k}" for k in range(len(lengths))], pa.string())
+            side = write_table(out, docs_name(name), pa.table({"id": ids}))
+            records.append(side)
+            files[-1].update(docs=side["path"], docs_xxh3_128=side["xxh3_128"])
     codes = {megatron.dtype_code(np.dtype(v[1] if isinstance(v, tuple) else dtype)) for v in pairs.values()}
     out.finish({"stage": "tokenize", "fingerprint": "hand-made", "files": files,
-                "dtype_code": codes.pop() if len(codes) == 1 else None}, records)
+                "dtype_code": codes.pop() if len(codes) == 1 else None,
+                **({"docs_columns": ["id"]} if docs else {})}, records)
     return folder

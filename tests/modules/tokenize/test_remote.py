@@ -71,6 +71,7 @@ def test_tokenize_to_s3(s3, tmp_path, monkeypatch):
     merge.merge("s3://bkt/tok", str(tmp_path / "merged"))
     merge.merge(str(tmp_path / "local"), str(tmp_path / "merged_local"))
     assert (tmp_path / "merged.bin").read_bytes() == (tmp_path / "merged_local.bin").read_bytes()
+    assert (tmp_path / "merged.docs.parquet").read_bytes() == (tmp_path / "merged_local.docs.parquet").read_bytes()
 
     # resume on S3: a killed run lost _SUCCESS and one index
     fs.rm_file("bkt/tok/_SUCCESS")
@@ -89,8 +90,9 @@ def test_cli_with_workers_uploads(s3, tmp_path):
     fs.invalidate_cache()
     names = sorted(p.rsplit("/", 1)[-1] for p in fs.ls("bkt/cli"))
     assert names == ["_SUCCESS", "_rejects", "_state", "manifest.json",
-                     "part_00000.bin", "part_00000.idx", "part_00001.bin", "part_00001.idx",
-                     "part_00002.bin", "part_00002.idx"]
+                     "part_00000.bin", "part_00000.docs.parquet", "part_00000.idx",
+                     "part_00001.bin", "part_00001.docs.parquet", "part_00001.idx",
+                     "part_00002.bin", "part_00002.docs.parquet", "part_00002.idx"]
     assert not (ROOT / "s3:").exists()  # no local folder named after the URL (the performance report)
     from curate.stages.tokenize.verify import verify
 

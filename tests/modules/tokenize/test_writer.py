@@ -160,7 +160,8 @@ def test_uint16_several_partitions_round_trip(tmp_path, bpe_dir):
     out = tmp_path / "out"
     assert m["dtype"] == "uint16" and m["dtype_code"] == 8
     assert m["vocab_size"] == tok.vocab_size and m["eod_id"] == tok.eod_id and m["append_eod"] is True
-    assert sorted(p.name for p in out.glob("part_*")) == [f"part_0000{i}.{e}" for i in range(3) for e in ("bin", "idx")]
+    assert sorted(p.name for p in out.glob("part_*")) == [f"part_0000{i}.{e}" for i in range(3)
+                                                          for e in ("bin", "docs.parquet", "idx")]
     code, docs = read_dir(out)
     assert code == 8
     assert docs == expected_documents(tok, TEXTS)
@@ -375,7 +376,8 @@ def test_megatron_paths_are_readable_by_name(tmp_path):
     inputs = make_input(tmp_path, [["one"], ["two"]])
     run_stage("tokenize", {"tokenizer": "tiktoken:cl100k_base", "prefix": "wiki"}, inputs, tmp_path / "o")
     assert sorted(p.name for p in Path(tmp_path / "o").glob("wiki_*")) == [
-        "wiki_00000.bin", "wiki_00000.idx", "wiki_00001.bin", "wiki_00001.idx"]
+        "wiki_00000.bin", "wiki_00000.docs.parquet", "wiki_00000.idx",
+        "wiki_00001.bin", "wiki_00001.docs.parquet", "wiki_00001.idx"]
 
 
 def test_job_yaml_ends_with_tokenize(tmp_path):
