@@ -555,9 +555,24 @@ def _column_problem(schema, io_settings: IOSettings) -> tuple[str, str] | None:
 
 
 def _schema_sample(schema, io_settings: IOSettings) -> pd.DataFrame:
-    """An empty frame of a Parquet schema, its id and text columns as strings whatever they hold
-    (a file whose columns do not fit is rejected or refused when it is read, not here)."""
+    """An empty frame of a Parquet schema with the types its columns are read as: strings as
+    ``STRING``, integers and booleans as pandas' nullable types (a null in a later row group must
+    not fail the cast), floats as float64; the id and text columns as strings whatever they hold (a
+    file whose columns do not fit is rejected or refused when it is read, not here)."""
+    import pyarrow as pa
+
     df = schema.empty_table().to_pandas()
+    for name, t in zip(schema.names, schema.types):
+        if name not in df.columns:  # pandas' index columns
+            continue
+        if _is_string_type(t):
+            df[name] = pd.Series([], dtype=STRING)
+        elif pa.types.is_integer(t):
+            df[name] = pd.Series([], dtype="UInt64" if t == pa.uint64() else "Int64")
+        elif pa.types.is_boolean(t):
+            df[name] = pd.Series([], dtype="boolean")
+        elif pa.types.is_floating(t):
+            df[name] = pd.Series([], dtype="float64")
     for col in (io_settings.text_field, io_settings.id_field):
         if col in df.columns:
             df[col] = pd.Series([], dtype=STRING)
@@ -813,6 +828,10 @@ def _records_frame(records: list[dict]) -> pd.DataFrame:
 def _infer_dtype(values: pd.Series):
     sample = values.dropna()
     if sample.empty:
+        # the empty frame of a typed schema (Parquet's) keeps its types: a float column read from
+        # Parquet must not become a column of strings; a column of nulls only is a string column
+        if len(values) == 0 and values.dtype != object and not pd.api.types.is_string_dtype(values.dtype):
+            return values.dtype
         return STRING
     types_ = {type(v) for v in sample}
     if types_ <= {str}:
