@@ -103,7 +103,13 @@ class Token:
 
 def tokenize(text: str) -> list[Token]:
     """The tokens of ``text``; anything outside the language is a SelectSyntaxError naming its position."""
-    out, i, n = [], 0, len(text)
+    return list(_tokens(text))
+
+
+def _tokens(text: str):
+    """Tokens one by one: the parser pulls them as it goes, so the first error in the text is the
+    one reported, whether the tokenizer or the parser finds it."""
+    i, n = 0, len(text)
     while i < n:
         c = text[i]
         if c.isspace():
@@ -130,7 +136,7 @@ def tokenize(text: str) -> list[Token]:
                     raise _syntax(text, j, "an exponent needs digits, e.g. 1e-5")
             if j < n and (text[j].isalnum() or text[j] in "_."):
                 raise _syntax(text, start, "not a number")
-            out.append(Token("num", float(text[i:j]), start, j))
+            yield (Token("num", float(text[i:j]), start, j))
             i = j
         elif c.isascii() and (c.isalpha() or c == "_"):
             j = i
@@ -138,9 +144,9 @@ def tokenize(text: str) -> list[Token]:
                 j += 1
             word = text[i:j]
             if word.lower() in KEYWORDS:
-                out.append(Token("kw", word.lower(), start, j))
+                yield (Token("kw", word.lower(), start, j))
             else:
-                out.append(Token("name", word, start, j))
+                yield (Token("name", word, start, j))
             i = j
         elif c == "`":
             j = text.find("`", i + 1)
@@ -148,7 +154,7 @@ def tokenize(text: str) -> list[Token]:
                 raise _syntax(text, start, "a `quoted column name` is not closed")
             if j == i + 1:
                 raise _syntax(text, start, "an empty column name")
-            out.append(Token("name", text[i + 1:j], start, j + 1))
+            yield (Token("name", text[i + 1:j], start, j + 1))
             i = j + 1
         elif c in "'\"":
             chars, j = [], i + 1
@@ -166,7 +172,7 @@ def tokenize(text: str) -> list[Token]:
                     continue
                 chars.append(d)
                 j += 1
-            out.append(Token("str", "".join(chars), start, j + 1))
+            yield (Token("str", "".join(chars), start, j + 1))
             i = j + 1
         else:
             op = next((s for s in _SYMBOLS if text.startswith(s, i)), None)
@@ -175,10 +181,9 @@ def tokenize(text: str) -> list[Token]:
                         ".": "attributes are not part of the language (a column name with a dot: `a.b`)",
                         "[": "subscripts are not part of the language", "%": "no modulo operator"}.get(c, "")
                 raise _syntax(text, start, f"unexpected {c!r}" + (f": {hint}" if hint else ""))
-            out.append(Token("op", op, start, start + len(op)))
+            yield (Token("op", op, start, start + len(op)))
             i += len(op)
-    out.append(Token("end", None, n, n))
-    return out
+    yield Token("end", None, n, n)
 
 
 # --------------------------------------------------------------------------- the tree
@@ -258,15 +263,24 @@ class _Parser:
 
     def __init__(self, text: str):
         self.text = text
-        self.tokens = tokenize(text)
+        self.stream = _tokens(text)
+        self.tokens: list[Token] = []
         self.i = 0
+
+    def peek(self, k: int = 0) -> Token:
+        while len(self.tokens) <= self.i + k:
+            t = next(self.stream, None)
+            if t is None:  # past the end: the end token again
+                return self.tokens[-1]
+            self.tokens.append(t)
+        return self.tokens[self.i + k]
 
     @property
     def tok(self) -> Token:
-        return self.tokens[self.i]
+        return self.peek()
 
     def take(self) -> Token:
-        t = self.tokens[self.i]
+        t = self.peek()
         self.i += 1
         return t
 
@@ -338,8 +352,7 @@ class _Parser:
                 self.take()
             end = self.expect("kw", "null", "null after is").end
             return IsNull(left.start, end, left, negated)
-        negated = t.kind == "kw" and t.value == "not" and self.tokens[self.i + 1].kind == "kw" \
-            and self.tokens[self.i + 1].value == "in"
+        negated = t.kind == "kw" and t.value == "not" and self.peek(1).kind == "kw" and self.peek(1).value == "in"
         if negated:
             self.take()
         if self.at("kw", "in"):
@@ -357,7 +370,7 @@ class _Parser:
 
     def literal(self):
         sign = 1.0
-        if self.at("op", "-") and self.tokens[self.i + 1].kind == "num":
+        if self.at("op", "-") and self.peek(1).kind == "num":
             self.take()
             sign = -1.0
         t = self.tok
@@ -873,7 +886,7 @@ class SelectStage(MapStage):
             found = input_schema(spec)
             if found is not None:
                 schema, origin = found
-                compile_expression(settings.where, schema, "where", f"input {origin}")
+                compile_expression(settings.where, schema, "select: where", f"input {origin}")
 
     def transform(self, df: pd.DataFrame, settings: SelectSettings) -> pd.DataFrame:
         return select_frame(df, settings.where)
@@ -886,7 +899,7 @@ class SelectStage(MapStage):
 
         ddf = dataset.read_dataset(ctx.input, ctx.io, rejects_dir=ctx.output)
         # the schema the run reads decides, before anything is written
-        compiled = compile_expression(settings.where, schema_of(ddf._meta), "where", f"input {ctx.input[0]}")
+        compiled = compile_expression(settings.where, schema_of(ddf._meta), "select: where", f"input {ctx.input[0]}")
         out = self.apply(ddf, settings)
         extra = {"select": {"where": settings.where, "clauses": list(compiled.clause_texts),
                             "columns": list(compiled.columns)}}

@@ -102,7 +102,7 @@ def check_clash(settings: TagSettings, columns, origin: str) -> None:
     have = set(columns)
     for col, (i, kind, _dtype) in tag_columns(settings.chain).items():
         if col in have:
-            raise SettingsError(f"config: column {col!r} is already in {origin} (tagged before?); give filter {i} "
+            raise SettingsError(f"tag: config: column {col!r} is already in {origin} (tagged before?); give filter {i} "
                                 f"({kind}) of {settings.config} another 'name:' for a column of its own")
 
 
