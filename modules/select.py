@@ -612,6 +612,8 @@ def _arrow_strings(s: pd.Series):
                                                                                    from_pandas=True)
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
+    if arr.type != pa.large_string():  # one string type: two columns compare without casting each time
+        arr = arr.cast(pa.large_string())
     return arr
 
 
@@ -875,7 +877,12 @@ class SelectSettings:
 
 
 class SelectStage(MapStage):
-    """Keep the documents whose columns satisfy ``--where`` (see the module doc for the language)."""
+    """Keep the documents whose columns satisfy --where, e.g. "score_word_count >= 50 and language in
+    ('en', 'de')". The language: == != < <= > >=, and or not, in (...), not in (...), is [not] null,
+    + - * / (float division; by zero: null), parentheses, column names (`other names` in backquotes),
+    numbers and 'strings'. NaN and null compare as unknown (SQL), and only true keeps a document. A
+    dropped document's reason is select, its detail the first top-level and-clause it failed.
+    Details: modules/select.py."""
 
     name = "select"
     Settings = SelectSettings

@@ -118,7 +118,10 @@ class TagSettings:
 
 
 class TagStage(MapStage):
-    """Score every document with a filter chain into score_<filter> columns; drops nothing."""
+    """Score every document with a filter chain (any chain filter takes) into one float64 column per
+    filter, score_<reason> (its name, else its kind), plus keep_<reason> (bool) for a filter whose
+    decision is no threshold; drops nothing. Then select with the chain's thresholds (the manifest's
+    tag.where) keeps what filter keeps. A column already in the input is refused. Details: modules/tag.py."""
 
     name = "tag"
     Settings = TagSettings

@@ -77,7 +77,7 @@ class FilterStage(MapStage):
         return write_with_sample(self, out, parts, settings, ctx, {"filters": [f.describe() for f in chain]})
 
 
-def write_with_sample(stage, out, parts, settings, ctx, extra: dict, **write) -> dict:
+def write_with_sample(stage, out, parts, settings, ctx, extra: dict) -> dict:
     """Write ``out``, whose partitions come from the scored delayed ``parts`` (every filter's score
     column in them), and put the manifest's ``score_sample`` into ``extra``: the sample comes from
     the same partitions, computed in the writer's one ``run_compute`` call (as redact does), so
@@ -103,7 +103,7 @@ def write_with_sample(stage, out, parts, settings, ctx, extra: dict, **write) ->
         return tuple(results)
 
     return dataset.write_dataset(out, dataclasses.replace(ctx, compute=compute), stage=stage.name,
-                                 settings=settings, reject_columns=stage.reject_columns, extra=extra, **write)
+                                 settings=settings, reject_columns=stage.reject_columns, extra=extra)
 
 
 # --------------------------------------------------------------------------- the score sample
