@@ -111,9 +111,8 @@ def main() -> int:
         frame.to_parquet(src, row_group_size=128 * 1024)
         with_internal = frame.assign(_reason=pd.array([pd.NA] * len(frame), dtype=STRING),
                                      _detail=pd.array([pd.NA] * len(frame), dtype=STRING))
-        t_pure = best(lambda: select_frame(with_internal, where), args.runs)
+        t_pure = best(lambda: select_frame(with_internal, where), args.runs)  # noqa: B023 (called at once)
         kept = int(select_frame(with_internal, where)["_reason"].isna().sum())
-        del with_internal
 
         from curate.app.runner import run_stage
         from curate.stages.select import SelectSettings

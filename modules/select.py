@@ -479,7 +479,7 @@ def kind_of_dtype(dtype) -> str:
         return BOOL
     if t.is_numeric_dtype(dtype) and not t.is_complex_dtype(dtype):
         return NUMBER
-    if t.is_string_dtype(dtype) and dtype != object:
+    if t.is_string_dtype(dtype) and not t.is_object_dtype(dtype):
         return STRING_T
     return OTHER
 

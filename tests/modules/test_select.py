@@ -8,7 +8,6 @@ import math
 import os
 import random
 
-import numpy as np
 import pandas as pd
 import pytest
 

@@ -303,7 +303,6 @@ def frame(docs):
 
 
 def test_tag_frame_adds_typed_columns_and_drops_nothing():
-    rng = random.Random(0)
     df = frame(make_docs(60, 0))
     before = df.copy()
     chain = load_chain(str(ROOT / "jobs/filters/code.yaml"))
@@ -316,7 +315,6 @@ def test_tag_frame_adds_typed_columns_and_drops_nothing():
     # the scores are filter's --keep-scores scores wherever filter computed them (its filters are all cheap)
     kept = ScoreFilter(build_chain(chain), keep_scores=True).apply(df)
     pd.testing.assert_frame_equal(out[cols], kept[cols])
-    del rng
 
 
 def test_expensive_filters_score_every_document_in_tag():
