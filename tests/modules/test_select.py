@@ -469,13 +469,17 @@ def test_stage_two_partitions_counts_clauses(two_files):
     assert rejects.set_index("id")["_detail"].to_dict()["d2"] == "score >= 0.5"  # score null
 
 
-def test_stage_resumes_with_clause_counts(two_files):
+def test_stage_resumes_with_clause_counts(two_files, caplog):
+    import logging
+
     tmp = two_files
     first = run_stage("select", {"where": "score > 0.2"}, str(tmp / "in" / "*.jsonl"), tmp / "out")
-    # a killed run: one partition's journal record survives, the manifest does not
+    # an interrupted run: the partitions' journal records survive, _SUCCESS does not
     os.remove(tmp / "out" / "_SUCCESS")
-    again = run_stage("select", {"where": "score > 0.2"}, str(tmp / "in" / "*.jsonl"), tmp / "out")
-    assert again["counts"] == first["counts"]
+    with caplog.at_level(logging.INFO):
+        again = run_stage("select", {"where": "score > 0.2"}, str(tmp / "in" / "*.jsonl"), tmp / "out")
+    assert "2 of 2 partitions already written; skipped" in caplog.text
+    assert again["counts"] == first["counts"] and again["counts"]["details"] == {"select": {"score > 0.2": 20}}
 
 
 def test_dask_equals_pandas(two_files):
