@@ -45,8 +45,8 @@ The language
 Errors: a syntax error (with its character position), an unknown column (with the columns there
 are) and a type mismatch are SettingsErrors (exit 2, one line) raised before any work: the syntax
 when the settings are made, the columns and types by :meth:`SelectStage.check` against the input's
-schema (its manifest, the Parquet footer or the first JSONL line), and again, authoritative, against
-the schema the run reads, before anything is written.
+schema (its manifest, the Parquet footer, or the JSONL records the reader samples for its schema),
+and again, authoritative, against the schema the run reads, before anything is written.
 
 Drops: a dropped document's reason is ``select`` and its ``_detail`` is the first *clause* it did not
 satisfy (false or unknown), as written in the expression. The clauses are the operands of the
@@ -790,10 +790,10 @@ def select_frame(df: pd.DataFrame, where: str) -> pd.DataFrame:
 
 def input_schema(spec: str) -> tuple[dict[str, str | None], str] | None:
     """(column -> kind, where it was read) of a dataset input without reading its documents: a
-    curate output's manifest, a Parquet footer, or a JSONL file's first record (kinds of its JSON
-    values; a null says nothing yet). None when the input is not there yet (a later stage of a job)."""
-    import json
-
+    curate output's manifest, a Parquet footer, or the JSON values of the records the reader samples
+    for its schema (the first :data:`~curate.stages.dataset.SCHEMA_SAMPLE` of the first file; a key
+    that is null in all of them says nothing about its type yet). None when the input is not there
+    yet (a later stage of a job): the run checks it then."""
     from curate.stages import dataset
 
     if "://" not in spec and not os.path.exists(spec) and not dataset.globlib.has_magic(spec):
@@ -809,21 +809,28 @@ def input_schema(spec: str) -> tuple[dict[str, str | None], str] | None:
         import pyarrow.parquet as pq
 
         arrow = pq.ParquetFile(dataset.parquet_source(path)).schema_arrow
-        schema = {}
-        for name, t in zip(arrow.names, arrow.types):
-            schema[name] = _arrow_kind(t)
-        return _with_id_text(schema), path
-    with dataset._open_bytes(path) as f:
-        for line in f:
-            if line.strip():
-                try:
-                    rec = json.loads(line)
-                except ValueError:
-                    return None  # the reader names a broken first line itself
-                if not isinstance(rec, dict):
-                    return None
-                return _with_id_text({str(k): _json_kind(v) for k, v in rec.items()}), f"{path} line 1"
-    return None
+        return _with_id_text({name: _arrow_kind(t) for name, t in zip(arrow.names, arrow.types)}), path
+    kinds: dict[str, set] = {}
+    records = 0
+    for piece in dataset.plan_pieces(files[:1], 1 << 62):
+        for _, _, _, rec in dataset._iter_jsonl(piece, dataset.SCHEMA_LINE_LIMIT):
+            if not isinstance(rec, dict):
+                continue  # a broken line: the reader names it
+            for k, v in rec.items():
+                kinds.setdefault(str(k), set()).add(_json_kind(v))
+            records += 1
+            if records >= dataset.SCHEMA_SAMPLE:
+                break
+    schema = {k: _merged_kind(v) for k, v in kinds.items()}
+    return _with_id_text(schema), f"{path} (its first {records} records)"
+
+
+def _merged_kind(kinds: set) -> str | None:
+    """The kind of a JSON key over the sampled records, as the reader's dtype inference decides it."""
+    kinds = kinds - {None}
+    if not kinds:
+        return None
+    return kinds.pop() if len(kinds) == 1 else OTHER
 
 
 def _with_id_text(schema: dict) -> dict:

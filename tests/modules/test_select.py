@@ -508,6 +508,20 @@ def test_check_reads_the_schema_before_any_work(two_files, fmt):
     stage.check(SelectSettings(where="x > 1"), (str(tmp / "later" / "stage"),))  # not there yet: run() checks
 
 
+def test_check_samples_jsonl_as_the_reader_does(tmp_path):
+    # the first record lacks the column; the reader's schema (its first records) has it
+    src = write_jsonl(tmp_path / "in.jsonl", [{"id": "a", "text": "x"}, {"id": "b", "text": "y", "score": 0.5},
+                                               {"id": "c", "text": "z", "score": None, "mixed": 1},
+                                               {"id": "d", "text": "w", "mixed": "one"}])
+    SelectStage().check(SelectSettings(where="score > 0.2"), (str(src),))
+    with pytest.raises(SettingsError, match=r"'score' is a number, \"'a'\" is a string"):
+        SelectStage().check(SelectSettings(where="score == 'a'"), (str(src),))
+    with pytest.raises(SettingsError, match=r"column 'mixed' of input .*in.jsonl \(its first 4 records\) holds neither"):
+        SelectStage().check(SelectSettings(where="mixed == 1"), (str(src),))
+    m = run_stage("select", {"where": "score > 0.2"}, src, tmp_path / "out")
+    assert m["counts"]["out"] == 1
+
+
 def test_check_uses_a_curate_outputs_manifest(two_files):
     tmp = two_files
     run_stage("normalize", {}, str(tmp / "in" / "*.jsonl"), tmp / "norm")
