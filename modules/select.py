@@ -13,7 +13,7 @@ The language
 ------------
 
 - **values**: column names (ASCII letters, digits and ``_``, not starting with a digit; any other
-  name in backquotes, ``\\`my col\\```), numbers (``50``, ``0.25``, ``1e-5``: every number is a float64,
+  name in backquotes: `` `my col` ``), numbers (``50``, ``0.25``, ``1e-5``: every number is a float64,
   integer columns included, so integers beyond 2**53 lose precision), strings in single or double
   quotes (escapes ``\\\\ \\' \\" \\n \\t``).
 - **types**: number (integer and float columns), string (string columns), boolean (boolean columns,
@@ -78,6 +78,8 @@ KEYWORDS = ("and", "or", "not", "in", "is", "null")
 COMPARISONS = ("==", "!=", "<=", ">=", "<", ">")
 _SYMBOLS = ("==", "!=", "<=", ">=", "<", ">", "+", "-", "*", "/", "(", ")", ",")
 _ESCAPES = {"\\": "\\", "'": "'", '"': '"', "n": "\n", "t": "\t"}
+#: ASCII only: str.isdigit() would take other scripts' digits, and float() reads them
+_DIGITS = frozenset("0123456789")
 
 
 class SelectSyntaxError(SettingsError):
@@ -116,27 +118,27 @@ def _tokens(text: str):
             i += 1
             continue
         start = i
-        if c.isdigit() or (c == "." and i + 1 < n and text[i + 1].isdigit()):
+        if c in _DIGITS or (c == "." and i + 1 < n and text[i + 1] in _DIGITS):
             j = i
-            while j < n and text[j].isdigit():
+            while j < n and text[j] in _DIGITS:
                 j += 1
             if j < n and text[j] == ".":
                 j += 1
-                while j < n and text[j].isdigit():
+                while j < n and text[j] in _DIGITS:
                     j += 1
             if j < n and text[j] in "eE":
                 k = j + 1
                 if k < n and text[k] in "+-":
                     k += 1
-                if k < n and text[k].isdigit():
-                    while k < n and text[k].isdigit():
+                if k < n and text[k] in _DIGITS:
+                    while k < n and text[k] in _DIGITS:
                         k += 1
                     j = k
                 else:
                     raise _syntax(text, j, "an exponent needs digits, e.g. 1e-5")
             if j < n and (text[j].isalnum() or text[j] in "_."):
                 raise _syntax(text, start, "not a number")
-            yield (Token("num", float(text[i:j]), start, j))
+            yield Token("num", float(text[i:j]), start, j)
             i = j
         elif c.isascii() and (c.isalpha() or c == "_"):
             j = i
@@ -144,9 +146,9 @@ def _tokens(text: str):
                 j += 1
             word = text[i:j]
             if word.lower() in KEYWORDS:
-                yield (Token("kw", word.lower(), start, j))
+                yield Token("kw", word.lower(), start, j)
             else:
-                yield (Token("name", word, start, j))
+                yield Token("name", word, start, j)
             i = j
         elif c == "`":
             j = text.find("`", i + 1)
@@ -154,7 +156,7 @@ def _tokens(text: str):
                 raise _syntax(text, start, "a `quoted column name` is not closed")
             if j == i + 1:
                 raise _syntax(text, start, "an empty column name")
-            yield (Token("name", text[i + 1:j], start, j + 1))
+            yield Token("name", text[i + 1:j], start, j + 1)
             i = j + 1
         elif c in "'\"":
             chars, j = [], i + 1
@@ -172,7 +174,7 @@ def _tokens(text: str):
                     continue
                 chars.append(d)
                 j += 1
-            yield (Token("str", "".join(chars), start, j + 1))
+            yield Token("str", "".join(chars), start, j + 1)
             i = j + 1
         else:
             op = next((s for s in _SYMBOLS if text.startswith(s, i)), None)
@@ -181,7 +183,7 @@ def _tokens(text: str):
                         ".": "attributes are not part of the language (a column name with a dot: `a.b`)",
                         "[": "subscripts are not part of the language", "%": "no modulo operator"}.get(c, "")
                 raise _syntax(text, start, f"unexpected {c!r}" + (f": {hint}" if hint else ""))
-            yield (Token("op", op, start, start + len(op)))
+            yield Token("op", op, start, start + len(op))
             i += len(op)
     yield Token("end", None, n, n)
 

@@ -181,6 +181,7 @@ def test_object_string_columns_and_plain_bool():
     ("x % 2 == 0", 3, "modulo"),
     ("()", 2, "empty parentheses"),
     ("x ≥ 1", 3, "unexpected '≥'"),
+    ("x > ٣", 5, "unexpected '٣'"),   # an Arabic-Indic digit: float() would read it, the language does not
 ])
 def test_syntax_errors_name_the_position(expr, pos, words):
     with pytest.raises(SelectSyntaxError) as e:
