@@ -25,6 +25,8 @@ STAGES: dict[str, str] = {
     "clean": "curate.stages.clean:CleanStage",
     "redact": "curate.stages.redact:RedactStage",
     "filter": "curate.stages.filters.stage:FilterStage",
+    "tag": "curate.stages.tag:TagStage",
+    "select": "curate.stages.select:SelectStage",
     "decontaminate": "curate.stages.decontaminate:DecontaminateStage",
     "split_documents": "curate.stages.split_join:SplitDocumentsStage",
     "join_documents": "curate.stages.split_join:JoinDocumentsStage",
