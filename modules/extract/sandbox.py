@@ -22,6 +22,7 @@ page costs one round trip of its bytes through two pipes (tens of microseconds f
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import pickle
@@ -33,6 +34,45 @@ import sys
 import time
 
 _HEADER = struct.Struct("<Q")
+
+
+def timeout_field(what: str = "page"):
+    """The ``extract_timeout`` setting every extract stage has (the same help, default and bounds)."""
+    from dataclasses import field
+
+    return field(default=5.0, metadata={
+        "help": f"seconds one {what} may take to extract before it is a timeout reject ({what}s are extracted "
+                f"in a child process of the task); 0: no sandbox, extract in the task's own process",
+        "metavar": "SECONDS"})
+
+
+def memory_field(what: str = "page"):
+    from dataclasses import field
+
+    return field(default="2GiB", metadata={
+        "help": f"address space of the extraction process; a {what} that needs more is a too_large reject",
+        "metavar": "SIZE"})
+
+
+def check_limits(settings) -> None:
+    """Validate ``extract_timeout`` and ``extract_memory`` (in a Settings' ``__post_init__``)."""
+    from curate.stages.settings import check_range, parse_bytes
+
+    check_range(settings, "extract_timeout", 0.0, 3600.0)
+    parse_bytes(settings.extract_memory, "extract_memory")
+
+
+def sandbox_for(settings) -> Sandbox:
+    """The Sandbox of a task of an extract stage (in-process when ``extract_timeout`` is 0)."""
+    from curate.stages.settings import parse_bytes
+
+    return Sandbox(settings.extract_timeout, parse_bytes(settings.extract_memory, "extract_memory"))
+
+
+@functools.lru_cache(maxsize=32)
+def _function(target: str):
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 class PageTimeout(Exception):
@@ -73,7 +113,6 @@ def serve() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # a library that prints must not corrupt the frames
-    functions = {}
     while True:
         try:
             (n,) = _HEADER.unpack(_read_exact(stdin, _HEADER.size))
@@ -81,16 +120,12 @@ def serve() -> None:
             return
         target, args = pickle.loads(_read_exact(stdin, n))
         try:
-            fn = functions.get(target)
-            if fn is None:
-                module, _, name = target.partition(":")
-                fn = functions[target] = getattr(importlib.import_module(module), name)
-            answer = ("ok", fn(*args))
+            answer = ("ok", _function(target)(*args))
         except MemoryError:
             answer = ("memory", None)
         except Exception as e:  # the caller's to judge: sent back as itself when it pickles
             try:
-                pickle.dumps(e)
+                pickle.loads(pickle.dumps(e))  # both ways: an exception whose __init__ takes other args fails here
                 answer = ("error", e)
             except Exception:
                 answer = ("error", RuntimeError(f"{type(e).__name__}: {e}"))
@@ -98,7 +133,8 @@ def serve() -> None:
 
 
 class Sandbox:
-    """A child process that runs ``module:function`` calls with a timeout and a memory bound."""
+    """A child process that runs ``module:function`` calls with a timeout and a memory bound;
+    with ``timeout`` 0 the calls run in this process, unguarded (no child is started)."""
 
     def __init__(self, timeout: float, memory: int | None):
         self.timeout = timeout
@@ -132,6 +168,8 @@ class Sandbox:
 
     def call(self, target: str, *args):
         """``target(*args)`` in the child; PageTimeout / PageTooLarge / PageCrashed when it fails so."""
+        if not self.timeout:
+            return _function(target)(*args)
         proc = self._proc if self._proc is not None and self._proc.poll() is None else self._start()
         try:
             _write(proc.stdin, (target, args))

@@ -52,6 +52,7 @@ from curate.stages.extract.html import (
     stopword_lines,
 )
 from curate.stages.extract.language import SAMPLE_CHARS, detect, identify
+from curate.stages.extract.sandbox import check_limits, memory_field, timeout_field
 from curate.stages.extract.warcreader import WarcReader, header, parse_http
 from curate.stages.stage import Stage, check_choice, check_range, parse_bytes
 
@@ -76,22 +77,16 @@ class ExtractWarcSettings:
     language_id: str = field(default="cld2", metadata={
         "help": "language column: cld2 (fast; the detection that picks the stop list), langid "
                 "(py3langid on the kept text, slower) or none", "choices": ("cld2", "langid", "none")})
-    extract_timeout: float = field(default=5.0, metadata={
-        "help": "seconds one page may take to extract before it is a timeout reject (pages are extracted "
-                "in a child process of the task); 0: no sandbox, extract in the task's own process",
-        "metavar": "SECONDS"})
-    extract_memory: str = field(default="2GiB", metadata={
-        "help": "address space of the extraction process; a page that needs more is a too_large reject",
-        "metavar": "SIZE"})
+    extract_timeout: float = timeout_field("page")
+    extract_memory: str = memory_field("page")
 
     def __post_init__(self):
         check_choice(self, "algorithm")
         check_choice(self, "unlisted_languages")
         check_choice(self, "language_id")
         check_range(self, "min_stopword_density", 0.0, 1.0)
-        check_range(self, "extract_timeout", 0.0, 3600.0)
         parse_bytes(self.max_record_bytes, "max_record_bytes")
-        parse_bytes(self.extract_memory, "extract_memory")
+        check_limits(self)
 
 
 #: what the sandbox's child runs per page (a test points it at a wrapper that hangs)

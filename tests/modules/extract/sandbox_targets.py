@@ -41,3 +41,19 @@ def hanging_page_row(settings, row, payload, charset, where):
     if b"EAT-MEMORY" in payload:
         eat_memory(8 << 30)
     return page_row(settings, row, payload, charset, where)
+
+
+def hanging_wikitext(wikitext, drop, tables):
+    from curate.stages.extract.wikitext import wikitext_to_text
+
+    if "HANG-ME" in wikitext:
+        sleep_forever()
+    return wikitext_to_text(wikitext, drop, tables=tables)
+
+
+def hanging_paper_text(sources, max_chars):
+    from curate.stages.extract.latex import paper_text
+
+    if any(b"HANG-ME" in data for data in sources.values()):
+        sleep_forever()
+    return paper_text(sources, max_chars)

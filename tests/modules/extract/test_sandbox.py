@@ -68,3 +68,36 @@ def test_sandboxed_output_equals_in_process_output(tmp_path):
     run_stage("extract_warc", {}, str(tmp_path / "in" / "a.warc.gz"), tmp_path / "boxed")
     assert (tmp_path / "plain" / "part-00000.parquet").read_bytes() == \
         (tmp_path / "boxed" / "part-00000.parquet").read_bytes()
+
+
+def test_extract_wikipedia_rejects_a_hanging_page(tmp_path, monkeypatch):
+    from curate.stages.extract import wikipedia
+    from tests.rawdata import mediawiki_xml, write_dump
+
+    pages = [{"id": 1, "title": "A", "text": "'''Alpha''' is the first letter."},
+             {"id": 2, "title": "B", "text": "This page HANG-ME hangs the parser."},
+             {"id": 3, "title": "C", "text": "Gamma is the third letter."}]
+    write_dump(tmp_path / "in" / "a.xml", mediawiki_xml(pages[:2]))
+    write_dump(tmp_path / "in" / "b.xml", mediawiki_xml(pages[2:]))
+    monkeypatch.setattr(wikipedia, "WIKITEXT_TO_TEXT", f"{T}:hanging_wikitext")
+    manifest = run_stage("extract_wikipedia", {"extract_timeout": 2}, str(tmp_path / "in" / "*.xml"),
+                         tmp_path / "out", on_error="skip")
+    assert manifest["counts"]["dropped"] == {"timeout": 1}
+    assert sorted(read_output(tmp_path / "out")["title"]) == ["A", "C"]
+    [detail] = read_output(tmp_path / "out" / "_rejects")["_detail"]
+    assert "a.xml: page 2 ('B')" in detail and "no result after 2 s" in detail
+
+
+def test_extract_arxiv_rejects_a_hanging_paper(tmp_path, monkeypatch):
+    import gzip
+
+    from curate.stages.extract import arxiv
+    from tests.rawdata import arxiv_bulk_tar
+
+    hang = gzip.compress(b"\\documentclass{article}\\begin{document}HANG-ME\\end{document}", mtime=0)
+    arxiv_bulk_tar(tmp_path / "in" / "a.tar", extra=[("2301/2301.00004.gz", hang)])
+    monkeypatch.setattr(arxiv, "PAPER_TEXT", f"{T}:hanging_paper_text")
+    manifest = run_stage("extract_arxiv", {"extract_timeout": 2}, str(tmp_path / "in" / "a.tar"),
+                         tmp_path / "out", on_error="skip")
+    assert manifest["counts"]["dropped"]["timeout"] == 1
+    assert sorted(read_output(tmp_path / "out")["id"]) == ["2301.00001", "2301.00002"]
