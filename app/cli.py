@@ -31,6 +31,7 @@ COMMANDS = {
     "report": "curate.app.commands.report",
     "train-classifier": "curate.app.commands.train_classifier",
     "bench": "curate.app.commands.bench",
+    "reproduce": "curate.app.commands.reproduce",
 }
 
 
