@@ -35,6 +35,7 @@ STAGES: dict[str, str] = {
     "exact_dedup": "curate.stages.dedup.exact:ExactDedupStage",
     "fuzzy_dedup": "curate.stages.dedup.fuzzy:FuzzyDedupStage",
     # the product
+    "rehydrate": "curate.stages.rehydrate:RehydrateStage",
     "shuffle": "curate.stages.shuffle:ShuffleStage",
     "blend": "curate.stages.blend:BlendStage",
     "tokenize": "curate.stages.tokenize.writer:TokenizeStage",
