@@ -51,7 +51,7 @@ from curate.stages.extract.html import (
     stoplists,
     stopword_lines,
 )
-from curate.stages.extract.language import SAMPLE_CHARS, detect, identify
+from curate.stages.extract.language import SAMPLE_CHARS, detect, identify, identify_lid176
 from curate.stages.extract.sandbox import check_limits, memory_field, timeout_field
 from curate.stages.extract.warcreader import WarcReader, header, parse_http
 from curate.stages.stage import Stage, check_choice, check_range, parse_bytes
@@ -76,7 +76,8 @@ class ExtractWarcSettings:
                 "test off)", "choices": ("drop", "keep")})
     language_id: str = field(default="cld2", metadata={
         "help": "language column: cld2 (fast; the detection that picks the stop list), langid "
-                "(py3langid on the kept text, slower) or none", "choices": ("cld2", "langid", "none")})
+                "(py3langid on the kept text, slower), lid176 (fastText LID-176 on the kept text) or none",
+        "choices": ("cld2", "langid", "lid176", "none")})
     extract_timeout: float = timeout_field("page")
     extract_memory: str = memory_field("page")
 
@@ -84,6 +85,10 @@ class ExtractWarcSettings:
         check_choice(self, "algorithm")
         check_choice(self, "unlisted_languages")
         check_choice(self, "language_id")
+        if self.language_id == "lid176":
+            from curate.stages.extract.language import lid176_path
+
+            lid176_path()  # the model is there, or one line saying how to get it, before any work
         check_range(self, "min_stopword_density", 0.0, 1.0)
         parse_bytes(self.max_record_bytes, "max_record_bytes")
         check_limits(self)
@@ -171,6 +176,8 @@ class PageExtractor:
             return {**row, "text": text}
         if self.language_id == "langid":
             language, score = identify(text)
+        elif self.language_id == "lid176":
+            [(language, score)] = identify_lid176([text])
         else:
             if detected is None:
                 detected = detect(text[:SAMPLE_CHARS])

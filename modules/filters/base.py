@@ -565,12 +565,13 @@ class ScoreFilter:
                     s = np.full(len(part), np.nan)
                     s[rows] = s_sub
                     k = np.ones(len(part), dtype=bool)
-                    k[rows] = f.keep_frame(s_sub, sub)
+                    # the filter's own tags (the language it identified) are part of its decision
+                    k[rows] = f.keep_frame(s_sub, sub.assign(**extra) if extra else sub)
                     extra = {c: v.reindex(part.index) for c, v in extra.items()}
                 else:
                     s, extra = f.evaluate(part, texts)
                     s = np.asarray(s, dtype=np.float64)
-                    k = np.asarray(f.keep_frame(s, part), dtype=bool)
+                    k = np.asarray(f.keep_frame(s, part.assign(**extra) if extra else part), dtype=bool)
                 scores[f.reason][sl] = s
                 keeps[f.reason][sl] = k
                 alive &= k
