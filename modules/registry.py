@@ -36,6 +36,7 @@ STAGES: dict[str, str] = {
     "fuzzy_dedup": "curate.stages.dedup.fuzzy:FuzzyDedupStage",
     # the product
     "rehydrate": "curate.stages.rehydrate:RehydrateStage",
+    "bucket": "curate.stages.bucket:BucketStage",
     "shuffle": "curate.stages.shuffle:ShuffleStage",
     "blend": "curate.stages.blend:BlendStage",
     "tokenize": "curate.stages.tokenize.writer:TokenizeStage",

@@ -21,7 +21,7 @@ START, END = "<!-- options:start -->", "<!-- options:end -->"
 FAMILIES = {
     "download-extract.md": ["download_commoncrawl", "download_wikipedia", "download_arxiv", "download_urls",
                             "extract_warc", "extract_wikipedia", "extract_arxiv"],
-    "clean-filter.md": ["normalize", "clean", "redact", "filter", "tag", "select"],
+    "clean-filter.md": ["normalize", "clean", "redact", "filter", "tag", "select", "bucket"],
     "datasets.md": ["decontaminate", "blend", "split_documents", "join_documents", "add_id", "shuffle"],
     "dedup.md": ["exact_dedup", "fuzzy_dedup", "rehydrate"],
     "tokenize.md": ["tokenize"],
