@@ -66,6 +66,7 @@ FILTERS: dict[str, str] = {
     # models
     "language": "curate.stages.filters.language:LanguageFilter",
     "classifier": "curate.stages.filters.classifier:ClassifierFilter",
+    "hf_classifier": "curate.stages.filters.hf_classifier:HFClassifier",
 }
 
 

@@ -72,8 +72,8 @@ def test_keeps_good_and_drops_bad_for_its_reason(kind, params, good, bad):
 
 
 #: filters without a usable default: the parameters the generic tests give them
-#: filters that read lists the user points at (tests/modules/filters/test_blocklist.py writes its own)
-LIST_KINDS = ("url_blocklist", "bad_words")
+#: filters that read files the user points at (lists, a model): their own tests write them
+LIST_KINDS = ("url_blocklist", "bad_words", "hf_classifier")
 REQUIRED = {
     "substring": {"substring": "the"},
     "histogram": {"chars": "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ ,.\n"},
