@@ -213,9 +213,6 @@ def extract_arxiv_file(raw: RawFile, settings: ExtractArxivSettings, on_error: s
             _read_papers(paper, f, raw, limits, gzipped, inner_head)
         except _NotAnArchive:
             return file_failure(raw, on_error, "not_an_archive", "neither a tar archive nor gzip data", meta)
-        finally:
-            if sandbox is not None:
-                sandbox.close()
     return frame(paper.rows, meta)
 
 

@@ -16,12 +16,14 @@ thread (no ``SIGALRM``), so the pages of one task are extracted in a child proce
 - Any other exception of the function comes back as itself (re-raised in the parent), so the
   callers' reject logic is unchanged.
 
-The child lives as long as the task (one file), so its start (~0.3 s) is paid once per file; each
-page costs one round trip of its bytes through two pipes (tens of microseconds for a typical page).
+A thread's child serves every task of that thread (:func:`sandbox_for`), so its start (~0.4 s) is
+paid once per worker thread, not per file. Pages go to it in batches, one frame each way per batch of
+64 pages, and come back one by one, each within the timeout (:meth:`Sandbox.map`).
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
 import importlib
 import os
@@ -31,6 +33,7 @@ import signal
 import struct
 import subprocess
 import sys
+import threading
 import time
 
 _HEADER = struct.Struct("<Q")
@@ -62,11 +65,33 @@ def check_limits(settings) -> None:
     parse_bytes(settings.extract_memory, "extract_memory")
 
 
+_LOCAL = threading.local()
+_ALL: list[Sandbox] = []  # every shared child this process started, stopped at exit
+
+
 def sandbox_for(settings) -> Sandbox:
-    """The Sandbox of a task of an extract stage (in-process when ``extract_timeout`` is 0)."""
+    """This thread's Sandbox for the settings' timeout and memory bound (in-process when
+    ``extract_timeout`` is 0). Shared by every task the thread runs, so a worker starts its child once,
+    not once per file; the caller must not close it (it stops when the process exits, or when its
+    parent goes: EOF on its stdin)."""
     from curate.stages.settings import parse_bytes
 
-    return Sandbox(settings.extract_timeout, parse_bytes(settings.extract_memory, "extract_memory"))
+    key = (settings.extract_timeout, parse_bytes(settings.extract_memory, "extract_memory"))
+    boxes = getattr(_LOCAL, "boxes", None)
+    if boxes is None:
+        boxes = _LOCAL.boxes = {}
+    box = boxes.get(key)
+    if box is None:
+        box = boxes[key] = Sandbox(*key)
+        if not _ALL:
+            atexit.register(_stop_all)
+        _ALL.append(box)
+    return box
+
+
+def _stop_all() -> None:
+    for box in _ALL:
+        box.close()
 
 
 @functools.lru_cache(maxsize=32)
@@ -118,18 +143,20 @@ def serve() -> None:
             (n,) = _HEADER.unpack(_read_exact(stdin, _HEADER.size))
         except EOFError:
             return
-        target, args = pickle.loads(_read_exact(stdin, n))
-        try:
-            answer = ("ok", _function(target)(*args))
-        except MemoryError:
-            answer = ("memory", None)
-        except Exception as e:  # the caller's to judge: sent back as itself when it pickles
+        target, calls = pickle.loads(_read_exact(stdin, n))
+        fn = _function(target)
+        for args in calls:  # each answer goes out as soon as it is known: the parent times every call
             try:
-                pickle.loads(pickle.dumps(e))  # both ways: an exception whose __init__ takes other args fails here
-                answer = ("error", e)
-            except Exception:
-                answer = ("error", RuntimeError(f"{type(e).__name__}: {e}"))
-        _write(stdout, answer)
+                answer = ("ok", fn(*args))
+            except MemoryError:
+                answer = ("memory", None)
+            except Exception as e:  # the caller's to judge: sent back as itself when it pickles
+                try:
+                    pickle.loads(pickle.dumps(e))  # both ways: an exception whose __init__ takes other args fails
+                    answer = ("error", e)
+                except Exception:
+                    answer = ("error", RuntimeError(f"{type(e).__name__}: {e}"))
+            _write(stdout, answer)
 
 
 class Sandbox:
@@ -140,6 +167,7 @@ class Sandbox:
         self.timeout = timeout
         self.memory = memory
         self._proc: subprocess.Popen | None = None
+        self._buf = bytearray()
         self.started = 0  # children started, for tests and the manifest
 
     def _start(self) -> subprocess.Popen:
@@ -150,6 +178,7 @@ class Sandbox:
         self._proc = subprocess.Popen(
             [sys.executable, "-c", "from curate.stages.extract.sandbox import serve; serve()"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        self._buf = bytearray()  # answer bytes read from this child and not yet taken
         self.started += 1
         return self._proc
 
@@ -168,45 +197,85 @@ class Sandbox:
 
     def call(self, target: str, *args):
         """``target(*args)`` in the child; PageTimeout / PageTooLarge / PageCrashed when it fails so."""
+        result = self.map(target, [args])[0]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def map(self, target: str, calls: list[tuple]) -> list:
+        """``target(*args)`` for each ``args`` of ``calls``, each within the timeout: the results, an
+        exception instance in place of a call that failed (PageTimeout, PageTooLarge, PageCrashed, or
+        the function's own). The calls go to the child in one frame and come back one by one, so a
+        batch costs one round trip, not one per page; after a call that kills the child the rest go
+        to a fresh one."""
         if not self.timeout:
-            return _function(target)(*args)
-        proc = self._proc if self._proc is not None and self._proc.poll() is None else self._start()
-        try:
-            _write(proc.stdin, (target, args))
-        except (BrokenPipeError, OSError):  # it died before reading (e.g. the bound is too small to start)
-            code = proc.wait()
-            self._kill()
-            raise PageCrashed(f"the extraction process ended before the page (exit {code})") from None
+            fn = _function(target)
+            out = []
+            for args in calls:
+                try:
+                    out.append(fn(*args))
+                except Exception as e:
+                    out.append(e)
+            return out
+        results: list = []
+        todo = list(calls)
+        while todo:
+            proc = self._proc if self._proc is not None and self._proc.poll() is None else self._start()
+            try:
+                _write(proc.stdin, (target, todo))
+            except (BrokenPipeError, OSError):  # it died before reading (e.g. the bound is too small to start)
+                code = proc.wait()
+                self._kill()
+                results.append(PageCrashed(f"the extraction process ended before the page (exit {code})"))
+                todo = todo[1:]
+                continue
+            for k in range(len(todo)):
+                try:
+                    kind, value = self._answer()
+                except (PageTimeout, PageCrashed) as e:  # the child is gone: the rest go to a new one
+                    results.append(e)
+                    todo = todo[k + 1:]
+                    break
+                if kind == "memory":
+                    self._kill()  # a child that hit the bound may be left fragmented: start afresh
+                    results.append(PageTooLarge(f"more than the {self.memory / 2**20:,.0f} MiB bound"))
+                    todo = todo[k + 1:]
+                    break
+                results.append(value)
+            else:
+                todo = []
+        return results
+
+    def _answer(self):
+        """The next answer frame of the child, within the timeout."""
+        proc = self._proc
+        fd = proc.stdout.fileno()
         deadline = time.monotonic() + self.timeout
-        out = proc.stdout
-        fd = out.fileno()
-        data = bytearray()
+        buf = self._buf
         need = _HEADER.size
-        header_done = False
-        while len(data) < need:
+        header = True
+        while True:
+            if len(buf) >= need:
+                if header:
+                    (n,) = _HEADER.unpack(bytes(buf[:_HEADER.size]))
+                    del buf[:_HEADER.size]
+                    need, header = n, False
+                    continue
+                data = bytes(buf[:need])
+                del buf[:need]
+                return pickle.loads(data)
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
                 self._kill()
                 raise PageTimeout(f"no result after {self.timeout:g} s (the extraction was stopped)")
-            chunk = os.read(fd, max(need - len(data), 1 << 16))
+            chunk = os.read(fd, 1 << 20)
             if not chunk:
                 code = proc.wait()
                 self._kill()
                 if code < 0:
                     raise PageCrashed(f"the extraction process died (signal {-code})")
                 raise PageCrashed(f"the extraction process ended (exit {code})")
-            data += chunk
-            if not header_done and len(data) >= _HEADER.size:
-                (n,) = _HEADER.unpack(bytes(data[:_HEADER.size]))
-                del data[:_HEADER.size]
-                need, header_done = n, True
-        kind, value = pickle.loads(bytes(data))
-        if kind == "ok":
-            return value
-        if kind == "memory":
-            self._kill()  # a child that hit the bound may be left fragmented: start afresh
-            raise PageTooLarge(f"more than the {self.memory / 2**20:,.0f} MiB bound")
-        raise value
+            buf += chunk
 
     def close(self) -> None:
         proc, self._proc = self._proc, None

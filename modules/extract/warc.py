@@ -102,26 +102,48 @@ class SandboxedPages:
     """:class:`PageExtractor` in a child process (:mod:`curate.stages.extract.sandbox`): a page that
     hangs or takes too much memory is a ``timeout`` / ``too_large`` reject and the file goes on."""
 
+    #: pages sent to the child in one frame (one round trip), or fewer when their bytes reach BATCH_BYTES
+    BATCH_PAGES = 64
+    BATCH_BYTES = 16 << 20
+
     def __init__(self, settings: ExtractWarcSettings):
-        from curate.stages.extract.sandbox import Sandbox
+        from curate.stages.extract.sandbox import sandbox_for
 
         self.settings = settings
-        self.sandbox = Sandbox(settings.extract_timeout, parse_bytes(settings.extract_memory, "extract_memory"))
+        self.sandbox = sandbox_for(settings)  # the thread's child, shared with its other tasks
+        self._queue: list[tuple[dict, tuple]] = []
+        self._bytes = 0
 
     def row(self, row: dict, payload, charset: str | None, where: str) -> dict:
+        """A placeholder the next :meth:`flush` fills with the page's row (the caller keeps it in order)."""
+        slot: dict = {}
+        self._queue.append((slot, (self.settings, row, bytes(payload), charset, where)))
+        self._bytes += len(payload)
+        if len(self._queue) >= self.BATCH_PAGES or self._bytes >= self.BATCH_BYTES:
+            self.flush()
+        return slot
+
+    def flush(self) -> None:
         from curate.stages.extract.sandbox import PageCrashed, PageTimeout, PageTooLarge
 
-        try:
-            return self.sandbox.call(PAGE_ROW, self.settings, row, bytes(payload), charset, where)
-        except PageTimeout as e:
-            return reject(row, "timeout", f"{where}: {self.settings.algorithm}: {e}")
-        except PageTooLarge as e:
-            return reject(row, "too_large", f"{where}: {self.settings.algorithm}: {e} (--extract-memory)")
-        except PageCrashed as e:
-            return reject(row, "extract_error", f"{where}: {self.settings.algorithm}: {e}")
+        queue, self._queue, self._bytes = self._queue, [], 0
+        if not queue:
+            return
+        results = self.sandbox.map(PAGE_ROW, [args for _, args in queue])
+        for (slot, (_, row, _, _, where)), result in zip(queue, results):
+            algorithm = self.settings.algorithm
+            if isinstance(result, PageTimeout):
+                result = reject(row, "timeout", f"{where}: {algorithm}: {result}")
+            elif isinstance(result, PageTooLarge):
+                result = reject(row, "too_large", f"{where}: {algorithm}: {result} (--extract-memory)")
+            elif isinstance(result, PageCrashed):
+                result = reject(row, "extract_error", f"{where}: {algorithm}: {result}")
+            elif isinstance(result, BaseException):
+                raise result
+            slot.update(result)
 
     def close(self) -> None:
-        self.sandbox.close()
+        self._queue, self._bytes = [], 0  # the child stays for the thread's next file
 
 
 @functools.lru_cache(maxsize=4)
@@ -267,6 +289,8 @@ def _extract_records(raw, settings, on_error, stream, page, max_bytes, meta) -> 
             if row is not None:
                 rows.append(row)
                 starts.append(item.start)
+    if isinstance(page, SandboxedPages):
+        page.flush()  # the pages still queued: their rows are placeholders until now
     if stream.damage:
         if on_error != "skip":
             d = stream.damage[0]

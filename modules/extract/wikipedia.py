@@ -202,7 +202,8 @@ def extract_wikipedia_file(raw: RawFile, settings: ExtractWikipediaSettings, on_
         return file_failure(raw, on_error, "unreadable_file", e, meta)
     site = _Site(raw, settings.language)
     rows: list[dict] = []
-    with stream, sandbox_for(settings) as sandbox:
+    sandbox = sandbox_for(settings)  # the thread's child, shared with its other tasks
+    with stream:
         head = stream.read(CHUNK)
         if not head:
             if stream.error is not None:
