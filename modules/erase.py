@@ -413,7 +413,7 @@ def discover(roots) -> list[Unit]:
         if is_remote(root):
             raise SettingsError(f"{root}: erase works on local outputs only (copy the output here, erase, copy back)")
         if not os.path.isdir(root):
-            raise SettingsError(f"{root}: no such directory")
+            raise SettingsError(f"{root}: no such directory (give a job root or an output directory)")
         units = _units_of(root)
         if not units:
             raise OwnershipError(f"{root}: not a curate output (no manifest.json); erase changes only what curate wrote")

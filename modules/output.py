@@ -1023,11 +1023,13 @@ def _count_rows(out: Output, rel: str) -> int:
         with out.open_read(rel) as f:
             return pq.ParquetFile(f).metadata.num_rows
     if rel.endswith((".jsonl", ".ndjson")):
-        n = 0
+        n, size = 0, 0
         with out.open_read(rel) as f:
             for chunk in iter(lambda: f.read(8 << 20), b""):
                 n += chunk.count(b"\n")
-        return n
+                size += len(chunk)
+        # pandas writes an empty frame as one newline: a part without documents, not one blank record
+        return 0 if size == 1 and n == 1 else n
     raise ValueError("not a data part")
 
 
