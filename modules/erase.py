@@ -110,6 +110,9 @@ BY = ("ids", "urls", "domains")
 RANK = {"dataset": 0, "tokens": 1, "pack": 2, "shards": 2, "job": 3}
 #: columns that name the document a row is (or is a piece of)
 ID, URL, DOCUMENT_ID, REASON = "id", "url", "document_id", "_reason"
+#: dedup names the document each removed duplicate was removed for; erase replaces an erased one's id
+KEPT_ID, DETAIL, DUPLICATE_OF = "kept_id", "_detail", "duplicate of "
+ERASED_DETAIL = "duplicate of an erased document"
 #: dedup intermediates address documents by number (input partition << 32 | row)
 NUMBERS = ("doc", "u", "v")
 _PIECE = r"(#\d+)+$"
@@ -200,6 +203,7 @@ class Matcher:
         self.aliases = tuple(aliases)
         self._ids = pa.array(sorted(self.ids), pa.large_string())
         self._entries = pa.array(list(request.entries), pa.large_string())
+        self._details = pa.array([DUPLICATE_OF + i for i in sorted(self.ids)], pa.large_string())
         self._domain_hits: dict[str, str | None] = {}  # url -> the listed domain it is below, or None
 
     def columns(self) -> tuple[str, ...]:
@@ -253,6 +257,32 @@ class Matcher:
                 if c == ID:
                     found |= self._present(pc.unique(pc.replace_substring_regex(values, _PIECE, "")))
         return found
+
+    def references(self, table) -> np.ndarray:
+        """Rows of other documents that name an erased one as the duplicate they were removed for
+        (dedup's ``kept_id`` and ``_detail``)."""
+        m = np.zeros(table.num_rows, dtype=bool)
+        if KEPT_ID in table.column_names:
+            m |= _isin(_strings(table[KEPT_ID]), self._ids)
+        if DETAIL in table.column_names:
+            m |= _isin(_strings(table[DETAIL]), self._details)
+        return m
+
+    def scrub(self, table):
+        """``table`` with the references to erased documents replaced: ``kept_id`` null, ``_detail``
+        "duplicate of an erased document"; and how many rows changed."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        n = int(self.references(table).sum())
+        for name, values, new in ((KEPT_ID, self._ids, None), (DETAIL, self._details, ERASED_DETAIL)):
+            if n and name in table.column_names:
+                k = table.column_names.index(name)
+                column = table.column(k).combine_chunks()
+                hit = pa.array(_isin(_strings(table[name]), values))
+                column = pc.if_else(hit, pa.scalar(new, column.type), column)
+                table = table.set_column(k, table.schema.field(k), column)
+        return table, n
 
     def _present(self, values) -> set[str]:
         return set(_where(self._entries, _isin(self._entries, values)))
@@ -317,9 +347,10 @@ def _jsonl_table(lines: list[bytes], columns=None):
     return pa.table({c: pa.array([text(r.get(c)) for r in records], pa.large_string()) for c in wanted})
 
 
-def rewrite_table(out: Output, rel: str, mask_fn, drop_empty: bool) -> dict | None:
-    """Write ``rel`` again without the rows ``mask_fn(table)`` marks; its new record (with rows), the
-    string "removed" when nothing is left and ``drop_empty``, or None when no row is marked."""
+def rewrite_table(out: Output, rel: str, mask_fn, drop_empty: bool, matcher: Matcher | None = None) -> dict | str | None:
+    """Write ``rel`` again without the rows ``mask_fn(table)`` marks, and the rest's references to
+    erased documents replaced (``matcher.scrub``); its new record (with rows), the string "removed"
+    when nothing is left and ``drop_empty``, or None when nothing changes."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -331,9 +362,10 @@ def rewrite_table(out: Output, rel: str, mask_fn, drop_empty: bool) -> dict | No
             compression = "none" if compression == "uncompressed" else compression
         table = pf.read()
         erase = mask_fn(table)
-        if not erase.any():
-            return None
         kept = table.filter(pa.array(~erase)).combine_chunks()
+        kept, scrubbed = matcher.scrub(kept) if matcher is not None else (kept, 0)
+        if not erase.any() and not scrubbed:
+            return None
         if drop_empty and kept.num_rows == 0:
             out.remove(rel)
             return "removed"
@@ -341,10 +373,14 @@ def rewrite_table(out: Output, rel: str, mask_fn, drop_empty: bool) -> dict | No
             pq.write_table(kept, f, compression=compression)
         return {**f.record, "rows": kept.num_rows}
     lines = _jsonl_lines(out.read_bytes(rel))
-    erase = mask_fn(_jsonl_table(lines))
-    if not erase.any():
+    table = _jsonl_table(lines)
+    erase = mask_fn(table)
+    scrubbed = np.zeros(len(lines), dtype=bool)
+    if matcher is not None and table.num_rows:
+        scrubbed = matcher.references(table) & ~erase
+    if not erase.any() and not scrubbed.any():
         return None
-    kept = [line for line, e in zip(lines, erase) if not e]
+    kept = [_scrubbed_line(line) if s else line for line, e, s in zip(lines, erase, scrubbed) if not e]
     if drop_empty and not kept:
         out.remove(rel)
         return "removed"
@@ -352,6 +388,19 @@ def rewrite_table(out: Output, rel: str, mask_fn, drop_empty: bool) -> dict | No
     with out.open(rel) as f:
         f.write(b"".join(line + b"\n" for line in kept) if kept else b"\n")
     return {**f.record, "rows": len(kept)}
+
+
+def _scrubbed_line(line: bytes) -> bytes:
+    """A JSONL record with its reference to an erased document replaced, encoded as pandas encodes it."""
+    import pandas as pd
+
+    record = json.loads(line)
+    if KEPT_ID in record:
+        record[KEPT_ID] = None
+    if str(record.get(DETAIL, "")).startswith(DUPLICATE_OF):
+        record[DETAIL] = ERASED_DETAIL
+    text = pd.DataFrame([record]).to_json(orient="records", lines=True, force_ascii=False, double_precision=15)
+    return text.strip("\n").encode("utf-8")
 
 
 def disk_record(out: Output, rel: str) -> dict:
@@ -529,7 +578,7 @@ def resolve(units: list[Unit], request: Request, known=()) -> tuple[Matcher, lis
 
 def plan_unit(u: Unit, matcher: Matcher) -> dict | None:
     """What erasing ``matcher``'s documents does to ``u``; None when it holds none of them."""
-    columns = (*matcher.columns(), REASON, *NUMBERS, "length")
+    columns = (*matcher.columns(), REASON, KEPT_ID, DETAIL, *NUMBERS, "length")
     tables = {rel: read_table(u.out, rel, columns) for rel in scan_files(u)}
     numbers: set[int] = set()
     if u.kind == "dataset":  # the numbers dedup intermediates give the erased documents
@@ -541,7 +590,8 @@ def plan_unit(u: Unit, matcher: Matcher) -> dict | None:
     files, pairs, first_shard, stream_tokens = [], [], None, 0
     for rel, table in tables.items():
         m = matcher.mask(table) | numbers_mask(table, numbers)
-        if not m.any():
+        references = int((matcher.references(table) & ~m).sum())
+        if not m.any() and not references:
             continue
         if ID in table.column_names:
             ids.update(_where(table[ID], m))
@@ -549,7 +599,7 @@ def plan_unit(u: Unit, matcher: Matcher) -> dict | None:
             pairs.append(_plan_pair(u, sidecars[rel], m))
         elif u.kind in ("dataset", "tokens"):
             reasons = Counter(_where(table[REASON], m)) if REASON in table.column_names else Counter()
-            files.append({"path": rel, "rows": int(m.sum()), "reasons": dict(reasons)})
+            files.append({"path": rel, "rows": int(m.sum()), "reasons": dict(reasons), "references": references})
         elif u.kind == "shards":
             k = _shard_number(u, rel)
             first_shard = k if first_shard is None else min(first_shard, k)
@@ -622,7 +672,7 @@ def apply_dataset(u: Unit, matcher: Matcher, written: dict) -> None:
         if not u.out.exists(rel):
             continue  # an empty _rejects/ file a killed erase removed
         rec = rewrite_table(u.out, rel, lambda t: matcher.mask(t) | numbers_mask(t, numbers),
-                            drop_empty=rel.startswith("_rejects/"))
+                            drop_empty=rel.startswith("_rejects/"), matcher=matcher)
         if isinstance(rec, dict):
             written[rel] = rec
 

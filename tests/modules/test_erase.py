@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -159,6 +160,28 @@ def test_dataset_parts_equal_a_fresh_run_without_the_documents(dedup, tmp_path):
     again = erase.erase([out], request(tmp_path, "ids", ["d0", "e1"]))
     assert again.units == [] and again.already and snapshot(out) == after
     assert after != before
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_references_to_an_erased_kept_document_are_replaced(tmp_path, fmt):
+    """d1 was kept, e1 removed as its duplicate: e1 stays (it was not asked for), but no row names d1."""
+    out = tmp_path / "dedup"
+    run_stage("exact_dedup", {}, [write_input(tmp_path / "in")], out, format=fmt)
+    erase.erase([out], request(tmp_path, "ids", ["d1"]))
+    rejects = read_rows(out / f"_rejects/part-00001.{fmt}")
+    assert rejects[["id", "_reason", "_detail"]].values.tolist() == [
+        ["e1", "exact_duplicate", "duplicate of an erased document"]]
+    duplicates = pd.concat([pd.read_parquet(p) for p in sorted((out / "_duplicates").glob("*.parquet"))])
+    assert duplicates["id"].tolist() == ["e1"] and duplicates["kept_id"].isna().all()
+    assert not any("d1" in json.dumps(read_rows(p).astype(str).values.tolist()) for p in out.rglob("*.*")
+                   if p.suffix in (".parquet", ".jsonl") and not p.name.startswith("."))
+    _verify_ok(out)
+
+
+def read_rows(path: Path) -> pd.DataFrame:
+    if path.suffix == ".parquet":
+        return pd.read_parquet(path)
+    return pd.read_json(path, lines=True, dtype=False)
 
 
 def test_jsonl_parts_keep_the_other_lines(tmp_path):
