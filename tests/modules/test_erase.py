@@ -301,9 +301,9 @@ def test_a_killed_erase_resumes_to_the_same_files(token_chain, tmp_path, monkeyp
     copies = [tmp_path / f"copy-{p.name}" for p in (tokens, packed, shards)]
     for a, b in zip((tokens, packed, shards), copies):
         shutil.copytree(a, b)
-    for a, b in zip(copies[1:], (packed, shards)):  # the copies' consumers name the copied token set
-        for p in (a / "manifest.json",):
-            p.write_text(p.read_text().replace(str(tokens), str(copies[0])))
+    for copy in copies[1:]:  # the copies' consumers name the copied token set
+        p = copy / "manifest.json"
+        p.write_text(p.read_text().replace(str(tokens), str(copies[0])))
     erase.erase(copies, request(tmp_path, "domains", ["example.org", "b.example.com"]))
 
     from curate.stages.tokenize import docs
