@@ -889,6 +889,11 @@ def _record(u: Unit, request: Request) -> dict:
             "documents": u.plan["documents"], "by": request.by}
 
 
+def _finished(manifest: dict, request: Request) -> bool:
+    return manifest.get("status") == "complete" and \
+        (manifest.get("erasures") or [{}])[-1].get("request_sha256") == request.sha256
+
+
 def mark(u: Unit, request: Request) -> None:
     """Step 3 of the module doc: the unit's plan in its journal, then it is no longer complete."""
     if not u.resumed:
@@ -977,9 +982,15 @@ def erase(roots, request: Request, dry_run: bool = False, before_job_finish=None
                           already=already, dry_run=dry_run)
         if dry_run:
             return outcome
+        # a unit whose manifest a killed erase already finished only lacks its _SUCCESS
+        done = {id(u) for u in changed if u.resumed and _finished(u.out.manifest(), request)}
         for u in changed:  # every plan is on disk before any document file changes
-            mark(u, request)
+            if id(u) not in done:
+                mark(u, request)
         for u in changed:
+            if id(u) in done:
+                finish(u, request, None, {})
+                continue
             written: dict = {}
             summary = None
             if u.kind == "dataset":

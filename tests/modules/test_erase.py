@@ -332,6 +332,28 @@ def test_a_killed_erase_resumes_to_the_same_files(token_chain, tmp_path, monkeyp
         assert m["outputs"] == f["outputs"] and len(m["erasures"]) == 1
 
 
+def test_killed_after_a_manifest_was_written_counts_once(dedup, tmp_path, monkeypatch):
+    _src, out = dedup
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    req = request(tmp_path, "ids", ["d0", "e1"])
+    erase.erase([copy], req)
+    real = Output.forget
+
+    def dies(self, key):
+        raise KeyboardInterrupt  # the manifest and _SUCCESS are written, the plan is still in the journal
+
+    monkeypatch.setattr(Output, "forget", dies)
+    with pytest.raises(KeyboardInterrupt):
+        erase.erase([out], req)
+    monkeypatch.setattr(Output, "forget", real)
+    erase.erase([out], req)
+    assert json.loads((out / "manifest.json").read_text())["counts"] == \
+        json.loads((copy / "manifest.json").read_text())["counts"]
+    assert len(json.loads((out / "manifest.json").read_text())["erasures"]) == 1
+    assert data_files(out) == data_files(copy) and not list((out / "_state").glob("erase-*"))
+
+
 def test_refusals_change_nothing(dedup, tmp_path):
     _src, out = dedup
     before = snapshot(out)
