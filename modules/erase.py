@@ -204,12 +204,13 @@ class Matcher:
         self._ids = pa.array(sorted(self.ids), pa.large_string())
         self._entries = pa.array(list(request.entries), pa.large_string())
         self._details = pa.array([DUPLICATE_OF + i for i in sorted(self.ids)], pa.large_string())
-        self._domain_hits: dict[str, str | None] = {}  # url -> the listed domain it is below, or None
+        self._domains = frozenset(request.entries) if request.by == "domains" else frozenset()
 
     def columns(self) -> tuple[str, ...]:
         return (ID, URL, DOCUMENT_ID, *self.aliases)
 
     def mask(self, table) -> np.ndarray:
+        import pyarrow as pa
         import pyarrow.compute as pc
 
         m = np.zeros(table.num_rows, dtype=bool)
@@ -224,20 +225,20 @@ class Matcher:
         if URL in names and self.request.by == "urls":
             m |= _isin(_strings(table[URL]), self._entries)
         elif URL in names and self.request.by == "domains":
-            m |= _isin(_strings(table[URL]), self._hits(table[URL]))
+            m |= _isin(_strings(table[URL]), pa.array(list(self._hits(table[URL])), pa.large_string()))
         return m
 
-    def _hits(self, column):
-        """The URLs of ``column`` below a listed domain (one host lookup per distinct URL)."""
-        import pyarrow as pa
+    def _hits(self, column) -> dict[str, str]:
+        """The distinct URLs of ``column`` whose host is a listed domain or below one -> that domain."""
         import pyarrow.compute as pc
 
+        hits = {}
         for url in pc.unique(_strings(column)).to_pylist():
-            if url not in self._domain_hits:
-                host = host_of(url)
-                self._domain_hits[url] = next((d for d in self.request.entries if host and
-                                               (host == d or host.endswith("." + d))), None)
-        return pa.array([u for u, d in self._domain_hits.items() if d], pa.large_string())
+            labels = (host_of(url) or "").split(".")
+            domain = next((d for d in (".".join(labels[k:]) for k in range(len(labels))) if d in self._domains), None)
+            if domain:
+                hits[url] = domain
+        return hits
 
     def found(self, table) -> set[str]:
         """The request's entries that rows of ``table`` match."""
@@ -247,8 +248,7 @@ class Matcher:
         if self.request.by == "domains":
             if URL not in names:
                 return set()
-            self._hits(table[URL])
-            return {self._domain_hits[u] for u in pc.unique(_strings(table[URL])).to_pylist() if self._domain_hits.get(u)}
+            return set(self._hits(table[URL]).values())
         found = set()
         for c in [URL] if self.request.by == "urls" else [ID, DOCUMENT_ID, *self.aliases]:
             if c in names:
