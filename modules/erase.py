@@ -444,9 +444,10 @@ def _kind(manifest: dict) -> str:
 
 def _units_of(folder: str) -> list[Unit]:
     out = Output.at(folder)
-    listing = out.listing()
+    # the folder's own names are enough to find its units (a manifest, or a journal folder)
+    top = {(f"{e.name}/" if e.is_dir() else e.name): 0 for e in os.scandir(out.url)}
     units = []
-    for name in units_in(listing):
+    for name in units_in(top):
         o = Output(out.url, name)
         units.append(Unit(o, "", o.manifest() or {}))
     for u in units:
@@ -578,17 +579,17 @@ def resolve(units: list[Unit], request: Request, known=()) -> tuple[Matcher, lis
 
 def plan_unit(u: Unit, matcher: Matcher) -> dict | None:
     """What erasing ``matcher``'s documents does to ``u``; None when it holds none of them."""
-    columns = (*matcher.columns(), REASON, KEPT_ID, DETAIL, *NUMBERS, "length")
-    tables = {rel: read_table(u.out, rel, columns) for rel in scan_files(u)}
     numbers: set[int] = set()
     if u.kind == "dataset":  # the numbers dedup intermediates give the erased documents
-        for table in tables.values():
+        for rel in scan_files(u):
+            table = read_table(u.out, rel, (*matcher.columns(), "doc"))
             if ID in table.column_names and "doc" in table.column_names:
                 numbers.update(_where(table["doc"], matcher.mask(table)))
     sidecars = {f.get("docs"): f for f in u.manifest.get("files") or []} if u.kind == "tokens" else {}
     ids: set[str] = set()
     files, pairs, first_shard, stream_tokens = [], [], None, 0
-    for rel, table in tables.items():
+    for rel in scan_files(u):  # one file in memory at a time (its id columns only)
+        table = read_table(u.out, rel, (*matcher.columns(), REASON, KEPT_ID, DETAIL, *NUMBERS, "length"))
         m = matcher.mask(table) | numbers_mask(table, numbers)
         references = int((matcher.references(table) & ~m).sum())
         if not m.any() and not references:
