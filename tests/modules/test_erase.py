@@ -222,7 +222,7 @@ def test_token_pairs_equal_a_fresh_tokenize_without_the_documents(tmp_path, sett
     tokenize(write_input(tmp_path / "in2", without={"d1", "e0", "e2"}), fresh, **settings)
     assert data_files(out) == data_files(fresh)
     m, f = (json.loads((p / "manifest.json").read_text()) for p in (out, fresh))
-    for key in ("files", "sets", "totals", "counts"):
+    for key in ("files", "sets", "totals", "counts", "outputs"):
         assert m[key] == f[key], key
     assert verify(str(out)).ok
     _verify_ok(out, tokens=True)
@@ -238,6 +238,9 @@ def test_a_pair_left_without_documents_is_removed(tmp_path):
     fresh = tmp_path / "fresh"
     tokenize(write_input(tmp_path / "in2", without={"e0", "e1", "e2", "e3"}), fresh)
     assert data_files(out) == data_files(fresh)
+    m, f = (json.loads((p / "manifest.json").read_text()) for p in (out, fresh))
+    for key in ("files", "sets", "totals", "counts", "outputs"):
+        assert m[key] == f[key], key
 
 
 @pytest.fixture
@@ -268,7 +271,7 @@ def test_packed_rows_and_shards_equal_a_rebuild_from_the_erased_tokens(token_cha
     assert data_files(shards) == data_files(fresh_shards)
     for a, b in ((packed, fresh_pack), (shards, fresh_shards)):
         m, f = (json.loads((p / "manifest.json").read_text()) for p in (a, b))
-        for key in ("files", "shards", "totals", "counts", "sets", "splits"):
+        for key in ("files", "shards", "totals", "counts", "sets", "splits", "outputs"):
             assert m.get(key) == f.get(key), (a, key)
         _verify_ok(a)
     # shards before the first that held an erased document are the same files
