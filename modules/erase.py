@@ -21,10 +21,10 @@ new id turns up), and dedup intermediates (``_work/``) by the document numbers (
 What is rewritten, each file through :class:`curate.stages.output.Output` (temporary, rename,
 checksum) and only when it holds an erased document:
 
-- dataset parts, ``_rejects/``, ``_duplicates/`` and ``_work/`` Parquet: the rows dropped with Arrow,
-  the file written again with the compression it had (JSONL: the other lines kept byte for byte). A
-  part is what the stage writes without those documents in its input partition: per-document
-  stages never look at another document. A ``_rejects/`` file left empty is removed (stages write
+- dataset parts, ``_rejects/``, ``_duplicates/`` and ``_work/`` Parquet: the rows dropped with Arrow
+  (and dedup's references to an erased document replaced, below), the file written again with the
+  compression it had (JSONL: the other lines kept byte for byte). A part is what the stage writes
+  without those documents in its input partition: per-document stages never look at another document. A ``_rejects/`` file left empty is removed (stages write
   none then); every other file stays, possibly empty, as the stages leave theirs.
 - token pairs: the other sequences' bytes copied in order, the ``.idx`` recomputed
   (:func:`curate.stages.tokenize.megatron.index_bytes`), the sidecar's rows dropped: the pair tokenize
@@ -65,9 +65,10 @@ changes nothing:
 
 Where the result differs from a fresh run without the documents: a dedup stage keeps one document
 of a duplicate group; erase never brings back a document an erased one displaced (a fresh run would
-keep its duplicate instead), and ``_duplicates/`` rows and ``_detail`` of the other members still
-name the erased document's id as the one kept. Dedup intermediates (``_work/``) keep the document
-numbers of the original run. ``counts.in`` drops by the erased rows (for ``split_documents`` and
+keep its duplicate instead). The other members stay rejected, but no row names the erased document
+any more: their ``_detail`` becomes "duplicate of an erased document" and their ``kept_id`` null (in
+``_duplicates/`` and ``_work/``). Dedup intermediates (``_work/``) keep the document numbers of the
+original run. ``counts.in`` drops by the erased rows (for ``split_documents`` and
 ``join_documents``, which count segments on one side, a fresh run's would differ). Stage statistics
 besides counts (filter score samples, dedup step sizes) describe the original run. Inputs curate did
 not write (the job's WARC files, a user's JSONL) are never touched: rerunning a job with ``--force``
