@@ -184,14 +184,15 @@ def read_rows(path: Path) -> pd.DataFrame:
     return pd.read_json(path, lines=True, dtype=False)
 
 
-def test_jsonl_parts_keep_the_other_lines(tmp_path):
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_a_part_left_empty_is_what_the_stage_writes(tmp_path, fmt):
     src = write_input(tmp_path / "in")
     out = tmp_path / "clean"
-    run_stage("clean", {}, [src], out, format="jsonl")
+    run_stage("clean", {}, [src], out, format=fmt)
     erase.erase([out], request(tmp_path, "urls", ["https://a.example.com/0", "https://a.example.com/1",
                                                   "https://b.example.com/2", "https://a.example.com/3"]))
     fresh = tmp_path / "fresh"
-    run_stage("clean", {}, [write_input(tmp_path / "in2", without={"d0", "d1", "d2", "d3"})], fresh, format="jsonl")
+    run_stage("clean", {}, [write_input(tmp_path / "in2", without={"d0", "d1", "d2", "d3"})], fresh, format=fmt)
     assert data_files(out) == data_files(fresh)  # part-00000 holds no document, as a fresh run writes it
     _verify_ok(out)
 
