@@ -32,6 +32,7 @@ COMMANDS = {
     "report": "curate.app.commands.report",
     "train-classifier": "curate.app.commands.train_classifier",
     "bench": "curate.app.commands.bench",
+    "reproduce": "curate.app.commands.reproduce",
 }
 
 

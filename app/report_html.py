@@ -473,7 +473,8 @@ def render(data: dict) -> str:
         filt.append("<div class='grid'>" + "".join(_slot(k) for k in keys) + "</div>")
         rows = [[_e(f["reason"]), _e(threshold_text(f)), _fmt(sample["filters"].get(f["reason"], {}).get("scored")),
                  _fmt(sample["filters"].get(f["reason"], {}).get("rejected")),
-                 _fmt(s["dropped"].get(f["reason"], 0))] for f in m["filters"]]
+                 _fmt(s["dropped"].get(f["reason"], 0)) if s["stage"] != "tag" else "- (tag drops none)"]
+                for f in m["filters"]]
         filt.append(_table(["filter", "keeps", "scored", "rejects alone", "dropped first"], rows))
     if filt:
         sections.append("<h2 id='filters'>Filters</h2>" + "".join(filt))

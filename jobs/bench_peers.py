@@ -34,6 +34,12 @@ Stages (the inputs are generated once under --workdir and shared):
   Python shingles; datasketch's own bands x rows for the threshold).
 - ``exact``: exact duplicate removal on the same documents: ``curate dedup exact`` vs datatrove's
   three exact-dedup stages vs NeMo Curator 0.9 ``ExactDuplicates`` (Dask, N workers) + removal.
+- ``tokenize-1k``: a small run end to end, what a user iterating on a sample waits for: 1,000
+  synthetic ~1 kB documents (JSONL) to Megatron-style token files with the same tokenizer.json
+  (cl100k_base converted to a Hugging Face directory), ``curate tokenize`` with its defaults (``--cluster
+  auto``) vs datatrove's ``JsonlReader`` -> ``DocumentTokenizer`` (one task). Wall seconds and the CPU
+  seconds of the whole process tree.
+- ``startup``: the same on 10 documents: the fixed cost of a run.
 """
 
 from __future__ import annotations
@@ -51,7 +57,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NUM_PERM = 128
 SEED = 42
 THRESHOLD = 0.8
-STAGES = ("minhash-core", "minhash-text", "fuzzy", "exact")
+STAGES = ("minhash-core", "minhash-text", "fuzzy", "exact", "tokenize-1k", "startup")
+TOKENIZE_DOCS = {"tokenize-1k": 1000, "startup": 10}
 
 
 # --------------------------------------------------------------------------- shared by both sides
@@ -131,6 +138,14 @@ def one_curate(stage: str, work: str, workers: int) -> dict:
         t = time.process_time()
         minhash.signatures(texts, NUM_PERM, SEED)
         return {"docs": len(texts), "cpu": time.process_time() - t, "cores": 1}
+    if stage in TOKENIZE_DOCS:
+        out = os.path.join(work, f"out-curate-{stage}")
+        shutil.rmtree(out, ignore_errors=True)
+        curate = os.path.join(os.path.dirname(sys.executable), "curate")
+        subprocess.run([curate, "--log-level", "WARNING", "tokenize", "--input", os.path.join(work, stage, "docs.jsonl"),
+                        "--output", out, "--tokenizer", os.path.join(work, "tokenizer")], check=True,
+                       stdout=subprocess.DEVNULL)
+        return {"docs": TOKENIZE_DOCS[stage], "cores": 1}
     cmd = {"fuzzy": ["dedup", "fuzzy"], "exact": ["dedup", "exact"]}[stage]
     out = os.path.join(work, f"out-curate-{stage}")
     shutil.rmtree(out, ignore_errors=True)
@@ -193,6 +208,17 @@ def one_datatrove(stage: str, work: str, workers: int) -> dict:
 
     base = os.path.join(work, f"out-datatrove-{stage}")
     shutil.rmtree(base, ignore_errors=True)
+    if stage in TOKENIZE_DOCS:
+        from datatrove.pipeline.readers import JsonlReader
+        from datatrove.pipeline.tokens import DocumentTokenizer
+
+        LocalPipelineExecutor(pipeline=[
+            JsonlReader(os.path.join(work, stage), glob_pattern="*.jsonl"),
+            DocumentTokenizer(output_folder=f"{base}/out", local_working_dir=f"{base}/tmp",
+                              tokenizer_name_or_path=os.path.join(work, "tokenizer", "tokenizer.json"),
+                              eos_token="<|endoftext|>", shuffle_documents=False, save_filename="tokens"),
+        ], tasks=1, workers=1, logging_dir=os.path.join(base, "logs")).run()
+        return {"docs": TOKENIZE_DOCS[stage], "cores": 1}
     data = os.path.join(work, "docs")
     files = len([f for f in os.listdir(data) if f.endswith(".parquet")])
     tasks = max(workers, files)
@@ -285,6 +311,17 @@ def prepare(work: str, docs: int, core_docs: int) -> None:
     from curate.stages.dedup import minhash
 
     os.makedirs(work, exist_ok=True)
+    for stage, n in TOKENIZE_DOCS.items():
+        path = os.path.join(work, stage, "docs.jsonl")
+        if not os.path.exists(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
+                for i, text in enumerate(synthetic_texts(n, seed=7)):
+                    f.write(json.dumps({"id": f"d{i}", "text": text}) + "\n")
+    if not os.path.exists(os.path.join(work, "tokenizer", "tokenizer.json")):
+        from tests.modules.tokenize.helpers import make_cl100k_hf_dir
+
+        make_cl100k_hf_dir(os.path.join(work, "tokenizer"))
     make_synthetic(os.path.join(work, "docs"), docs, per_file=max(docs // 8, 1000))
     if not os.path.exists(os.path.join(work, "texts-all.parquet")):
         import glob
@@ -308,10 +345,12 @@ def prepare(work: str, docs: int, core_docs: int) -> None:
 
 
 def measure(python: str, impl: str, stage: str, work: str, workers: int, env: dict) -> dict:
+    import resource
     import threading
 
     cmd = [python, os.path.abspath(__file__), "_one", impl, stage, work, str(workers)]
     stop = threading.Event()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, **env})
@@ -322,11 +361,14 @@ def measure(python: str, impl: str, stage: str, work: str, workers: int, env: di
     wall = time.perf_counter() - t
     stop.set()
     sampler.join()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the process and every child it waited for
+    tree_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode != 0:
         last = (err.strip().splitlines() or ["?"])[-1]
         return {"error": f"exit {proc.returncode}: {last[:160]}"}
     result = json.loads(out.strip().splitlines()[-1])
     result["wall"] = wall
+    result["tree_cpu"] = tree_cpu
     result["peak"] = peak[0] if peak else 0
     return result
 
@@ -351,7 +393,8 @@ def main() -> int:
     env = {"BENCH_BANDS_ROWS": json.dumps(FuzzyDedupSettings().lsh_params())}
     peers = {"datatrove": args.datatrove, "rensa": args.rensa, "nemo": args.nemo}
     impls = {"minhash-core": ["curate", "rensa"], "minhash-text": ["curate", "rensa"],
-             "fuzzy": ["curate", "datatrove", "datasketch"], "exact": ["curate", "datatrove", "nemo"]}
+             "fuzzy": ["curate", "datatrove", "datasketch"], "exact": ["curate", "datatrove", "nemo"],
+             "tokenize-1k": ["curate", "datatrove"], "startup": ["curate", "datatrove"]}
     print(f"{os.cpu_count()} cores; {args.workers} workers/tasks for fuzzy and exact; median of {args.repeat} "
           "alternated whole processes\n")
     for stage in args.stages.split(","):
@@ -363,29 +406,31 @@ def main() -> int:
                 if python is None:
                     continue
                 runs.setdefault(impl, []).append(measure(python, impl, stage, args.workdir, args.workers, env))
-        rows = [("implementation", "docs", "removed", "seconds", "docs/s/core", "peak MiB", "curate is x faster")]
+        rows = [("implementation", "docs", "removed", "seconds", "docs/s/core", "peak MiB", "curate is x faster",
+                 "tree CPU-s")]
         rate = {}
         for impl, results in runs.items():
             ok = [r for r in results if "error" not in r]
             if not ok:
-                rows.append((impl, "-", "-", results[0]["error"], "", "", ""))
+                rows.append((impl, "-", "-", results[0]["error"], "", "", "", ""))
                 continue
             timed = "cpu" if "cpu" in ok[0] else "wall"
             seconds = statistics.median(r[timed] for r in ok)
             rate[impl] = ok[0]["docs"] / seconds / ok[0]["cores"]
             rows.append((impl, f"{ok[0]['docs']:,}", f"{ok[0].get('removed', '-')}", f"{seconds:.2f}",
-                         f"{rate[impl]:,.0f}", f"{max(r['peak'] for r in ok) / 2**20:,.0f}", ""))
+                         f"{rate[impl]:,.0f}", f"{max(r['peak'] for r in ok) / 2**20:,.0f}", "",
+                         f"{statistics.median(r['tree_cpu'] for r in ok):.2f}"))
             if "extra" in ok[0]:
                 for key in ok[0]["extra"]:
                     s = statistics.median(r["extra"][key] for r in ok)
                     rate[f"{impl} {key}"] = ok[0]["docs"] / s
                     rows.append((f"{impl} {key}", f"{ok[0]['docs']:,}", "-", f"{s:.2f}",
-                                 f"{rate[f'{impl} {key}']:,.0f}", "", ""))
+                                 f"{rate[f'{impl} {key}']:,.0f}", "", "", ""))
         for k, r in enumerate(rows[1:], start=1):
             name = r[0]
             base = "curate" + name[len(name.split(" ")[0]):] if " " in name else "curate"
             if name in rate and base in rate:
-                rows[k] = (*r[:6], f"{rate[base] / rate[name]:.2f}")
+                rows[k] = (*r[:6], f"{rate[base] / rate[name]:.2f}", r[7])
         print(f"{stage}:")
         table(rows)
         print(flush=True)

@@ -17,6 +17,15 @@ unique: the k-th extra copy of a document gets ``ID@k``. A ``blend_source`` colu
 NeMo takes the first documents of each dataset instead of a sample, so a source sorted by anything
 contributes only its beginning there.
 
+By a column (``--by bucket --by-weights 19:3,18:2`` or ``--by-factors 19:2,18:1.5,0:0``): the
+inputs are read as one dataset and each value of the column is a group, planned as a source is above:
+with ``--by-weights VALUE:WEIGHT,...`` (normalised; unlisted values get nothing) a value gets
+``ceil(w * target_size)`` documents; with ``--by-factors VALUE:FACTOR,...`` every document of a value
+appears ``FACTOR`` times (the whole part as copies, the fraction as a seeded sample; unlisted values
+once, 0 drops them), so a top quality bucket can be repeated. A missing value is the group
+``<null>``. ``blend_source`` is ``COLUMN=VALUE``; the manifest has, per value, its weight or factor,
+the documents it had and the documents it got (``blend.values``).
+
 Token datasets (every input a ``tokenize`` output): nothing is copied. The stage writes Megatron's
 ``--data-path`` list, ``weight prefix`` pairs, where a file's weight is its source's normalised weight
 times the file's share of that source's tokens: ``data_path.txt`` (the train files, or all of them
@@ -51,8 +60,21 @@ class BlendSettings:
     seed: int = field(default=0, metadata={"help": "seed of the samples", "metavar": "S"})
     names: tuple[str, ...] = field(default=(), metadata={
         "help": "source names, in input order (default: the inputs' base names)", "metavar": "NAME,..."})
+    by: str | None = field(default=None, metadata={
+        "help": "mix by the values of this column (a bucket, a language) instead of by input", "metavar": "COLUMN"})
+    by_weights: str | None = field(default=None, metadata={
+        "help": "with --by: VALUE:WEIGHT,... (normalised; unlisted values get none) for --target-size documents",
+        "metavar": "V:W,..."})
+    by_factors: str | None = field(default=None, metadata={
+        "help": "with --by: VALUE:FACTOR,... copies of each document of that value (1.5: every document once "
+                "and a seeded half again; unlisted values: 1)", "metavar": "V:F,..."})
 
     def __post_init__(self):
+        if self.by is not None:
+            self._check_by()
+            return
+        if self.by_weights or self.by_factors:
+            raise SettingsError("by_weights and by_factors go with --by COLUMN")
         if not self.weights:
             raise SettingsError("weights: give one weight per input, e.g. --weights 0.7,0.3")
         if any(not (w > 0) or math.isinf(w) for w in self.weights):
@@ -61,6 +83,47 @@ class BlendSettings:
         check_range(self, "seed", lo=0, hi=2**63 - 1)
         if self.names and len(set(self.names)) != len(self.names):
             raise SettingsError("names must be different from each other")
+
+    def _check_by(self) -> None:
+        if not self.by:
+            raise SettingsError("by: name a column, e.g. --by bucket")
+        if self.weights or self.names:
+            raise SettingsError("with --by the inputs are mixed as one: weights and names go with inputs, not with --by")
+        if (self.by_weights is None) == (self.by_factors is None):
+            raise SettingsError("with --by give either --by-weights VALUE:WEIGHT,... (with --target-size) or "
+                                "--by-factors VALUE:FACTOR,...")
+        check_range(self, "seed", lo=0, hi=2**63 - 1)
+        if self.by_weights is not None:
+            pairs = parse_value_map(self.by_weights, "by_weights")
+            if not any(w > 0 for _, w in pairs):
+                raise SettingsError("by_weights: at least one weight must be positive")
+            if self.target_size is None:
+                raise SettingsError("by_weights: give --target-size, the documents of the blend")
+        else:
+            parse_value_map(self.by_factors, "by_factors")
+            if self.target_size is not None:
+                raise SettingsError("by_factors: the factors set the size; --target-size goes with --by-weights")
+        check_range(self, "target_size", lo=1)
+
+
+def parse_value_map(text: str, name: str) -> tuple[tuple[str, float], ...]:
+    """'19:3,18:2,en:0.5' -> (('19', 3.0), ('18', 2.0), ('en', 0.5)): column values (as text) and numbers >= 0."""
+    out, seen = [], set()
+    for item in (s.strip() for s in str(text).split(",") if s.strip()):
+        value, sep, number = item.rpartition(":")
+        try:
+            x = float(number)
+        except ValueError:
+            x = None
+        if not sep or not value or x is None or not (x >= 0) or math.isinf(x):
+            raise SettingsError(f"{name}: expected VALUE:NUMBER (a number >= 0); got {item!r}")
+        if value in seen:
+            raise SettingsError(f"{name}: value {value!r} given twice")
+        seen.add(value)
+        out.append((value, x))
+    if not out:
+        raise SettingsError(f"{name}: give at least one VALUE:NUMBER")
+    return tuple(out)
 
 
 def normalised(weights) -> np.ndarray:
@@ -105,6 +168,34 @@ def blend_partition(df: pd.DataFrame, copies: int, extra: np.ndarray, name: str,
     out = out.assign(**{SOURCE_COLUMN: pd.Series(name, index=out.index, dtype=STRING)})
     out = out.reindex(columns=meta.columns)
     return out.astype(meta.dtypes.to_dict())
+
+
+NULL_VALUE = "<null>"
+
+
+def value_keys(df: pd.DataFrame, column: str) -> pd.Series:
+    """The group of each row: its value as text, ``<null>`` for a missing one."""
+    from curate.stages.dataset import STRING
+
+    return df[column].astype(STRING).fillna(NULL_VALUE)
+
+
+def value_counts(df: pd.DataFrame, column: str) -> dict[str, int]:
+    """{value: kept rows} of one partition."""
+    kept = df if REASON not in df.columns else df[df[REASON].isna()]
+    return {str(k): int(n) for k, n in value_keys(kept, column).value_counts().items()}
+
+
+def blend_by_partition(df: pd.DataFrame, column: str, plan, meta: pd.DataFrame) -> pd.DataFrame:
+    """Per value, ``copies`` of its kept rows plus the rows at ``extra`` (positions among that value's
+    kept rows), in value order; rows rejected upstream once. ``blend_source`` is ``COLUMN=VALUE``."""
+    bad = df[REASON].notna().to_numpy() if REASON in df.columns else np.zeros(len(df), dtype=bool)
+    kept, keys = df[~bad], value_keys(df[~bad], column)
+    pieces = [blend_partition(kept[(keys == value).to_numpy()], copies, extra, f"{column}={value}", meta)
+              for value, copies, extra in plan]
+    if bad.any():
+        pieces.append(blend_partition(df[bad], 0, np.zeros(0, dtype=np.int64), "", meta))
+    return pd.concat(pieces, ignore_index=True) if pieces else meta.iloc[:0]
 
 
 def source_names(settings: BlendSettings, inputs) -> list[str]:
@@ -167,6 +258,8 @@ class BlendStage(Stage):
     reads_raw_files = True  # token sets are not document datasets: the stage checks its inputs itself
 
     def check(self, settings: BlendSettings, inputs) -> None:
+        if settings.by is not None:
+            return
         if len(settings.weights) != len(inputs):
             raise SettingsError(f"weights: {len(settings.weights)} weights for {len(inputs)} inputs; give one per input")
         if settings.names and len(settings.names) != len(inputs):
@@ -174,6 +267,10 @@ class BlendStage(Stage):
 
     def run(self, settings: BlendSettings, ctx) -> dict:
         self.check(settings, ctx.input)
+        if settings.by is not None:
+            if any(token_manifest(spec) for spec in ctx.input):
+                raise SettingsError("blend --by mixes documents: its inputs must be document datasets, not token sets")
+            return self._by_column(settings, ctx)
         manifests = [token_manifest(spec) for spec in ctx.input]
         if all(manifests):
             return self._tokens(settings, ctx, list(zip(ctx.input, manifests)))
@@ -216,6 +313,52 @@ class BlendStage(Stage):
         return dataset.write_dataset(out, ctx, stage=self.name, settings=settings,
                                      extra={"blend": {"sources": info, "target_size": settings.target_size,
                                                       "documents": int(sum(wanted))}})
+
+    def _by_column(self, settings, ctx):
+        """Mix the inputs (as one dataset) by the values of ``settings.by``: each value is a group with
+        its own documents wanted (a share of the target, or a factor of what it has), planned exactly
+        as a source is (:func:`plan_source`), from one counting pass."""
+        import dask
+        import dask.dataframe as dd
+
+        from curate.stages import dataset
+
+        ddf = dataset.read_dataset(ctx.input, ctx.io, rejects_dir=ctx.output)
+        column = settings.by
+        if column not in ddf.columns:
+            raise SettingsError(f"by: the input has no column {column!r} (columns: {', '.join(map(str, ddf.columns))})")
+        counted = ctx.run_compute(*[dask.delayed(value_counts)(p, column) for p in ddf.to_delayed()])
+        values = sorted({v for c in counted for v in c})
+        sizes = {v: [c.get(v, 0) for c in counted] for v in values}
+        available = {v: int(sum(s)) for v, s in sizes.items()}
+        if settings.by_weights is not None:
+            weights = dict(parse_value_map(settings.by_weights, "by_weights"))
+            listed = [v for v in weights if weights[v] > 0]
+            missing = [v for v in listed if not available.get(v)]
+            if missing:
+                raise SettingsError(f"by_weights: no document has {column} = {missing[0]!r} "
+                                    f"(values: {', '.join(values[:20]) or 'none'})")
+            total_w = sum(weights[v] for v in listed)
+            wanted = {v: math.ceil(weights.get(v, 0.0) / total_w * settings.target_size) if v in listed else 0
+                      for v in values}
+            rule = {v: {"weight": weights.get(v, 0.0) / total_w} for v in values}
+        else:
+            factors = dict(parse_value_map(settings.by_factors, "by_factors"))
+            wanted = {v: int(round(factors.get(v, 1.0) * available[v])) for v in values}
+            rule = {v: {"factor": factors.get(v, 1.0)} for v in values}
+        plans = {v: plan_source(sizes[v], wanted[v], settings.seed, k) for k, v in enumerate(values)}
+        meta = ddf._meta.assign(**{SOURCE_COLUMN: pd.Series([], dtype=dataset.STRING)})
+        front = ["id", "text"]
+        tail = [c for c in dataset.INTERNAL if c in meta.columns]
+        meta = meta[front + [c for c in meta.columns if c not in front + tail] + tail].iloc[:0]
+        parts = [dask.delayed(blend_by_partition)(part, column, [(v, *plans[v][p]) for v in values], meta)
+                 for p, part in enumerate(ddf.to_delayed())]
+        info = {v: {**rule[v], "available": available[v], "documents": wanted[v],
+                    "full_copies": wanted[v] // available[v] if available[v] else 0} for v in values}
+        out = dd.from_delayed(parts, meta=meta, verify_meta=False)
+        return dataset.write_dataset(out, ctx, stage=self.name, settings=settings,
+                                     extra={"blend": {"by": column, "values": info,
+                                                      "documents": int(sum(wanted.values()))}})
 
     def _tokens(self, settings, ctx, sources):
         import time

@@ -555,9 +555,24 @@ def _column_problem(schema, io_settings: IOSettings) -> tuple[str, str] | None:
 
 
 def _schema_sample(schema, io_settings: IOSettings) -> pd.DataFrame:
-    """An empty frame of a Parquet schema, its id and text columns as strings whatever they hold
-    (a file whose columns do not fit is rejected or refused when it is read, not here)."""
+    """An empty frame of a Parquet schema with the types its columns are read as: strings as
+    ``STRING``, integers and booleans as pandas' nullable types (a null in a later row group must
+    not fail the cast), floats as float64; the id and text columns as strings whatever they hold (a
+    file whose columns do not fit is rejected or refused when it is read, not here)."""
+    import pyarrow as pa
+
     df = schema.empty_table().to_pandas()
+    for name, t in zip(schema.names, schema.types):
+        if name not in df.columns:  # pandas' index columns
+            continue
+        if _is_string_type(t):
+            df[name] = pd.Series([], dtype=STRING)
+        elif pa.types.is_integer(t):
+            df[name] = pd.Series([], dtype="UInt64" if t == pa.uint64() else "Int64")
+        elif pa.types.is_boolean(t):
+            df[name] = pd.Series([], dtype="boolean")
+        elif pa.types.is_floating(t):
+            df[name] = pd.Series([], dtype="float64")
     for col in (io_settings.text_field, io_settings.id_field):
         if col in df.columns:
             df[col] = pd.Series([], dtype=STRING)
@@ -813,6 +828,10 @@ def _records_frame(records: list[dict]) -> pd.DataFrame:
 def _infer_dtype(values: pd.Series):
     sample = values.dropna()
     if sample.empty:
+        # the empty frame of a typed schema (Parquet's) keeps its types: a float column read from
+        # Parquet must not become a column of strings; a column of nulls only is a string column
+        if len(values) == 0 and values.dtype != object and not pd.api.types.is_string_dtype(values.dtype):
+            return values.dtype
         return STRING
     types_ = {type(v) for v in sample}
     if types_ <= {str}:
@@ -924,9 +943,12 @@ def stage_owner(ctx, stage: str) -> dict:
     return getattr(ctx, "owner", None) or {"kind": "stage", "stage": stage}
 
 
-def write_partition(df: pd.DataFrame, i: int, out, fmt: str, reject_columns=None, run: str = "") -> dict:
+def write_partition(df: pd.DataFrame, i: int, out, fmt: str, reject_columns=None, run: str = "",
+                    count_details: tuple[str, ...] = ()) -> dict:
     """Write partition ``i`` (kept rows, and rejected rows into _rejects/) through ``out``, journaled;
-    return its counts and file records."""
+    return its counts and file records. For the reasons in ``count_details`` the rejected rows are
+    also counted per ``_detail`` (``select``'s failed clause: a few distinct values, unlike the
+    file and line of a reader's reject)."""
     kept, rejected = split_rejects(df)
     key = f"part-{i:05d}"
     names = [part_name(i, fmt)] + ([f"{REJECTS}/{part_name(i, fmt)}"] if len(rejected) else [])
@@ -938,12 +960,25 @@ def write_partition(df: pd.DataFrame, i: int, out, fmt: str, reject_columns=None
         files.append(out.write_frame(names[1], rejected[cols], fmt))
         dropped = {str(k): int(v) for k, v in rejected[REASON].value_counts().items()}
     stats = {"partition": i, "in": len(df), "out": len(kept), "dropped": dropped}
+    if count_details:
+        stats["details"] = detail_counts(rejected, count_details)
     out.record_done(key, run, files, stats=stats)
     return {**stats, "outputs": files}
 
 
+def detail_counts(rejected: pd.DataFrame, reasons) -> dict[str, dict[str, int]]:
+    """{reason: {detail: rows}} of the rejected rows with one of ``reasons``."""
+    if not len(rejected) or DETAIL not in rejected.columns:
+        return {}
+    mine = rejected[rejected[REASON].isin(list(reasons))]
+    counts: dict[str, dict[str, int]] = {}
+    for (reason, detail), n in mine.groupby([REASON, DETAIL], dropna=False, observed=True).size().items():
+        counts.setdefault(str(reason), {})["" if pd.isna(detail) else str(detail)] = int(n)
+    return counts
+
+
 def write_dataset(ddf, ctx, *, stage: str, settings, reject_columns=None, extra: dict | None = None,
-                  records: list[dict] | None = None) -> dict:
+                  records: list[dict] | None = None, count_details: tuple[str, ...] = ()) -> dict:
     """Write every partition (one task each), then manifest.json, then _SUCCESS.
 
     Partitions a killed run of the same settings finished (journal records of this fingerprint whose
@@ -968,7 +1003,7 @@ def write_dataset(ddf, ctx, *, stage: str, settings, reject_columns=None, extra:
         log.info("%s: %d of %d partitions already written; skipped", ctx.output, len(done), len(parts))
     tasks = [
         dask.delayed(write_partition, pure=False)(part, i, out, fmt, reject_columns, ctx.fingerprint,
-                                                   dask_key_name=f"write-{stage}-{i:05d}")
+                                                   count_details, dask_key_name=f"write-{stage}-{i:05d}")
         for i, part in enumerate(parts) if i not in done
     ]
     stats = sorted([*done.values(), *ctx.run_compute(*tasks)], key=lambda s: s["partition"])
@@ -982,9 +1017,14 @@ def finish_output(ctx, *, stage: str, settings, partition_stats: list[dict], sch
                   unit: str = "", run: str | None = None) -> dict:
     """Write manifest.json (listing every file with size and checksum) and then ``_SUCCESS``."""
     dropped: dict[str, int] = {}
+    details: dict[str, dict[str, int]] = {}
     for s in partition_stats:
         for k, v in s.get("dropped", {}).items():
             dropped[k] = dropped.get(k, 0) + v
+        for reason, per in s.get("details", {}).items():
+            mine = details.setdefault(reason, {})
+            for detail, v in per.items():
+                mine[detail] = mine.get(detail, 0) + v
     finished = time.time()
     manifest = {
         "stage": stage,
@@ -998,6 +1038,8 @@ def finish_output(ctx, *, stage: str, settings, partition_stats: list[dict], sch
             "in": int(sum(s.get("in", 0) for s in partition_stats)),
             "out": int(sum(s.get("out", 0) for s in partition_stats)),
             "dropped": dict(sorted(dropped.items())),
+            **({"details": {r: dict(sorted(d.items(), key=lambda kv: (-kv[1], kv[0])))
+                            for r, d in sorted(details.items())}} if details else {}),
         },
         "partitions": len(partition_stats),
         "schema": schema,

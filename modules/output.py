@@ -601,8 +601,11 @@ class Output:
                 self.remove(rel, owned)
         self._remove_temporaries(listing, owned)
         running = self.manifest() or {}
+        from curate.stages.versions import output_versions
+
         manifest = {"owner": running.get("owner"), **manifest, "curate_output": 1, "status": "complete",
-                    "unit": self.unit, "outputs": sorted(records, key=lambda r: r["path"])}
+                    "unit": self.unit, "versions": output_versions(),
+                    "outputs": sorted(records, key=lambda r: r["path"])}
         self.write_json(self.manifest_name, manifest)
         # the journal of this run stays (a rerun after a lost _SUCCESS resumes from it, and redoes
         # its pending tasks); records of other runs and unfinished intents go

@@ -25,6 +25,8 @@ STAGES: dict[str, str] = {
     "clean": "curate.stages.clean:CleanStage",
     "redact": "curate.stages.redact:RedactStage",
     "filter": "curate.stages.filters.stage:FilterStage",
+    "tag": "curate.stages.tag:TagStage",
+    "select": "curate.stages.select:SelectStage",
     "decontaminate": "curate.stages.decontaminate:DecontaminateStage",
     "split_documents": "curate.stages.split_join:SplitDocumentsStage",
     "join_documents": "curate.stages.split_join:JoinDocumentsStage",
@@ -33,6 +35,8 @@ STAGES: dict[str, str] = {
     "exact_dedup": "curate.stages.dedup.exact:ExactDedupStage",
     "fuzzy_dedup": "curate.stages.dedup.fuzzy:FuzzyDedupStage",
     # the product
+    "rehydrate": "curate.stages.rehydrate:RehydrateStage",
+    "bucket": "curate.stages.bucket:BucketStage",
     "shuffle": "curate.stages.shuffle:ShuffleStage",
     "blend": "curate.stages.blend:BlendStage",
     "tokenize": "curate.stages.tokenize.writer:TokenizeStage",

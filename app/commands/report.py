@@ -265,7 +265,7 @@ def main(args) -> int:
             continue
         summaries = summarize(folder, filters, args.bins)
         for f in filters:
-            first = m.get("counts", {}).get("dropped", {}).get(f["reason"], 0)
+            first = m.get("counts", {}).get("dropped", {}).get(f["reason"], 0) if m.get("stage") != "tag" else "-"
             s = summaries[f["column"]]
             if not s.scored:
                 rows.append((name, f["reason"], threshold_text(f), "-", "-", first))

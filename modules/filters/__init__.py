@@ -60,9 +60,13 @@ FILTERS: dict[str, str] = {
     "code_alpha": f"{_C}:CodeAlpha",
     "code_html_boilerplate": f"{_C}:CodeHtmlBoilerplate",
     "code_tokenizer_fertility": "curate.stages.filters.tokens:CodeTokenizerFertility",
+    # blocklists (lists you point at; nothing is downloaded)
+    "url_blocklist": "curate.stages.filters.blocklist:UrlBlocklist",
+    "bad_words": "curate.stages.filters.blocklist:BadWords",
     # models
     "language": "curate.stages.filters.language:LanguageFilter",
     "classifier": "curate.stages.filters.classifier:ClassifierFilter",
+    "hf_classifier": "curate.stages.filters.hf_classifier:HFClassifier",
 }
 
 

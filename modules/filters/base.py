@@ -15,6 +15,8 @@ same code on a batch of one, so the two can never disagree.
 cheap; filters that call a model per document, ``expensive = True``, only score documents that are
 still kept), a document is dropped with the reason of the *first* filter in chain order that
 rejects it, and with ``keep_scores`` each filter's score lands in a ``score_<reason>`` column.
+:meth:`ScoreFilter.tag` is the other half of ``tag``/``select`` (``modules/tag.py``): every filter
+scores every document, nothing is dropped.
 
 A document with nothing to measure (empty, or whitespace only) never divides by zero: each filter
 gives it a fixed score, for ratio filters one that rejects it (as NeMo Curator does).
@@ -36,6 +38,8 @@ from curate.stages.errors import SettingsError
 from curate.stages.stage import check_range, settings_from_mapping
 
 SCORE_PREFIX = "score_"
+#: ``tag``'s column for the decision of a filter that does not decide by threshold alone
+KEEP_PREFIX = "keep_"
 #: odd 64-bit multipliers of the n-gram rolling hash (fixed: results must not vary between runs)
 _MIX = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9], dtype=np.uint64)
 #: a batch of about this many bytes of text is featurised at once (bounds the flat word arrays)
@@ -341,6 +345,18 @@ class Filter:
     def score_column(self) -> str:
         return SCORE_PREFIX + self.reason
 
+    @property
+    def threshold_decides(self) -> bool:
+        """True when ``keep`` is exactly the min/max test on the score (so a ``select`` expression
+        over the score column can make the same decision). Filters deciding by more (a seeded
+        draw, a user's ``keep_document``) say False; ``tag`` then stores their decision as well."""
+        return True
+
+    @property
+    def decision_column(self) -> str:
+        """Where ``tag`` stores the decision of a filter that does not decide by threshold alone."""
+        return KEEP_PREFIX + self.reason
+
     def describe(self) -> dict:
         """What the manifest records (the report marks min/max on the plot)."""
         params = {k: v for k, v in dataclasses.asdict(self).items() if k not in ("name", "min", "max")}
@@ -411,6 +427,10 @@ class DocumentFilter(Filter):
             return self.kind
         name = type(self).__name__
         return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
+
+    @property
+    def threshold_decides(self) -> bool:
+        return type(self).keep_document is DocumentFilter.keep_document
 
     def score_document(self, text: str) -> float:
         raise NotImplementedError
@@ -520,7 +540,14 @@ class ScoreFilter:
             start = stop
         return cuts
 
-    def apply(self, df: pd.DataFrame) -> pd.DataFrame:
+    def evaluate(self, df: pd.DataFrame, every: bool = False) -> tuple[dict, dict, dict]:
+        """(scores, keeps, tags) of a frame: per filter reason its float64 scores and its own keep
+        decisions, and the extra columns filters tag documents with (``language``, ``license``).
+
+        ``every=False`` (filter): an expensive filter scores only the documents every earlier filter
+        kept; the others get NaN and count as kept by it. ``every=True`` (tag): every filter scores
+        every document. Scores do not depend on which other documents are scored with them, so a
+        document's scores by the filters up to the first one rejecting it are the same either way."""
         n = len(df)
         scores = {f.reason: np.full(n, np.nan) for f in self.filters}
         keeps = {f.reason: np.ones(n, dtype=bool) for f in self.filters}
@@ -530,7 +557,7 @@ class ScoreFilter:
             texts = Texts(part["text"])
             alive = np.ones(len(part), dtype=bool)
             for f in self.filters:
-                if f.expensive and not alive.all():
+                if f.expensive and not every and not alive.all():
                     rows = np.flatnonzero(alive)
                     sub = part.iloc[rows]
                     s_sub, extra = f.evaluate(sub, Texts(sub["text"]))
@@ -538,31 +565,50 @@ class ScoreFilter:
                     s = np.full(len(part), np.nan)
                     s[rows] = s_sub
                     k = np.ones(len(part), dtype=bool)
-                    k[rows] = f.keep_frame(s_sub, sub)
+                    # the filter's own tags (the language it identified) are part of its decision
+                    k[rows] = f.keep_frame(s_sub, sub.assign(**extra) if extra else sub)
                     extra = {c: v.reindex(part.index) for c, v in extra.items()}
                 else:
                     s, extra = f.evaluate(part, texts)
                     s = np.asarray(s, dtype=np.float64)
-                    k = np.asarray(f.keep_frame(s, part), dtype=bool)
+                    k = np.asarray(f.keep_frame(s, part.assign(**extra) if extra else part), dtype=bool)
                 scores[f.reason][sl] = s
                 keeps[f.reason][sl] = k
                 alive &= k
                 for col, values in extra.items():
                     notes.setdefault(col, []).append(values)
+        tags = {col: pd.concat(parts) if parts else pd.Series([], dtype=STRING) for col, parts in notes.items()}
+        return scores, keeps, tags
+
+    def apply(self, df: pd.DataFrame) -> pd.DataFrame:
+        scores, keeps, added = self.evaluate(df)
         out = df
         for f in self.filters:  # chain order: a document gets the reason of the first filter rejecting it
             out = mark_dropped(out, ~keeps[f.reason], f.reason)
-        added = {}
-        for col, parts in notes.items():
-            added[col] = pd.concat(parts) if parts else pd.Series([], dtype=STRING)
         if self.keep_scores:
             for f in self.filters:
                 added[f.score_column] = pd.Series(scores[f.reason], index=df.index, dtype="float64")
-        if added:
-            reason_cols = [c for c in INTERNAL if c in out.columns]
-            body = out.drop(columns=reason_cols).assign(**{c: v.set_axis(df.index) for c, v in added.items()})
-            out = pd.concat([body, out[reason_cols]], axis=1)
-        return out
+        return with_columns(out, added)
+
+    def tag(self, df: pd.DataFrame) -> pd.DataFrame:
+        """``df`` with every filter's score column (and, for a filter deciding by more than a
+        threshold, its ``keep_<reason>`` decision), every document scored by every filter, none dropped."""
+        scores, keeps, added = self.evaluate(df, every=True)
+        for f in self.filters:
+            added[f.score_column] = pd.Series(scores[f.reason], index=df.index, dtype="float64")
+            if not f.threshold_decides:
+                added[f.decision_column] = pd.Series(keeps[f.reason], index=df.index, dtype="bool")
+        return with_columns(df, added)
+
+
+def with_columns(df: pd.DataFrame, added: dict[str, pd.Series]) -> pd.DataFrame:
+    """``df`` with the ``added`` columns (aligned by position) before the internal ones; a column
+    already there is replaced where it is."""
+    if not added:
+        return df
+    reason_cols = [c for c in INTERNAL if c in df.columns]
+    body = df.drop(columns=reason_cols).assign(**{c: v.set_axis(df.index) for c, v in added.items()})
+    return pd.concat([body, df[reason_cols]], axis=1)
 
 
 def resolve_path(path: str, where: str) -> str:

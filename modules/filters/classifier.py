@@ -111,6 +111,10 @@ class ClassifierFilter(Filter):
                         break
         return np.clip(out, 0.0, 1.0)
 
+    @property
+    def threshold_decides(self) -> bool:
+        return self.mode == "threshold"
+
     def pareto_keep(self, scores, draws) -> np.ndarray:
         pareto = (1.0 - np.asarray(draws)) ** (-1.0 / self.alpha) - 1.0
         return pareto > 1.0 - np.asarray(scores, dtype=np.float64)

@@ -74,24 +74,36 @@ class FilterStage(MapStage):
         if not settings.keep_scores:
             out = dd.from_delayed([dask.delayed(pd.DataFrame.drop)(p, columns=columns) for p in parts],
                                   meta=scored._meta.drop(columns=columns), verify_meta=False)
-        extra = {"filters": [f.describe() for f in chain]}
+        return write_with_sample(self, out, parts, settings, ctx, {"filters": [f.describe() for f in chain]})
 
-        def compute(*collections):
-            # sample the partitions this run writes: those a killed run finished (resumed by the
-            # writer, not in ``collections``) are not scored again just for the sample
-            prefix = f"write-{self.name}-"
-            keys = [str(getattr(c, "key", "")) for c in collections]
-            todo = [int(k[len(prefix):]) for k in keys if k.startswith(prefix)] or range(len(parts))
-            if not collections:
-                return ()
-            sample = dask.delayed(merge_samples)([dask.delayed(partition_sample)(parts[i], settings.chain)
-                                                  for i in todo], settings.chain)
-            *results, merged = ctx.run_compute(*collections, sample)
-            extra["score_sample"] = {**merged, "partitions": len(todo), "of_partitions": len(parts)}
-            return tuple(results)
 
-        return dataset.write_dataset(out, dataclasses.replace(ctx, compute=compute), stage=self.name,
-                                     settings=settings, reject_columns=self.reject_columns, extra=extra)
+def write_with_sample(stage, out, parts, settings, ctx, extra: dict) -> dict:
+    """Write ``out``, whose partitions come from the scored delayed ``parts`` (every filter's score
+    column in them), and put the manifest's ``score_sample`` into ``extra``: the sample comes from
+    the same partitions, computed in the writer's one ``run_compute`` call (as redact does), so
+    nothing is scored twice."""
+    import dataclasses
+
+    import dask
+
+    from curate.stages import dataset
+
+    def compute(*collections):
+        # sample the partitions this run writes: those a killed run finished (resumed by the
+        # writer, not in ``collections``) are not scored again just for the sample
+        prefix = f"write-{stage.name}-"
+        keys = [str(getattr(c, "key", "")) for c in collections]
+        todo = [int(k[len(prefix):]) for k in keys if k.startswith(prefix)] or range(len(parts))
+        if not collections:
+            return ()
+        sample = dask.delayed(merge_samples)([dask.delayed(partition_sample)(parts[i], settings.chain)
+                                              for i in todo], settings.chain)
+        *results, merged = ctx.run_compute(*collections, sample)
+        extra["score_sample"] = {**merged, "partitions": len(todo), "of_partitions": len(parts)}
+        return tuple(results)
+
+    return dataset.write_dataset(out, dataclasses.replace(ctx, compute=compute), stage=stage.name,
+                                 settings=settings, reject_columns=stage.reject_columns, extra=extra)
 
 
 # --------------------------------------------------------------------------- the score sample

@@ -105,3 +105,48 @@ def test_token_set_with_prefix_units(tmp_path):
     line = (tmp_path / "o" / "data_path.txt").read_text().split()
     assert dict(zip(line[1::2], map(float, line[0::2]))) == {  # the unfinished unit is left out
         f"{folder}/code_00000": 0.125, f"{folder}/web_00000": 0.375, f"{tmp_path}/other/part_00000": 0.5}
+
+
+def test_blend_by_a_column_weights_and_factors(tmp_path):
+    """--by: each value a group. Edge cases: a value with fewer documents than wanted (copies), an
+    unlisted value (none with weights, once with factors), a null value, a factor of 0, two partitions."""
+    import json as _json
+
+    rows = [{"id": f"d{i}", "text": f"document {i}", "bucket": b}
+            for i, b in enumerate(["hi", "hi", "mid", "mid", "mid", "lo", "lo", "lo", "lo", None])]
+    write_jsonl(tmp_path / "in" / "a.jsonl", rows[:5])
+    write_jsonl(tmp_path / "in" / "b.jsonl", rows[5:])
+    m = run_stage("blend", {"by": "bucket", "by_weights": "hi:2,mid:1,lo:1", "target_size": 8},
+                  str(tmp_path / "in" / "*.jsonl"), tmp_path / "w")
+    values = m["blend"]["values"]
+    # by hand: weights 2/4, 1/4, 1/4 of 8 -> hi 4 (2 copies of 2), mid 2 of 3, lo 2 of 4, <null> 0
+    assert {v: values[v]["documents"] for v in values} == {"hi": 4, "mid": 2, "lo": 2, "<null>": 0}
+    assert values["hi"]["full_copies"] == 2 and values["<null>"]["available"] == 1
+    out = read_output(tmp_path / "w")
+    assert out["id"].is_unique and len(out) == 8
+    assert out.groupby("blend_source").size().to_dict() == {"bucket=hi": 4, "bucket=lo": 2, "bucket=mid": 2}
+    m2 = run_stage("blend", {"by": "bucket", "by_factors": "hi:2,mid:0.5,lo:0"}, str(tmp_path / "in" / "*.jsonl"),
+                   tmp_path / "f")
+    got = {v: d["documents"] for v, d in m2["blend"]["values"].items()}
+    assert got == {"hi": 4, "mid": 2, "lo": 0, "<null>": 1}  # mid: round(0.5 x 3) = 2; <null> unlisted: once
+    again = run_stage("blend", {"by": "bucket", "by_factors": "hi:2,mid:0.5,lo:0"}, str(tmp_path / "in" / "*.jsonl"),
+                      tmp_path / "f2")
+    parts = lambda m: [r["xxh3_128"] for r in m["outputs"] if r["path"].startswith("part")]  # noqa: E731
+    assert parts(again) == parts(m2)  # seeded: the same documents
+    assert _json.dumps(m2["blend"])  # plain values
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"by": "bucket", "by_weights": "hi:1"}, "give --target-size"),
+    ({"by": "bucket", "by_weights": "hi:1", "by_factors": "hi:1", "target_size": 3}, "either --by-weights"),
+    ({"by": "bucket", "weights": (1.0,), "by_factors": "hi:1"}, "weights and names go with inputs"),
+    ({"by": "bucket", "by_factors": "hi:x"}, "expected VALUE:NUMBER"),
+    ({"by": "bucket", "by_factors": "hi:1,hi:2"}, "given twice"),
+    ({"weights": (1.0,), "by_factors": "hi:1"}, "go with --by COLUMN"),
+])
+def test_blend_by_refusals(settings, message):
+    from curate.stages.blend import BlendSettings
+    from curate.stages.errors import SettingsError
+
+    with pytest.raises(SettingsError, match=message):
+        BlendSettings(**settings)

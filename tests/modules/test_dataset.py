@@ -67,6 +67,21 @@ def test_directory_glob_and_parquet_inputs(tmp_path):
     assert df["id"].tolist() == [d["id"] for d in DOCS]
 
 
+def test_parquet_columns_keep_their_types(tmp_path):
+    # a score column written by one stage is a number for the next (it used to come back as strings)
+    pd.DataFrame({"id": ["a", "b"], "text": ["x", "y"], "score": [0.5, float("nan")],
+                  "n": pd.array([1, None], dtype="Int64"), "flag": [True, False], "lang": ["en", None],
+                  "big": [1, 2]}).to_parquet(tmp_path / "t.parquet")
+    pd.DataFrame({"id": ["c"], "text": ["z"], "score": [1.0], "n": pd.array([None], dtype="Int64"),
+                  "flag": [None], "lang": ["de"], "big": [3]}).to_parquet(tmp_path / "u.parquet")
+    ddf, df = read_all([str(tmp_path / "t.parquet"), str(tmp_path / "u.parquet")])
+    expected = {"score": "float64", "n": "Int64", "flag": "boolean", "lang": "string", "big": "Int64"}
+    assert {c: str(ddf._meta[c].dtype) for c in expected} == expected
+    assert {c: str(df[c].dtype) for c in expected} == expected
+    assert df["score"].tolist()[0] == 0.5 and pd.isna(df["score"][1]) and df["big"].tolist() == [1, 2, 3]
+    assert df["flag"].isna().tolist() == [False, False, True]
+
+
 def test_text_field_is_mapped_to_text(tmp_path):
     src = write_jsonl(tmp_path / "in.jsonl", [{"content": "hello", "doc_id": "d7"}])
     _, df = read_all([str(src)], text_field="content", id_field="doc_id")

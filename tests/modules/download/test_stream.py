@@ -514,11 +514,13 @@ def test_a_killed_run_resumes_where_it_stopped(mirror, tmp_path, pages):
                             stderr=subprocess.DEVNULL)
     part = out / "_raw" / f"{slow.name}.part"
     deadline = time.time() + 120
-    while not (part.exists() and part.stat().st_size >= 8192):
-        assert proc.poll() is None and time.time() < deadline, "the slow file never started"
-        time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    try:
+        while not (part.exists() and part.stat().st_size >= 8192):
+            assert proc.poll() is None and time.time() < deadline, "the slow file never started"
+            time.sleep(0.05)
+    finally:  # a failed wait must not leave the run trickling on after the test
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
     state = {p.name for p in (out / "_state").iterdir()}
     finished = [i for i in range(4) if f"part-{i:05d}.json" in state and
                 json.loads((out / "_state" / f"part-{i:05d}.json").read_text())["status"] == "done"]

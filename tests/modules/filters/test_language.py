@@ -53,3 +53,24 @@ def test_validation():
         get_filter("language")(languages=())
     with pytest.raises(SettingsError, match="min must be in 0..1"):
         get_filter("language")(min=2)
+
+
+def test_lid176_and_per_language_thresholds(tmp_path):
+    """FineWeb-2 style: each language its own confidence threshold; the decision needs the language,
+    so tag writes keep_language and select reproduces filter with it."""
+    import pandas as pd
+
+    from curate.stages.filters.base import ScoreFilter, Texts
+    from curate.stages.filters.language import LanguageFilter
+
+    df = pd.DataFrame({"id": pd.Series(["de1", "de2", "en1", "fr1"], dtype="string"),
+                       "text": pd.Series(["Das ist ein ganz normaler deutscher Satz über das Wetter.", "Ein Satz.",
+                                          "A plain English sentence about the weather today.",
+                                          "Une phrase française sur le temps qu'il fait."], dtype="string")})
+    flt = LanguageFilter(languages=("de", "en"), model="lid176", min=0.5, thresholds={"de": 0.95})
+    scores, tags = flt.evaluate(df, Texts(df["text"]))
+    assert tags["language"].tolist() == ["de", "de", "en", "fr"] and scores[3] == 0.0
+    expected = [s >= (0.95 if lang == "de" else 0.5) and lang in ("de", "en") for s, lang in zip(scores, tags["language"])]
+    kept = ScoreFilter([flt]).apply(df)
+    assert (kept["_reason"].isna()).tolist() == expected
+    assert not flt.threshold_decides and LanguageFilter(languages=("de",)).threshold_decides

@@ -1,0 +1,77 @@
+"""``curate reproduce``: reruns from the manifests give the recorded bytes, and a change says where.
+
+Edge cases: every stage of a small job identical (per-partition and whole-stage reruns), a library
+whose behaviour changed (a patched transform: the stage, the file and the versions that changed are
+named), a filter chain edited since the run, an input that is gone, OUT left untouched.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from curate.app.cli import main
+from tests.conftest import write_jsonl
+
+WORDS = "the river bends near the old mill where children play every summer afternoon".split()
+
+
+@pytest.fixture
+def job(tmp_path):
+    docs = [{"id": f"d{i}", "text": " ".join(WORDS[i % 7:] + WORDS[:i % 7]) + f" {i}"} for i in range(12)]
+    docs += [{"id": "dup", "text": docs[0]["text"]}, {"id": "short", "text": "too short"}]
+    write_jsonl(tmp_path / "in" / "a.jsonl", docs[:7])
+    write_jsonl(tmp_path / "in" / "b.jsonl", docs[7:])
+    (tmp_path / "chain.yaml").write_text("filters:\n  - {filter: word_count, min: 5}\n")
+    (tmp_path / "job.yaml").write_text(
+        f"name: rep\ninput: {tmp_path / 'in' / '*.jsonl'}\nstages:\n  - clean: {{}}\n"
+        f"  - filter: {{config: {tmp_path / 'chain.yaml'}}}\n  - exact_dedup: {{}}\n"
+        "  - tokenize: {tokenizer: 'tiktoken:cl100k_base'}\n")
+    assert main(["run", str(tmp_path / "job.yaml"), "--output", str(tmp_path / "out"), "--cluster", "threads"]) == 0
+    return tmp_path
+
+
+def files_of(folder):
+    return {p: p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_job_reproduces_exactly(job, capsys):
+    capsys.readouterr()
+    before = files_of(job / "out")
+    assert main(["reproduce", str(job / "out"), "--sample", "1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in out[:4]] == ["01-clean", "02-filter", "03-exact_dedup", "04-tokenize"]
+    assert all(line.endswith("identical") for line in out[:4])
+    assert "01-clean  clean  partitions" in out[0] and "04-tokenize  tokenize  whole stage" in out[3]
+    assert out[-1].endswith("every compared file is identical")
+    assert files_of(job / "out") == before  # only read
+
+
+def test_a_changed_library_is_named(job, capsys, monkeypatch):
+    from curate.stages import clean
+
+    manifest_path = job / "out" / "01-clean" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["versions"]["ftfy"] = "0.0.1"  # as if the run had used another ftfy
+    manifest_path.write_text(json.dumps(manifest))
+    real = clean.CleanStage.transform
+    monkeypatch.setattr(clean.CleanStage, "transform",
+                        lambda self, df, s: real(self, df, s).assign(text=lambda d: d["text"] + "!"))
+    capsys.readouterr()
+    assert main(["reproduce", str(job / "out" / "01-clean"), "--sample", "0"]) == 1
+    out = capsys.readouterr().out
+    assert "01-clean  clean  partitions 0, 1 of 2: 2 file(s) compared, DIFFERS" in out
+    assert "part-00000.parquet: recorded " in out and "part-00001.parquet: recorded " in out
+    assert "versions changed since the run: ftfy 0.0.1 -> " in out
+
+
+def test_an_edited_chain_and_a_gone_input(job, capsys):
+    (job / "chain.yaml").write_text("filters:\n  - {filter: word_count, min: 6}\n")
+    capsys.readouterr()
+    assert main(["reproduce", str(job / "out" / "02-filter")]) == 1
+    assert "settings: chain differs from the run's" in capsys.readouterr().out
+    for f in (job / "in").iterdir():
+        f.unlink()
+    assert main(["reproduce", str(job / "out" / "01-clean")]) == 1
+    assert f"input gone: {job / 'in' / '*.jsonl'}" in capsys.readouterr().out
