@@ -28,6 +28,7 @@ log = logging.getLogger("curate")
 COMMANDS = {
     "verify": "curate.app.commands.verify",
     "merge": "curate.app.commands.merge",
+    "erase": "curate.app.commands.erase",
     "report": "curate.app.commands.report",
     "train-classifier": "curate.app.commands.train_classifier",
     "bench": "curate.app.commands.bench",

@@ -157,7 +157,7 @@ def dedup_pairs(folder: str, manifest: dict, limit: int = EXAMPLE_PAIRS) -> list
     pairs = []
     for path in sorted(glob.glob(os.path.join(folder, "_duplicates", "part-*.parquet"))):
         t = pq.read_table(path, columns=["id", "kept_id", "removed"]).to_pandas()
-        t = t[t["removed"].astype(bool)]
+        t = t[t["removed"].astype(bool) & t["kept_id"].notna()]  # no kept id: it was erased (curate erase)
         pairs.extend(zip(t["id"].astype(str), t["kept_id"].astype(str)))
         if len(pairs) >= limit:
             break

@@ -480,9 +480,10 @@ class Output:
             raise ValueError(f"journal key {key!r}")
         return f"{self.state_dir}/{key}.json"
 
-    def intend(self, key: str, paths) -> None:
-        """Record that this task is about to write ``paths`` (before the first byte of them)."""
-        self.write_json(self._state_rel(key), {"key": key, "status": "writing", "paths": sorted(paths)})
+    def intend(self, key: str, paths, **info) -> None:
+        """Record that this task is about to write ``paths`` (before the first byte of them); ``info``
+        is what a resumed task needs to know of its plan (``curate erase``)."""
+        self.write_json(self._state_rel(key), {"key": key, "status": "writing", "paths": sorted(paths), **info})
 
     def record_done(self, key: str, run: str, files: list[dict], **info) -> dict:
         """Record a finished task: its run key, its file records and what it returned."""
@@ -496,6 +497,10 @@ class Output:
         rec = {"key": key, "status": "pending", "run": run, "files": [], **info}
         self.write_json(self._state_rel(key), rec)
         return rec
+
+    def forget(self, key: str) -> None:
+        """Remove the journal record ``key`` (a finished task whose record is no longer needed)."""
+        self.remove(self._state_rel(key))
 
     def journal(self) -> dict[str, dict]:
         """Every journal record of the unit, by key (unreadable records count as intents of nothing)."""
@@ -1021,11 +1026,13 @@ def _count_rows(out: Output, rel: str) -> int:
         with out.open_read(rel) as f:
             return pq.ParquetFile(f).metadata.num_rows
     if rel.endswith((".jsonl", ".ndjson")):
-        n = 0
+        n, size = 0, 0
         with out.open_read(rel) as f:
             for chunk in iter(lambda: f.read(8 << 20), b""):
                 n += chunk.count(b"\n")
-        return n
+                size += len(chunk)
+        # pandas writes an empty frame as one newline: a part without documents, not one blank record
+        return 0 if size == 1 and n == 1 else n
     raise ValueError("not a data part")
 
 

@@ -316,33 +316,39 @@ class ShardsStage(Stage):
         documents = sum(p.documents for p in plan.pairs)
         partition_stats = [{"outputs": s["outputs"]} for s in stats]
         partition_stats[0].update({"in": documents, "out": documents})
-        splits: dict[str, dict] = {}
-        for s in stats:
-            d = splits.setdefault(s["split"], {"shards": 0, "tokens": 0})
-            d["shards"] += 1
-            d["tokens"] += s["tokens"]
-        extra = {
-            "format": "npy-shards",
-            "shard_tokens": settings.shard_tokens,
-            "holdout_shards": settings.holdout_shards,
-            "dtype": plan.dtype,
-            "eot_id": plan.eot_id,
-            "eot_added": plan.add_eot,
-            "vocab_size": ts.vocab_size,
-            "bos_id": ts.bos_id if ts.add_bos else None,
-            "tokenizer": {"name": ts.tokenizer},
-            "input_set": plan.pairs[0].set if plan.pairs else None,
-            "totals": {"shards": len(stats), "tokens": int(sum(s["tokens"] for s in stats)),
-                       "documents": documents, "input_tokens": int(sum(p.tokens for p in plan.pairs))},
-            "splits": splits,
-            "shards": [{k: s[k] for k in ("name", "split", "tokens", "eot", "first", "docs") if k in s}
-                       for s in stats],
-            "docs_columns": list(ts.docs_columns) if ts.docs_columns else None,
-            "resumed_partitions": len(done),
-            "input_token_set": {"url": ts.url, "prefix": ts.prefix, "fingerprint": ts.fingerprint},
-        }
+        extra = manifest_extra(settings, plan, ts, stats, len(done))
         return dataset.finish_output(ctx, stage=self.name, settings=settings, partition_stats=partition_stats,
                                      schema=None, started=started, extra=extra, run=run)
+
+
+def manifest_extra(settings: ShardsSettings, plan: StreamPlan, ts, stats: list[dict], resumed: int) -> dict:
+    """What a shards manifest says besides what every stage's does (also ``curate erase``'s rebuild)."""
+    documents = sum(p.documents for p in plan.pairs)
+    splits: dict[str, dict] = {}
+    for s in stats:
+        d = splits.setdefault(s["split"], {"shards": 0, "tokens": 0})
+        d["shards"] += 1
+        d["tokens"] += s["tokens"]
+    return {
+        "format": "npy-shards",
+        "shard_tokens": settings.shard_tokens,
+        "holdout_shards": settings.holdout_shards,
+        "dtype": plan.dtype,
+        "eot_id": plan.eot_id,
+        "eot_added": plan.add_eot,
+        "vocab_size": ts.vocab_size,
+        "bos_id": ts.bos_id if ts.add_bos else None,
+        "tokenizer": {"name": ts.tokenizer},
+        "input_set": plan.pairs[0].set if plan.pairs else None,
+        "totals": {"shards": len(stats), "tokens": int(sum(s["tokens"] for s in stats)),
+                   "documents": documents, "input_tokens": int(sum(p.tokens for p in plan.pairs))},
+        "splits": splits,
+        "shards": [{k: s[k] for k in ("name", "split", "tokens", "eot", "first", "docs") if k in s}
+                   for s in stats],
+        "docs_columns": list(ts.docs_columns) if ts.docs_columns else None,
+        "resumed_partitions": resumed,
+        "input_token_set": {"url": ts.url, "prefix": ts.prefix, "fingerprint": ts.fingerprint},
+    }
 
 
 # --------------------------------------------------------------------------- the verify gate

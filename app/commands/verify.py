@@ -15,6 +15,10 @@ Works on every curate output and exits non-zero with one line per problem, ``FIL
   decoded when the tokenizer is known (``--tokenizer``, else the one named in the manifest), and a
   note for an output written before document sidecars existed (it passes, untraceable).
 
+``--leakage TRAIN VAL [TEST ...]`` reports instead the exact and near duplicates across splits
+(datasets, token sets, decontamination task files; :mod:`curate.stages.leakage`), one line each,
+``split_a:id_a ~ split_b:id_b jaccard 0.93``, and exits 1 when there are any.
+
 ``--unique-ids DIR`` checks instead that the ids of a dataset (a stage output, files or a glob) are
 unique, on the cluster in bounded memory (:mod:`curate.stages.unique_ids`): it lists the first duplicates
 with their files and exits 1 when there are any.
@@ -33,7 +37,8 @@ log = logging.getLogger("curate.verify")
 
 
 def add_arguments(p) -> None:
-    p.add_argument("dir", metavar="DIR", help="a curate output directory (local or URL), or a pair's prefix")
+    p.add_argument("dir", metavar="DIR", nargs="?",
+                   help="a curate output directory (local or URL), or a pair's prefix")
     p.add_argument("--checksums", action="store_true",
                    help="re-read every listed file and compare its XXH3-128 checksum (token .bin/.idx always are)")
     p.add_argument("--vocab-size", type=int, default=None, metavar="N",
@@ -44,6 +49,13 @@ def add_arguments(p) -> None:
     p.add_argument("--unique-ids", action="store_true",
                    help="instead: check that the ids of the dataset DIR (a stage output, files or a glob) are "
                         "unique, on the cluster; lists the first duplicates and exits 1 when there are any")
+    p.add_argument("--leakage", nargs="+", default=None, metavar="SPLIT",
+                   help="instead: report exact and near duplicates across splits (TRAIN VAL [TEST ...]: datasets, "
+                        "token sets, task:NAME=PATH task files; NAME=PATH names one), exit 1 when there are any")
+    p.add_argument("--leakage-threshold", type=float, default=0.8, metavar="J",
+                   help="--leakage: Jaccard similarity of word 5-grams from which a pair is a near duplicate (default 0.8)")
+    p.add_argument("--task-fields", default="text", metavar="FIELD,...",
+                   help="--leakage: fields of a task file's records that hold its texts (default: text)")
     from curate.app.cli import add_cluster_arguments
 
     add_cluster_arguments(p)
@@ -101,6 +113,10 @@ def fail(path: str, problems: list[str]) -> int:
 
 
 def main(args) -> int:
+    if args.leakage is not None:
+        return leakage_main(args)
+    if args.dir is None:
+        raise SettingsError("verify: give DIR (or --leakage TRAIN VAL ...)")
     if args.unique_ids:
         return unique_ids_main(args)
     from curate.stages.tokenize.load import load_tokenizer
@@ -178,6 +194,28 @@ def unique_ids_main(args) -> int:
           f"({report.extra_documents:,} documents beyond the first of each{'; first ' + str(len(report.examples)) + ' shown' if more > 0 else ''})"
           f"{rejected}", file=sys.stderr, flush=True)
     return 1
+
+
+def leakage_main(args) -> int:
+    """``--leakage``: every exact and near duplicate across the splits, one line each (module
+    :mod:`curate.stages.leakage`); exit 1 when there is one."""
+    from curate.stages.leakage import find_leakage
+
+    specs = ([args.dir] if args.dir else []) + list(args.leakage)
+    fields = tuple(f.strip() for f in args.task_fields.split(",") if f.strip())
+    report = find_leakage(specs, args.leakage_threshold, fields)
+    for m in report.matches:
+        print(m.line())
+    sizes = ", ".join(f"{name} {n:,}" for name, n in report.splits)
+    if report.matches:
+        exact = sum(m.exact for m in report.matches)
+        print(f"curate verify: leakage: {len(report.matches)} duplicate pair(s) across the splits ({exact} exact, "
+              f"{len(report.matches) - exact} near at Jaccard >= {args.leakage_threshold}; documents: {sizes})",
+              file=sys.stderr, flush=True)
+        return 1
+    print(f"curate verify: leakage: none across the splits (documents: {sizes}; near duplicates from Jaccard "
+          f"{args.leakage_threshold})")
+    return 0
 
 
 def describe(path: str) -> str:

@@ -77,6 +77,8 @@ from curate.stages.tokenize.load import HubSnapshot
 log = logging.getLogger(__name__)
 
 SPLIT_NAMES = ("validation", "test")  # train is what is left
+#: the reject reason of a train document that duplicates a held-out one (--hold-out-leakage)
+LEAKAGE = "leakage"
 #: seed of the split hash: xxh64(b"curate-split", seed 0). Fixed forever (changing it moves documents
 #: between train and the held-out sets); not 0, so the split is independent of ``shuffle --seed 0``
 SPLIT_SEED = 7849727821106584039
@@ -120,6 +122,11 @@ class TokenizeSettings:
         "metavar": "NAME=FRACTION,...",
         "parse": parse_split,
     })
+    hold_out_leakage: bool = field(default=False, metadata={
+        "help": "with --split: a train document that duplicates a held-out one (the same normalised text, or word "
+                "5-gram Jaccard >= --leakage-threshold) goes to _rejects/ with reason leakage instead of into train"})
+    leakage_threshold: float = field(default=0.8, metadata={
+        "help": "--hold-out-leakage: the Jaccard similarity from which a train document leaks", "metavar": "J"})
 
     def __post_init__(self):
         if not isinstance(self.tokenizer, str) or not self.tokenizer.strip():
@@ -140,6 +147,10 @@ class TokenizeSettings:
                     raise SettingsError(f"split: {name} must be a fraction between 0 and 1; got {frac!r}")
             if sum(self.split.values()) >= 1:
                 raise SettingsError(f"split: fractions add up to {sum(self.split.values())}, leaving nothing to train on")
+        if self.hold_out_leakage and not self.split:
+            raise SettingsError("hold_out_leakage needs --split: it keeps the held-out sets' duplicates out of train")
+        if not 0 < self.leakage_threshold <= 1:
+            raise SettingsError(f"leakage_threshold must be in (0, 1]; got {self.leakage_threshold!r}")
 
 
 # --------------------------------------------------------------------------- pure parts
@@ -245,8 +256,31 @@ def rejects_name(unit: str, i: int, fmt: str) -> str:
     return f"{REJECTS}/{unit}-{part}" if unit else f"{REJECTS}/{part}"
 
 
-def tokenize_partition(df: pd.DataFrame, i: int, plan: Plan) -> dict:
-    """Tokenize partition ``i`` into its pair(s), journaled in the output; return what was written."""
+def held_out(df: pd.DataFrame, split: dict) -> pd.DataFrame:
+    """(set, id, text) of the partition's documents that go to a held-out set (``--hold-out-leakage``'s
+    first pass)."""
+    good = (df[REASON].isna() if REASON in df.columns else pd.Series(True, index=df.index)) & df["text"].notna()
+    kept = df[good.to_numpy()]
+    sets = assign_sets(kept["id"], split)
+    rows = sets != "train"
+    return pd.DataFrame({"set": sets[rows], "id": kept["id"].to_numpy()[rows].astype(str),
+                         "text": kept["text"].to_numpy()[rows].astype(str)})
+
+
+def leakage_index(frames, threshold: float):
+    """The held-out documents of every partition, indexed for :meth:`curate.stages.leakage.Index.probe`."""
+    from curate.stages.leakage import Index
+
+    index = Index(threshold)
+    for frame in frames:
+        for name, group in frame.groupby("set", sort=True):
+            index.add(str(name), group["id"].tolist(), group["text"].tolist())
+    return index
+
+
+def tokenize_partition(df: pd.DataFrame, i: int, plan: Plan, leakage=None) -> dict:
+    """Tokenize partition ``i`` into its pair(s), journaled in the output; return what was written.
+    ``leakage``: the held-out documents' index (``--hold-out-leakage``)."""
     from curate.stages.tokenize.load import hub_directory, load_tokenizer
 
     tok = load_tokenizer(plan.tokenizer if plan.hub is None else hub_directory(plan.hub))
@@ -255,21 +289,36 @@ def tokenize_partition(df: pd.DataFrame, i: int, plan: Plan) -> dict:
     key = f"part-{i:05d}"
     names = [pair_name(prefix, i) + ext for _, prefix in plan.sets for ext in (".bin", ".idx", docs.DOCS_SUFFIX)]
     out.intend(key, [*names, rejects_name(out.unit, i, plan.fmt)])
-    stats = _write_partition(df, i, plan, tok, out)
+    stats = _write_partition(df, i, plan, tok, out, leakage)
     stats["seconds"] = round(time.perf_counter() - started, 3)
     out.record_done(key, plan.key, stats["outputs"], stats={k: v for k, v in stats.items() if k != "outputs"})
     return stats
 
 
-def _write_partition(df: pd.DataFrame, i: int, plan: Plan, tok, out: Output) -> dict:
+def _write_partition(df: pd.DataFrame, i: int, plan: Plan, tok, out: Output, leakage=None) -> dict:
     from curate.stages import dataset
 
     df = df.reset_index(drop=True)  # positions from here on: an upstream index may repeat values
     reason = df[REASON] if REASON in df.columns else pd.Series(pd.NA, index=df.index, dtype=dataset.STRING)
     reason = reason.mask(reason.isna() & df["text"].isna(), "missing_text")
+    detail = df[dataset.DETAIL] if dataset.DETAIL in df.columns else pd.Series(pd.NA, index=df.index,
+                                                                                dtype=dataset.STRING)
     good = reason.isna().to_numpy()
     kept = df[good]
     sets = assign_sets(kept["id"], plan.split)
+    if leakage is not None:
+        leaks = _leaks(kept, sets, leakage)
+        if leaks:
+            rows = np.flatnonzero(good)[list(leaks)]
+            mask = np.zeros(len(df), dtype=bool)
+            mask[rows] = True
+            reason = reason.mask(mask, LEAKAGE)
+            detail = detail.astype(object).copy()
+            detail.iloc[rows] = list(leaks.values())
+            detail = detail.astype(dataset.STRING)
+            good = reason.isna().to_numpy()
+            kept = df[good]
+            sets = assign_sets(kept["id"], plan.split)
     texts = kept["text"].to_numpy(dtype=object)
     dtype = np.dtype(plan.dtype)
     empty_rows: list[np.ndarray] = []  # positions in `kept`
@@ -310,7 +359,10 @@ def _write_partition(df: pd.DataFrame, i: int, plan: Plan, tok, out: Output) -> 
     if empty_rows:
         empty_mask[np.flatnonzero(good)[np.concatenate(empty_rows)]] = True
     dropped_reason = reason.mask(empty_mask, "empty")
-    rejected = df.assign(**{REASON: dropped_reason.astype(dataset.STRING)})[dropped_reason.notna().to_numpy()]
+    rejected = df.assign(**{REASON: dropped_reason.astype(dataset.STRING)})
+    if leakage is not None:
+        rejected = rejected.assign(**{dataset.DETAIL: detail})
+    rejected = rejected[dropped_reason.notna().to_numpy()]
     rejects = None
     if len(rejected):
         rejects = rejects_name(out.unit, i, plan.fmt)
@@ -326,6 +378,17 @@ def _write_partition(df: pd.DataFrame, i: int, plan: Plan, tok, out: Output) -> 
         "rejects": rejects,
         "outputs": records,
     }
+
+
+def _leaks(kept: pd.DataFrame, sets: np.ndarray, leakage) -> dict[int, str]:
+    """Position in ``kept`` -> what it duplicates (``SET:ID jaccard J``) of each train document that
+    duplicates a held-out document."""
+    train = np.flatnonzero(sets == "train")
+    ids = kept["id"].to_numpy()[train].astype(str)
+    found = {}
+    for m in leakage.probe("train", list(ids), kept["text"].to_numpy()[train].astype(str).tolist()):
+        found.setdefault(m.id_a, f"{m.split_b}:{m.id_b} jaccard {m.jaccard:.2f}")
+    return {int(p): found[i] for p, i in zip(train, ids) if i in found}
 
 
 def sidecar(kept: pd.DataFrame, positions: np.ndarray, url: bool):
@@ -413,12 +476,23 @@ class TokenizeStage(Stage):
             log.info("tokenize: %d of %d partitions already written; skipped", len(done), n)
         import dask
 
-        tasks = [dask.delayed(tokenize_partition, pure=False)(parts[i], i, plan,
+        leakage, held = None, None
+        if settings.hold_out_leakage and len(done) < n:
+            # first pass: the held-out documents of every partition (a small share), indexed once
+            frames = ctx.run_compute(*[dask.delayed(held_out)(parts[i], plan.split, dask_key_name=f"held-out-{i:05d}")
+                                       for i in range(n)])
+            index = leakage_index(frames, settings.leakage_threshold)
+            held = len(index)
+            leakage = dask.delayed(index, name="tokenize-leakage-index")  # one key every task shares
+        tasks = [dask.delayed(tokenize_partition, pure=False)(parts[i], i, plan, leakage,
                                                                dask_key_name=f"tokenize-{i:05d}")
                  for i in range(n) if i not in done]
         computed = list(ctx.run_compute(*tasks)) if tasks else []
         stats = sorted([*done.values(), *computed], key=lambda s: s["partition"])
         extra = _manifest_extra(desc, settings, plan, stats, warnings, len(done), dtype)
+        if settings.hold_out_leakage:
+            extra["leakage"] = {"threshold": settings.leakage_threshold, "held_out_documents": held,
+                                "held_out_of_train": int(sum(s["dropped"].get(LEAKAGE, 0) for s in stats))}
         return dataset.finish_output(ctx, stage="tokenize", settings=settings, partition_stats=stats,
                                      schema=None, started=started, extra=extra, unit=unit,
                                      run=plan.key)
