@@ -6,15 +6,18 @@ The hash is 128 bits of the UTF-8 text, unchanged (no normalisation): ``md5`` by
 Curator does, or ``xxh3`` (XXH3-128, several times faster, not cryptographic; at 128 bits accidental
 collisions are as unlikely as with md5). Steps, each Parquet under ``OUT/_work/`` and resumable:
 
-1. ``hashes``: per input partition, (doc, id, h1, h2) for every document not already dropped
-   (``h1``/``h2`` are the two 64-bit halves of the hash).
+1. ``hashes``: per input partition, (doc, id, h1, h2, key, weight) for every document not already
+   dropped (``h1``/``h2`` are the two 64-bit halves of the hash, ``key`` and ``weight`` the keep policy's
+   rank and what the document stands for, :mod:`curate.stages.dedup.keep`).
 2. ``duplicates``: shuffle on ``h1``; in each partition, every group of two or more documents with the
-   same hash keeps the smallest id (ties: the first document read). Writes (doc, id, hash, kept_id,
-   removed) and, for audit, ``OUT/_duplicates/`` with (id, hash, kept_id, removed) for every member of
-   every such group (the kept document has ``id == kept_id``).
+   same hash keeps its first by ``--keep`` (default the smallest id; ties: the smallest id, then the
+   first document read). Writes (doc, id, hash, kept_id, removed, size) and, for audit,
+   ``OUT/_duplicates/`` with (id, hash, kept_id, removed) for every member of every such group (the
+   kept document has ``id == kept_id``; ``size`` is its group's ``dup_cluster_size``).
 3. The removed documents go back to their input partitions (a range shuffle on the document number)
    and the dataset is written with them dropped as ``exact_duplicate`` (``_rejects/`` holds their
-   ids, ``_detail`` names the kept id). Output partition i is input partition i.
+   ids, ``_detail`` names the kept id) and ``dup_cluster_size`` on every kept document. Output
+   partition i is input partition i.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from curate.stages import dedup
+from curate.stages.dedup import keep as keeping
 from curate.stages.stage import Stage, check_choice
 
 REASON = "exact_duplicate"
@@ -37,9 +41,14 @@ class ExactDedupSettings:
         "help": "128-bit hash of the text: md5 (as NeMo Curator) or xxh3 (XXH3-128, faster)",
         "choices": ("md5", "xxh3"),
     })
+    keep: str = field(default=keeping.DEFAULT, metadata={
+        "help": "the survivor of each duplicate group: smallest-id, newest[:COLUMN] / oldest[:COLUMN] (a date "
+                "column, default warc_date), longest (text), priority:COLUMN (largest value); ties: smallest id",
+        "metavar": "POLICY"})
 
     def __post_init__(self):
         check_choice(self, "hash")
+        keeping.parse(self.keep)
 
 
 def hash_texts(texts, method: str = "md5") -> np.ndarray:
@@ -59,8 +68,10 @@ def hex_hash(h1: np.ndarray, h2: np.ndarray) -> list[str]:
     return [f"{a:016x}{b:016x}" for a, b in zip(h1.tolist(), h2.tolist())]
 
 
-def hashes(df: pd.DataFrame, partition: int, method: str) -> pd.DataFrame:
-    """(doc, id, h1, h2) for the documents of input partition ``partition`` not already dropped."""
+def hashes(df: pd.DataFrame, partition: int, method: str, policy: keeping.Policy | None = None,
+           where: str = "") -> pd.DataFrame:
+    """(doc, id, h1, h2, key, weight) for the documents of input partition ``partition`` not already
+    dropped (``key``: the keep policy's, smaller is kept; ``weight``: what the document stands for)."""
     from curate.stages.dataset import STRING
 
     pos = dedup.good_rows(df)
@@ -71,36 +82,43 @@ def hashes(df: pd.DataFrame, partition: int, method: str) -> pd.DataFrame:
         "id": df["id"].iloc[pos].astype(STRING).to_numpy(),
         "h1": h[:, 0],
         "h2": h[:, 1],
+        "key": keeping.keys(df, pos, policy or keeping.parse(keeping.DEFAULT), where or f"input partition {partition}"),
+        "weight": keeping.weights(df, pos),
     }).astype({"id": STRING})
 
 
 def duplicate_groups(df: pd.DataFrame) -> pd.DataFrame:
-    """The members of every hash group of two or more, with the kept id (smallest id, then doc)."""
+    """The members of every hash group of two or more, with the kept id (the first by the keep rank:
+    key, then smallest id, then doc) and, on the kept member, the group's size (its weights added)."""
     from curate.stages.dataset import STRING
 
-    df = df.sort_values(["h1", "h2", "id", "doc"], kind="stable")
+    df = keeping.rank_order(df, ("h1", "h2"))
     size = df.groupby(["h1", "h2"], sort=False)["doc"].transform("size")
     df = df[size.to_numpy() > 1]
     first = df.groupby(["h1", "h2"], sort=False)
     kept_id = first["id"].transform("first")
     kept_doc = first["doc"].transform("first")
+    weight = df["weight"] if "weight" in df.columns else pd.Series(1, index=df.index)
+    total = weight.groupby([df["h1"], df["h2"]], sort=False).transform("sum")
+    removed = (df["doc"] != kept_doc).to_numpy()
     out = pd.DataFrame({
         "doc": df["doc"].to_numpy(dtype=np.int64),
         "id": df["id"].to_numpy(),
         "hash": hex_hash(df["h1"].to_numpy(), df["h2"].to_numpy()),
         "kept_id": kept_id.to_numpy(),
-        "removed": (df["doc"] != kept_doc).to_numpy(),
+        "removed": removed,
+        "size": np.where(removed, 0, total.to_numpy(dtype=np.int64)),
     })
     return out.astype({"id": STRING, "hash": STRING, "kept_id": STRING})
 
 
-def _hashes_task(df: pd.DataFrame, i: int, folder: str, method: str) -> dict:
-    return dedup.save_part(hashes(df, i, method), folder, i)
+def _hashes_task(df: pd.DataFrame, i: int, folder: str, method: str, policy: keeping.Policy, where: str) -> dict:
+    return dedup.save_part(hashes(df, i, method, policy, where), folder, i)
 
 
 def _duplicates_task(df: pd.DataFrame, folder: str, audit: str, i: int) -> dict:
     groups = duplicate_groups(df)
-    audit_stats = dedup.save_part(groups.drop(columns=["doc"]), audit, i)
+    audit_stats = dedup.save_part(groups.drop(columns=["doc", "size"]), audit, i)
     stats = dedup.save_part(groups, folder, i)
     stats["outputs"] = stats.get("outputs", []) + audit_stats.get("outputs", [])
     stats["removed"] = int(groups["removed"].sum())
@@ -130,6 +148,9 @@ class ExactDedupStage(Stage):
     cli = ("dedup", "exact")
     help = "remove documents with identical text (128-bit hash), keep the smallest id"
 
+    def check(self, settings, inputs) -> None:
+        keeping.check_inputs(keeping.parse(settings.keep), inputs)
+
     def run(self, settings, ctx) -> dict:
         import dask
 
@@ -139,8 +160,10 @@ class ExactDedupStage(Stage):
         steps = dedup.Steps(ctx, self.name)
         audit = steps.folder(dedup.DUPLICATES)
 
+        inputs = dedup.Inputs(ctx, ddf)
+        policy = keeping.parse(settings.keep)
         hash_task = dask.delayed(_hashes_task, pure=False)
-        steps.run("hashes", lambda folder: [hash_task(part, i, folder, settings.hash)
+        steps.run("hashes", lambda folder: [hash_task(part, i, folder, settings.hash, policy, inputs.pieces[i].path)
                                             for i, part in enumerate(ddf.to_delayed())])
 
         def find_duplicates(folder):
@@ -149,7 +172,7 @@ class ExactDedupStage(Stage):
             return [task(part, folder, audit, i) for i, part in enumerate(shuffled.to_delayed())]
 
         info = steps.run("duplicates", find_duplicates, extra_dirs=(audit,))
-        marked = dedup.removal_frame(dedup.Inputs(ctx, ddf), steps, "duplicates", REASON)
+        marked = dedup.removal_frame(inputs, steps, "duplicates", REASON)
         removed = sum(p.get("removed", 0) for p in info["parts"])
         extra = {"dedup": {"hash": settings.hash, "documents_in_groups": info["rows"],
                            "groups": info["rows"] - removed, "removed": removed,

@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from curate.stages import dedup
+from curate.stages.dedup import keep as keeping
 from curate.stages.errors import SettingsError
 from curate.stages.stage import Stage, check_choice, check_range
 
@@ -65,8 +66,13 @@ class FuzzyDedupSettings:
     in_memory_edges: int = field(default=1_000_000, metadata={
         "help": "connected components in one task when there are at most this many edges (0: always distributed)",
         "metavar": "N"})
+    keep: str = field(default=keeping.DEFAULT, metadata={
+        "help": "the survivor of each group: smallest-id, newest[:COLUMN] / oldest[:COLUMN] (a date column, "
+                "default warc_date), longest (text), priority:COLUMN (largest value); ties: smallest id",
+        "metavar": "POLICY"})
 
     def __post_init__(self):
+        keeping.parse(self.keep)
         if not 0.0 < self.threshold < 1.0:
             raise SettingsError(f"threshold must be between 0 and 1 (exclusive); got {self.threshold!r}")
         check_range(self, "num_perm", 1, 8192)
@@ -95,8 +101,9 @@ class FuzzyDedupSettings:
 # --------------------------------------------------------------------------- per-partition work
 
 
-def signature_table(df: pd.DataFrame, partition: int, settings: FuzzyDedupSettings):
-    """(doc, id, sig) of the documents of one input partition that have shingles, as an Arrow table."""
+def signature_table(df: pd.DataFrame, partition: int, settings: FuzzyDedupSettings, where: str = ""):
+    """(doc, id, sig, key, weight) of the documents of one input partition that have shingles, as an
+    Arrow table (``key``: the keep policy's, smaller is kept; ``weight``: what the document stands for)."""
     import pyarrow as pa
 
     from curate.stages.dataset import STRING
@@ -110,7 +117,10 @@ def signature_table(df: pd.DataFrame, partition: int, settings: FuzzyDedupSettin
     width = 4 * settings.num_perm
     arr = pa.FixedSizeBinaryArray.from_buffers(pa.binary(width), len(sig), [None, pa.py_buffer(sig.astype("<u4"))])
     ids = pa.array(df["id"].iloc[pos[keep]].astype(STRING).array)
-    return pa.table({"doc": pa.array(dedup.doc_numbers(partition, pos[keep])), "id": ids, "sig": arr})
+    rows = pos[keep]
+    key = keeping.keys(df, rows, keeping.parse(settings.keep), where or f"input partition {partition}")
+    return pa.table({"doc": pa.array(dedup.doc_numbers(partition, rows)), "id": ids, "sig": arr,
+                     "key": pa.array(key, type=pa.float64()), "weight": pa.array(keeping.weights(df, rows))})
 
 
 def read_signatures(path: str, num_perm: int) -> tuple[np.ndarray, np.ndarray]:
@@ -165,18 +175,24 @@ def verify_edges(edges: pd.DataFrame, settings: FuzzyDedupSettings) -> pd.DataFr
                          "v": edges["v"].to_numpy(dtype=np.int64)[keep], "jaccard": jac[keep]})
 
 
+#: what a member of a component carries: its rank (key, id, doc) and what it stands for (weight)
+MEMBER_COLUMNS = ["doc", "comp", "id", "key", "weight"]
+
+
 def attach_ids(comps: pd.DataFrame, sig_path: str) -> pd.DataFrame:
-    """(doc, comp, id): the components of one input partition's documents, with their ids."""
+    """(doc, comp, id, key, weight): the components of one input partition's documents, with their
+    ids, keep keys and weights."""
     comps = comps.drop_duplicates("doc")
-    ids = dedup.load_part(sig_path, ["doc", "id"])
+    ids = dedup.load_part(sig_path, ["doc", "id", "key", "weight"])
     return comps.merge(ids, on="doc", how="left", validate="one_to_one")
 
 
 def component_duplicates(df: pd.DataFrame) -> pd.DataFrame:
-    """Per component: the kept id (smallest id, then document number) and who is removed."""
+    """Per component: the kept id (the first by the keep rank: key, smallest id, document number) and
+    who is removed (without the false-positive check: all the others)."""
     from curate.stages.dataset import STRING
 
-    df = df.sort_values(["comp", "id", "doc"], kind="stable")
+    df = keeping.rank_order(df, ("comp",))
     first = df.groupby("comp", sort=False)
     kept_doc = first["doc"].transform("first").to_numpy()
     return pd.DataFrame({
@@ -184,8 +200,17 @@ def component_duplicates(df: pd.DataFrame) -> pd.DataFrame:
         "id": df["id"].to_numpy(),
         "component": df["comp"].to_numpy(dtype=np.int64),
         "kept_id": first["id"].transform("first").to_numpy(),
+        "kept_doc": kept_doc.astype(np.int64),
         "removed": df["doc"].to_numpy() != kept_doc,
+        "weight": df["weight"].to_numpy(dtype=np.int64),
     }).astype({"id": STRING, "kept_id": STRING})
+
+
+def group_sizes(df: pd.DataFrame) -> np.ndarray:
+    """int64 per row: on a kept document, its weight plus the weights of the documents removed for it
+    (every member of its component must be in ``df``); 0 on a removed one."""
+    total = df.groupby("kept_doc", sort=False)["weight"].transform("sum").to_numpy(dtype=np.int64)
+    return np.where(df["removed"].to_numpy(dtype=bool), 0, total)
 
 
 # --------------------------------------------------------------------------- false-positive check of removals
@@ -201,11 +226,13 @@ MAX_REFINE_ROUNDS = 16
 
 
 def pick_representatives(df: pd.DataFrame) -> pd.DataFrame:
-    """(doc, comp, id, rep, rep_id): each undecided member with its component's smallest member."""
-    df = df.sort_values(["comp", "id", "doc"], kind="stable")
+    """(doc, comp, id, key, weight, rep, rep_id): each undecided member with its component's first
+    member by the keep rank (key, smallest id, document number)."""
+    df = keeping.rank_order(df, ("comp",))
     first = df.groupby("comp", sort=False)
-    return df[["doc", "comp", "id"]].assign(rep=first["doc"].transform("first").to_numpy(dtype=np.int64),
-                                          rep_id=first["id"].transform("first").to_numpy())
+    columns = [c for c in (*MEMBER_COLUMNS, "tier") if c in df.columns]
+    return df[columns].assign(rep=first["doc"].transform("first").to_numpy(dtype=np.int64),
+                              rep_id=first["id"].transform("first").to_numpy())
 
 
 def split_pairs(df: pd.DataFrame, pairs: bool) -> pd.DataFrame:
@@ -231,27 +258,34 @@ def verify_representatives(df: pd.DataFrame, settings: FuzzyDedupSettings) -> pd
 
 
 def decide(df: pd.DataFrame, threshold: float, last: bool) -> pd.DataFrame:
-    """(doc, id, component, kept_id, removed, decided) after one round."""
+    """(doc, id, component, kept_id, kept_doc, removed, decided, key, weight) after one round."""
     from curate.stages.dataset import STRING
 
-    df = df.sort_values(["comp", "id", "doc"], kind="stable")
+    df = keeping.rank_order(df, ("comp",))
     close = df["jaccard"].to_numpy() >= threshold
     is_rep = df["doc"].to_numpy() == df["rep"].to_numpy()
-    return pd.DataFrame({
-        "doc": df["doc"].to_numpy(dtype=np.int64),
+    doc = df["doc"].to_numpy(dtype=np.int64)
+    out = pd.DataFrame({
+        "doc": doc,
         "id": df["id"].to_numpy(),
         "component": df["comp"].to_numpy(dtype=np.int64),
         "kept_id": np.where(close, df["rep_id"].to_numpy(), df["id"].to_numpy()),
+        "kept_doc": np.where(close, df["rep"].to_numpy(dtype=np.int64), doc),
         "removed": close & ~is_rep,
         "decided": close | last,
-    }).astype({"id": STRING, "kept_id": STRING})
+        "key": df["key"].to_numpy(dtype=np.float64) if "key" in df.columns else np.zeros(len(df)),
+        "weight": df["weight"].to_numpy(dtype=np.int64) if "weight" in df.columns else np.ones(len(df), np.int64),
+    })
+    if "tier" in df.columns:
+        out["tier"] = df["tier"].to_numpy()
+    return out.astype({"id": STRING, "kept_id": STRING})
 
 
 # --------------------------------------------------------------------------- tasks (one per partition)
 
 
-def _signatures_task(df, i, folder, settings):
-    return dedup.save_table(signature_table(df, i, settings), folder, i)
+def _signatures_task(df, i, folder, settings, where=""):
+    return dedup.save_table(signature_table(df, i, settings, where), folder, i)
 
 
 def _buckets_task(path, i, folder, settings, bands, rows):
@@ -265,7 +299,7 @@ def _dedupe_edges(df):
 
 
 def _members_task(df, folder, i):
-    stats = dedup.save_part(df.sort_values(["comp", "id", "doc"], kind="stable"), folder, i)
+    stats = dedup.save_part(keeping.rank_order(df, ("comp",)), folder, i)
     stats["components"] = int(df["comp"].nunique())
     return stats
 
@@ -286,8 +320,8 @@ def _decide_pairs_task(df, folder, i, threshold):
 
 def _duplicates_task(df, folder, audit, i):
     out = df if "component" in df.columns else component_duplicates(df)
-    out = out[["doc", "id", "component", "kept_id", "removed"]]
-    audit_stats = dedup.save_part(out.drop(columns=["doc"]), audit, i)
+    out = out.assign(size=group_sizes(out))[["doc", "id", "component", "kept_id", "removed", "size"]]
+    audit_stats = dedup.save_part(out.drop(columns=["doc", "size"]), audit, i)
     stats = dedup.save_part(out, folder, i)
     stats["outputs"] = stats.get("outputs", []) + audit_stats.get("outputs", [])
     stats["removed"] = int(out["removed"].sum())
@@ -355,6 +389,7 @@ def refine_removals(steps, inputs, settings: FuzzyDedupSettings):
     from curate.stages.dedup.components import EDGE_META
 
     reps_meta = pd.DataFrame({"doc": EDGE_META["u"], "comp": EDGE_META["u"], "id": pd.Series([], dtype=STRING),
+                              "key": pd.Series([], dtype="float64"), "weight": EDGE_META["u"],
                               "rep": EDGE_META["u"], "rep_id": pd.Series([], dtype=STRING)})
     source, rounds = steps.path("members"), []
     for k in range(1, MAX_REFINE_ROUNDS + 1):
@@ -363,7 +398,7 @@ def refine_removals(steps, inputs, settings: FuzzyDedupSettings):
             pairs = []
             if "decided" in undecided.columns:
                 undecided = undecided[~undecided["decided"]].rename(columns={"component": "comp"})
-                undecided = undecided[["doc", "comp", "id"]]
+                undecided = undecided[MEMBER_COLUMNS]
             else:  # round 1, on the members (every component within one partition): pairs need no text
                 pair = dask.delayed(_decide_pairs_task, pure=False)
                 pairs = [pair(part, folder, i, settings.threshold) for i, part in enumerate(
@@ -400,6 +435,9 @@ class FuzzyDedupStage(Stage):
     cli = ("dedup", "fuzzy")
     help = "remove near duplicates (MinHash-LSH + connected components), keep the smallest id"
 
+    def check(self, settings, inputs) -> None:
+        keeping.check_inputs(keeping.parse(settings.keep), inputs)
+
     def run(self, settings, ctx) -> dict:
         import dask
         import dask.dataframe as dd
@@ -416,7 +454,7 @@ class FuzzyDedupStage(Stage):
         save = dask.delayed(dedup.save_part, pure=False)
 
         sig_task = dask.delayed(_signatures_task, pure=False)
-        steps.run("signatures", lambda folder: [sig_task(part, i, folder, settings)
+        steps.run("signatures", lambda folder: [sig_task(part, i, folder, settings, inputs.pieces[i].path)
                                                 for i, part in enumerate(ddf.to_delayed())])
         sig_files = dedup.list_parts(steps.path("signatures"))
 
@@ -449,7 +487,8 @@ class FuzzyDedupStage(Stage):
             attach = dask.delayed(attach_ids, pure=True)
             with_ids = [attach(c, path) for c, path in zip(dedup.route_to_input(comps, "doc", nparts), sig_files)]
             meta = pd.DataFrame({"doc": pd.Series([], dtype="int64"), "comp": pd.Series([], dtype="int64"),
-                                 "id": pd.Series([], dtype=dataset.STRING)})
+                                 "id": pd.Series([], dtype=dataset.STRING), "key": pd.Series([], dtype="float64"),
+                                 "weight": pd.Series([], dtype="int64")})
             by_comp = dd.from_delayed(with_ids, meta=meta, divisions=[None] * (nparts + 1),
                                       verify_meta=False).shuffle(on="comp")
             task = dask.delayed(_members_task, pure=False)
@@ -459,6 +498,7 @@ class FuzzyDedupStage(Stage):
 
         if settings.false_positive_check:
             decisions, refine_rounds = refine_removals(steps, inputs, settings)
+            decisions = decisions.shuffle(on="component")  # a group's size needs all its members
         else:
             decisions, refine_rounds = dedup.read_parts(steps.path("members")), 0
 
