@@ -52,6 +52,8 @@ class StepFolder:
 
     out: Output
     rel: str
+    #: the step whose journal record lists this folder's parts, when it is not the folder's own
+    step: str | None = None
 
     def __fspath__(self) -> str:
         return self.out.url_of(self.rel)
@@ -70,7 +72,7 @@ def part_path(folder, i: int) -> str:
 def list_parts(folder) -> list[str]:
     """The part files of a step (from its journal record when it is a StepFolder), in order."""
     if isinstance(folder, StepFolder):
-        rec = folder.out.journal_record(_step_key(folder.rel)) or {}
+        rec = folder.out.journal_record(_step_key(folder.step or folder.rel)) or {}
         rels = sorted(f["path"] for f in rec.get("files", [])
                       if f["path"].startswith(folder.rel + "/") and f["path"].endswith(".parquet"))
         return [folder.out.url_of(r) for r in rels]
@@ -135,26 +137,34 @@ class Steps:
     other settings never picks up stale intermediates. ``--force`` recomputes every step.
     """
 
-    def __init__(self, ctx, stage: str | None = None):
+    def __init__(self, ctx, stage: str | None = None, out: Output | None = None, root: str = WORK,
+                 owner: dict | None = None):
+        """The steps of ``ctx``'s stage under ``OUT/<root>/``; or, given ``out`` and its ``owner``, the
+        tables of another output this run writes (a saved index: ``root=""``)."""
         from curate.stages.dataset import stage_output, stage_owner
 
         self.ctx = ctx
-        self.out = stage_output(ctx)
-        self.out.begin(stage_owner(ctx, stage or "dedup"))
+        self.out = out or stage_output(ctx)
+        self.root = root
+        self.out.begin(owner or stage_owner(ctx, stage or "dedup"))
         self.timings: dict[str, dict] = {}
         self._records: dict[str, list[dict]] = {}
 
     def path(self, name: str) -> StepFolder:
-        return StepFolder(self.out, f"{WORK}/{name}")
+        return StepFolder(self.out, f"{self.root}/{name}" if self.root else name)
 
     def folder(self, rel: str) -> StepFolder:
         """Another folder of the output a step writes into (``_duplicates``)."""
         return StepFolder(self.out, rel)
 
+    def side(self, name: str, step: str) -> StepFolder:
+        """A folder of parts that step ``step`` writes beside its own (``extra_dirs``), readable by name."""
+        return StepFolder(self.out, self.path(name).rel, step=self.path(step).rel)
+
     def done(self, name: str) -> dict | None:
         if self.ctx.force and name not in self._records:
             return None
-        rec = self.out.finished(_step_key(f"{WORK}/{name}"), self.ctx.fingerprint)
+        rec = self.out.finished(_step_key(self.path(name).rel), self.ctx.fingerprint)
         return rec["info"] if rec else None
 
     def records(self) -> list[dict]:
@@ -217,6 +227,13 @@ def route_to_input(ddf, column: str, npartitions: int) -> list:
     divisions = [p << DOC_SHIFT for p in range(npartitions)] + [(npartitions << DOC_SHIFT) - 1]
     routed = ddf.set_index(column, divisions=divisions, sort=True)
     return [part for part in routed.reset_index().to_delayed()]
+
+
+def route_to_parts(ddf, column: str, nparts: int) -> list:
+    """Delayed pandas frames, frame ``i`` holding the rows whose ``column`` (an integer in [0, nparts))
+    is ``i``, without it (one range-partitioning shuffle: how rows meet a saved index's part ``i``)."""
+    routed = ddf.set_index(column, divisions=list(range(nparts + 1)), sort=True)
+    return [part for part in routed.reset_index(drop=True).to_delayed()]
 
 
 def good_rows(df: pd.DataFrame) -> np.ndarray:

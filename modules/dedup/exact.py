@@ -46,6 +46,15 @@ class ExactDedupSettings:
                 "column, default warc_date), longest (text), priority:COLUMN (largest value); ties: smallest id",
         "metavar": "POLICY"})
 
+    save_index: str | None = field(default=None, metadata={
+        "help": "also write the dedup index of the kept documents (text hashes and ids) to this directory, a "
+                "curate output of its own (manifest, checksums, _SUCCESS, curate verify); with --against: the "
+                "index of the union", "metavar": "IDX"})
+    against: tuple[str, ...] = field(default=(), metadata={
+        "help": "saved indexes (--save-index) to deduplicate against: a document whose text one of them holds is "
+                "removed; they are not read whole and the data they came from not at all", "metavar": "IDX",
+        "nargs": "+", "input_file": True})
+
     def __post_init__(self):
         check_choice(self, "hash")
         keeping.parse(self.keep)
@@ -87,9 +96,13 @@ def hashes(df: pd.DataFrame, partition: int, method: str, policy: keeping.Policy
     }).astype({"id": STRING})
 
 
-def duplicate_groups(df: pd.DataFrame) -> pd.DataFrame:
+def duplicate_groups(df: pd.DataFrame, labels: tuple[str, ...] = ()) -> pd.DataFrame:
     """The members of every hash group of two or more, with the kept id (the first by the keep rank:
-    key, then smallest id, then doc) and, on the kept member, the group's size (its weights added)."""
+    tier, key, smallest id, doc) and, on the kept member, the group's size (its weights added).
+
+    In an ``--against`` run the saved indexes' rows of these hashes are members too (``doc`` -1, ``tier``
+    the index's position, ``labels`` its name): ranked first, they are kept, so every document of the
+    run with such a hash is removed for them (``kept_in`` names the index); they are not listed."""
     from curate.stages.dataset import STRING
 
     df = keeping.rank_order(df, ("h1", "h2"))
@@ -109,21 +122,70 @@ def duplicate_groups(df: pd.DataFrame) -> pd.DataFrame:
         "removed": removed,
         "size": np.where(removed, 0, total.to_numpy(dtype=np.int64)),
     })
-    return out.astype({"id": STRING, "hash": STRING, "kept_id": STRING})
+    if labels:
+        tier = first["tier"].transform("first").to_numpy(dtype=np.int64)
+        names = np.array([*labels, None], dtype=object)
+        out["kept_in"] = pd.array(names[np.minimum(tier, len(labels))], dtype=STRING)
+        out = out[out["doc"].to_numpy() >= 0]
+    return out.astype({"id": STRING, "hash": STRING, "kept_id": STRING}).reset_index(drop=True)
+
+
+def kept_hashes(df: pd.DataFrame) -> pd.DataFrame:
+    """(h1, h2, id) of the documents of a shuffled partition that stay: the first of each hash by the
+    keep rank, when it is one of this run's (what a saved index holds)."""
+    df = keeping.rank_order(df, ("h1", "h2"))
+    first = ~df.duplicated(["h1", "h2"]).to_numpy()
+    mine = df["doc"].to_numpy() >= 0
+    return df[first & mine][["h1", "h2", "id"]].reset_index(drop=True)
+
+
+def indexed_rows(rows: pd.DataFrame, ix, i: int) -> pd.DataFrame:
+    """The rows of part ``i`` of index ``ix`` whose hashes ``rows`` (this run's, routed there) also hold,
+    as members of their hash groups (doc -1, tier: the index's)."""
+    from curate.stages.dataset import STRING
+
+    table = ix.read("hashes", i, ["h1", "h2", "id"])
+    wanted = rows[["h1", "h2"]].drop_duplicates()
+    hit = table.merge(wanted, on=["h1", "h2"], how="inner")
+    return pd.DataFrame({
+        "doc": np.full(len(hit), -1, dtype=np.int64), "id": hit["id"].astype(STRING).to_numpy(),
+        "h1": hit["h1"].to_numpy(dtype=np.uint64), "h2": hit["h2"].to_numpy(dtype=np.uint64),
+        "key": np.zeros(len(hit)), "weight": np.zeros(len(hit), dtype=np.int64),
+        "tier": np.full(len(hit), ix.tier0, dtype=np.int64),
+    }).astype({"id": STRING})
+
+
+def _indexed_task(rows, ix, i, folder, j) -> dict:
+    return dedup.save_part(indexed_rows(rows, ix, i), folder, j)
 
 
 def _hashes_task(df: pd.DataFrame, i: int, folder: str, method: str, policy: keeping.Policy, where: str) -> dict:
     return dedup.save_part(hashes(df, i, method, policy, where), folder, i)
 
 
-def _duplicates_task(df: pd.DataFrame, folder: str, audit: str, i: int) -> dict:
-    groups = duplicate_groups(df)
+def _duplicates_task(df: pd.DataFrame, folder: str, audit: str, i: int, labels=(), kept=None) -> dict:
+    groups = duplicate_groups(df, labels)
     audit_stats = dedup.save_part(groups.drop(columns=["doc", "size"]), audit, i)
     stats = dedup.save_part(groups, folder, i)
     stats["outputs"] = stats.get("outputs", []) + audit_stats.get("outputs", [])
+    if kept is not None:
+        stats["outputs"] += dedup.save_part(kept_hashes(df), kept, i).get("outputs", [])
     stats["removed"] = int(groups["removed"].sum())
-    stats.update(duplicate_ids(df))
+    if labels:
+        stats["removed_for_index"] = int(groups["kept_in"].notna().sum())
+    stats.update(duplicate_ids(df[df["doc"].to_numpy() >= 0]))
     return stats
+
+
+def _index_task(base, i: int, routed: pd.DataFrame, folder) -> dict:
+    """Part ``i`` of a saved exact index: the first base's part (if any) and the rows routed to it;
+    a hash in two bases keeps the earlier's row."""
+    from curate.stages.dedup import index
+
+    parts = [base.read("hashes", i, ["h1", "h2", "id"]).assign(tier=np.int64(base.tier0))] if base else []
+    rows = pd.concat([*parts, routed], ignore_index=True)
+    rows = rows.sort_values(["h1", "h2", "tier"], kind="stable").drop_duplicates(["h1", "h2"])
+    return index.write_table(rows.drop(columns=["tier"]), folder, i, sort=("h1", "h2"))
 
 
 #: how many duplicate ids the manifest lists as examples
@@ -149,38 +211,105 @@ class ExactDedupStage(Stage):
     help = "remove documents with identical text (128-bit hash), keep the smallest id"
 
     def check(self, settings, inputs) -> None:
+        from curate.stages.dedup import index
+
         keeping.check_inputs(keeping.parse(settings.keep), inputs)
+        index.check_against(settings.against, "exact", index.settings_record("exact", settings), inputs)
+        index.check_save(settings.save_index, inputs, settings.against)
+
+    def check_output(self, settings, inputs, output) -> None:
+        from curate.stages.dedup import index
+
+        index.check_save(settings.save_index, inputs, settings.against, output)
 
     def run(self, settings, ctx) -> dict:
+        import contextlib
+
+        from curate.stages.dedup import index
+
+        with index.lock(settings.save_index) if settings.save_index else contextlib.nullcontext():
+            return self._run(settings, ctx)
+
+    def _run(self, settings, ctx) -> dict:
         import dask
 
         from curate.stages import dataset
+        from curate.stages.dedup import index
 
+        record = index.settings_record("exact", settings)
+        bases = index.check_against(settings.against, "exact", record, ctx.input, verify=False)
         ddf = dataset.read_dataset(ctx.input, ctx.io, rejects_dir=ctx.output)
         steps = dedup.Steps(ctx, self.name)
         audit = steps.folder(dedup.DUPLICATES)
+        kept = steps.side("kept", "duplicates") if settings.save_index else None
 
         inputs = dedup.Inputs(ctx, ddf)
         policy = keeping.parse(settings.keep)
         hash_task = dask.delayed(_hashes_task, pure=False)
         steps.run("hashes", lambda folder: [hash_task(part, i, folder, settings.hash, policy, inputs.pieces[i].path)
                                             for i, part in enumerate(ddf.to_delayed())])
+        mine = dedup.read_parts(steps.path("hashes"))
+        labels = tuple(b.label for b in bases)
+        if bases:  # the indexes' rows of this run's hashes: the groups' first members
+            def indexed(folder):
+                task, tasks = dask.delayed(_indexed_task, pure=False), []
+                for b in bases:
+                    routed = index.routed_rows([mine[["h1", "h2"]]], "h1", b.parts)
+                    tasks += [task(r, b, i, folder, len(tasks) + i) for i, r in enumerate(routed)]
+                return tasks
+
+            steps.run("indexed", indexed)
+            tier = len(bases)
+            mine = dd_concat([mine.assign(tier=np.int64(tier)), dedup.read_parts(steps.path("indexed"))])
 
         def find_duplicates(folder):
-            shuffled = dedup.read_parts(steps.path("hashes")).shuffle(on="h1")
+            shuffled = mine.shuffle(on="h1")
             task = dask.delayed(_duplicates_task, pure=False)
-            return [task(part, folder, audit, i) for i, part in enumerate(shuffled.to_delayed())]
+            return [task(part, folder, audit, i, labels, kept) for i, part in enumerate(shuffled.to_delayed())]
 
-        info = steps.run("duplicates", find_duplicates, extra_dirs=(audit,))
-        marked = dedup.removal_frame(inputs, steps, "duplicates", REASON)
+        info = steps.run("duplicates", find_duplicates, extra_dirs=(audit, *((kept,) if kept else ())))
         removed = sum(p.get("removed", 0) for p in info["parts"])
         extra = {"dedup": {"hash": settings.hash, "documents_in_groups": info["rows"],
                            "groups": info["rows"] - removed, "removed": removed,
                            "duplicate_ids": _report_duplicate_ids(info["parts"], ctx.output)},
                  "steps": steps.timings}
-        manifest = dataset.write_dataset(marked, ctx, stage=self.name, settings=settings,
-                                         reject_columns=("id",), extra=extra, records=steps.records())
-        return manifest
+        if bases:
+            extra["dedup"]["against"] = {"indexes": list(labels), "removed_for_index": sum(
+                p.get("removed_for_index", 0) for p in info["parts"])}
+        if settings.save_index:
+            extra["dedup"]["saved_index"] = self._save_index(settings, ctx, steps, bases, len(inputs), record)
+        marked = dedup.removal_frame(inputs, steps, "duplicates", REASON)
+        return dataset.write_dataset(marked, ctx, stage=self.name, settings=settings,
+                                     reject_columns=("id",), extra=extra, records=steps.records())
+
+    def _save_index(self, settings, ctx, steps, bases, nparts: int, record: dict) -> dict:
+        """Write ``--save-index``: this run's kept hashes merged with the bases' (see the index module)."""
+        import dask
+
+        from curate.stages.dedup import index
+        from curate.stages.output import Output
+
+        parts = bases[0].parts if bases else nparts
+        isteps = dedup.Steps(ctx, out=Output.at(settings.save_index), root="", owner=index.OWNER)
+        new = dedup.read_parts(steps.side("kept", "duplicates")).assign(tier=np.int64(len(bases)))
+
+        def build(folder):
+            frames = [new, *index.base_frames(bases, "hashes", ["h1", "h2", "id"], tier=True)]
+            task = dask.delayed(_index_task, pure=False)
+            base = bases[0] if bases else None
+            return [task(base, i, r, folder) for i, r in enumerate(index.routed_rows(frames, "h1", parts))]
+
+        info = isteps.run("hashes", build)
+        entry = index.info_entry("exact", record, parts=parts, partitions=0, tiers=[], documents=info["rows"],
+                                 ctx=ctx, bases=bases, keep=settings.keep)
+        index.finish(isteps, entry)
+        return {"path": settings.save_index, "documents": info["rows"], "parts": parts}
+
+
+def dd_concat(frames):
+    import dask.dataframe as dd
+
+    return dd.concat(frames, ignore_unknown_divisions=True)
 
 
 def _report_duplicate_ids(parts: list[dict], output: str) -> dict:
