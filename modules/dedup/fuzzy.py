@@ -561,8 +561,10 @@ def attach_members(comps: pd.DataFrame, p: int, joint, sig_files) -> pd.DataFram
     else:
         b = joint.base_of(p)
         table = index_docs(b, p - b.offset, ["doc", "id", "key"]).assign(weight=np.int64(1))
+    from curate.stages.dataset import STRING
+
     out = comps.merge(table, on="doc", how="left", validate="one_to_one")
-    return out.assign(tier=joint.tiers_of(out["doc"].to_numpy(dtype=np.int64)))
+    return out.assign(id=out["id"].astype(STRING), tier=joint.tiers_of(out["doc"].to_numpy(dtype=np.int64)))
 
 
 def bucket_centers(buckets: pd.DataFrame, joint) -> pd.DataFrame:
@@ -894,27 +896,33 @@ def _expanded_task(nodes, ix, i, folder, j):
 def _index_docs_task(p, joint, inputs, sig_files, settings, folder):
     """Part ``p`` of a saved index's ``docs``: a base's, copied (the first base's, byte for byte) or
     renumbered; or this run's documents with their shingle sets, computed from their texts."""
+    import pyarrow.parquet as pq
+
     from curate.stages.dedup import index
 
     if p < joint.offset:
         b = joint.base_of(p)
         if b.offset == 0:
             return index.copy_part(b, "docs", p, folder, p)
-        frame = index_docs(b, p - b.offset, None)
-        return index.write_table(frame, folder, p)
-    import pyarrow.parquet as pq
-
-    table = pq.read_table(sig_files[p - joint.offset], columns=["doc", "id", "key", "sig"])
-    texts = input_texts(inputs, p - joint.offset)["text"]
-    rows = table.column("doc").to_numpy() & dedup.ROW_MASK
-    from curate.stages.dedup import minhash
-
-    sets = minhash.shingle_sets(texts.iloc[rows].fillna(""), settings.ngram, settings.shingle)
-    table = table.append_column("shingles", sets)
+        table = pq.read_table(b.path("docs", p - b.offset))
+        doc = pa.array(table.column("doc").to_numpy() + (b.offset << dedup.DOC_SHIFT))
+        table = table.set_column(table.schema.get_field_index("doc"), "doc", doc)
+    else:
+        table = pq.read_table(sig_files[p - joint.offset], columns=["doc", "id", "key", "sig"])
+        table = table.append_column("shingles", _shingles_of(table, inputs, p - joint.offset, settings))
     stats = dedup.save_table(table, folder, p)
     for r in stats.get("outputs", []):
         r["rows"] = table.num_rows
     return stats
+
+
+def _shingles_of(table, inputs, i: int, settings):
+    """The shingle sets of the documents of a signatures part, from input partition ``i``'s texts."""
+    from curate.stages.dedup import minhash
+
+    texts = input_texts(inputs, i)["text"]
+    rows = table.column("doc").to_numpy() & dedup.ROW_MASK
+    return minhash.shingle_sets(texts.iloc[rows].fillna(""), settings.ngram, settings.shingle)
 
 
 def _index_labels_task(decided, p, joint, folder):

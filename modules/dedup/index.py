@@ -236,9 +236,14 @@ def check_save(path: str | None, inputs, against, output: str | None = None) -> 
             raise SettingsError(f"--save-index {path}: also read by --against; write the new index elsewhere "
                                 "(it holds the old one too)")
     check_not_input(path, list(inputs) + list(against), flag="--save-index")
-    if output is not None:
-        check_not_input(path, [output], flag="--save-index")
-    check_claim(Output.at(path), OWNER)
+    if output is not None and "://" not in path + output:
+        a, b = os.path.realpath(path), os.path.realpath(output)
+        if a == b or a.startswith(b + os.sep) or b.startswith(a + os.sep):
+            raise SettingsError(f"--save-index {path}: overlaps the output {output}; write the index elsewhere")
+    try:
+        check_claim(Output.at(path), OWNER)
+    except SettingsError as e:  # the claim names the directory as --output; here it is the index's
+        raise type(e)(str(e).replace("--output ", "--save-index ", 1)) from None
 
 
 # --------------------------------------------------------------------------- writing
