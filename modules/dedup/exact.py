@@ -1,6 +1,7 @@
 """``exact_dedup``: remove documents whose text is byte-for-byte identical to another's.
 
-``curate dedup exact --input D --output OUT [--hash md5|xxh3]``
+``curate dedup exact --input D --output OUT [--hash md5|xxh3] [--keep POLICY] [--save-index IDX]
+[--against IDX [IDX ...]]``
 
 The hash is 128 bits of the UTF-8 text, unchanged (no normalisation): ``md5`` by default, as NeMo
 Curator does, or ``xxh3`` (XXH3-128, several times faster, not cryptographic; at 128 bits accidental
@@ -18,6 +19,15 @@ collisions are as unlikely as with md5). Steps, each Parquet under ``OUT/_work/`
    and the dataset is written with them dropped as ``exact_duplicate`` (``_rejects/`` holds their
    ids, ``_detail`` names the kept id) and ``dup_cluster_size`` on every kept document. Output
    partition i is input partition i.
+
+``--save-index IDX`` also writes the text hash and id of every kept document, partitioned by hash
+(:mod:`curate.stages.dedup.index`). ``--against IDX ...`` adds the step ``indexed`` before
+``duplicates``: this run's hashes go to the index parts that may hold them (a range shuffle per index),
+and each index row of a hash this run has joins that hash group as a member ranked before this run's
+documents (``tier``; doc -1). So every document whose text an index holds is removed for the index's
+kept id (``_detail``: ``duplicate of ID in index IDX``) and the others are deduplicated among
+themselves as without an index: exactly what ``dedup(A + B)`` removes from B when A's documents are
+preferred, since A's kept document of each text is the first of its group there too.
 """
 
 from __future__ import annotations
