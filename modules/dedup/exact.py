@@ -213,12 +213,12 @@ def duplicate_ids(df: pd.DataFrame) -> dict:
 
 
 class ExactDedupStage(Stage):
-    """Remove exact duplicates (same text bytes), keeping the smallest id of each group."""
+    """Remove exact duplicates (same text bytes), keeping one document (--keep) of each group."""
 
     name = "exact_dedup"
     Settings = ExactDedupSettings
     cli = ("dedup", "exact")
-    help = "remove documents with identical text (128-bit hash), keep the smallest id"
+    help = "remove documents with identical text (128-bit hash), keep one per group (--keep; default the smallest id)"
 
     def check(self, settings, inputs) -> None:
         from curate.stages.dedup import index

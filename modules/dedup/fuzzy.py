@@ -97,8 +97,9 @@ from curate.stages.errors import SettingsError
 from curate.stages.stage import Stage, check_choice, check_range
 
 REASON = "fuzzy_duplicate"
-#: a column of shingle sets (sorted distinct 64-bit hashes; see minhash.shingle_sets)
-SETS = pd.ArrowDtype(pa.list_(pa.uint64()))
+#: a column of shingle sets while they travel with edges: each the little-endian bytes of its sorted
+#: distinct 64-bit hashes (minhash.sets_to_binary; Dask's P2P shuffle cannot move Arrow list columns)
+SETS = pd.ArrowDtype(pa.large_binary())
 
 
 @dataclass(frozen=True)
@@ -476,11 +477,10 @@ class Joint:
         return pd.array(names, dtype=STRING)
 
 
-def sets_of_texts(texts: pd.Series, settings) -> pd.Series:
+def sets_of_texts(texts: pd.Series, settings):
     from curate.stages.dedup import minhash
 
-    sets = minhash.shingle_sets(texts, settings.ngram, settings.shingle)
-    return pd.Series(pd.arrays.ArrowExtensionArray(sets), index=texts.index)
+    return minhash.sets_to_binary(minhash.shingle_sets(texts, settings.ngram, settings.shingle))
 
 
 def index_docs(ix, i: int, columns) -> pd.DataFrame:
@@ -491,8 +491,6 @@ def index_docs(ix, i: int, columns) -> pd.DataFrame:
 def _attach_set_task(frame, inputs, joint, p, key, name, settings):
     """``frame`` (every document numbered by ``key`` in partition ``p``) with their shingle sets: an
     index's (its docs part) or computed from this run's texts."""
-    from curate.stages.errors import DataError
-
     if frame.empty:
         return frame.assign(**{name: pd.Series([], dtype=SETS, index=frame.index)})
     docs = frame[key].to_numpy(dtype=np.int64)
@@ -501,19 +499,11 @@ def _attach_set_task(frame, inputs, joint, p, key, name, settings):
         picked = texts.iloc[docs & dedup.ROW_MASK].reset_index(drop=True).fillna("")
         sets = sets_of_texts(picked, settings)
     else:
-        import pyarrow.parquet as pq
+        from curate.stages.dedup import index, minhash
 
         b = joint.base_of(p)
-        table = pq.read_table(b.path("docs", p - b.offset), columns=["doc", "shingles"])
-        numbers = table.column("doc").to_numpy() + (b.offset << dedup.DOC_SHIFT)
-        where = np.searchsorted(numbers, docs)
-        found = where < len(numbers)
-        found[found] = numbers[where[found]] == docs[found]
-        if not found.all():
-            raise DataError(f"{b.path('docs', p - b.offset)}: no document {int(docs[~found][0])} (the index is "
-                            "damaged: rebuild it)")
-        sets = pd.Series(pd.arrays.ArrowExtensionArray(table.column("shingles").combine_chunks().take(where)))
-    return frame.assign(**{name: pd.Series(sets.array, index=frame.index)})
+        sets = minhash.sets_to_binary(index.read_sets(b, p - b.offset, docs - (b.offset << dedup.DOC_SHIFT)))
+    return frame.assign(**{name: pd.Series(pd.arrays.ArrowExtensionArray(sets), index=frame.index)})
 
 
 def with_sets(frame, inputs, joint, settings, keys):
@@ -543,7 +533,7 @@ def _jaccard_of_texts(df: pd.DataFrame, settings) -> pd.DataFrame:
 def _jaccard_of_sets(df: pd.DataFrame, settings) -> pd.DataFrame:
     from curate.stages.dedup import minhash
 
-    jac = minhash.jaccard_sets(df["value_a"], df["value_b"]) if len(df) else np.zeros(0)
+    jac = minhash.jaccard_sets(minhash.sets_from_binary(df["value_a"]), minhash.sets_from_binary(df["value_b"]))
     return df.drop(columns=["value_a", "value_b"]).assign(jaccard=jac)
 
 
@@ -576,12 +566,18 @@ def _with_self_similarity(df: pd.DataFrame) -> pd.DataFrame:
 
 def matched_centers(rows: pd.DataFrame, ix, i: int) -> pd.DataFrame:
     """(bucket, doc): for each bucket key of ``rows`` (this run's, routed to part ``i`` of index ``ix``)
-    that the index holds, its center (the index's smallest document there), in this run's numbering."""
-    table = ix.read("buckets", i, ["bucket", "center"])
-    wanted = pd.DataFrame({"bucket": pd.unique(rows["bucket"].to_numpy(dtype=np.uint64))})
-    hit = table.merge(wanted, on="bucket", how="inner")
-    hit = pd.DataFrame({"bucket": hit["bucket"].to_numpy(dtype=np.uint64), "doc": hit["center"].to_numpy(dtype=np.int64)})
-    return ix.shifted(hit)
+    that the index holds, its center (the index's smallest document there), in this run's numbering.
+    The part is sorted by key: a binary search per key, no hash table of the index's side."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(ix.path("buckets", i), columns=["bucket", "center"])
+    keys = table.column("bucket").to_numpy()
+    wanted = np.unique(rows["bucket"].to_numpy(dtype=np.uint64))
+    where = np.searchsorted(keys, wanted)
+    hit = where < len(keys)
+    hit[hit] = keys[where[hit]] == wanted[hit]
+    centers = table.column("center").to_numpy()[where[hit]]
+    return ix.shifted(pd.DataFrame({"bucket": wanted[hit], "doc": centers.astype(np.int64)}))
 
 
 def anchor_edges(docs: pd.DataFrame, ix, p: int) -> pd.DataFrame:
@@ -699,7 +695,7 @@ class FuzzyDedupStage(Stage):
     name = "fuzzy_dedup"
     Settings = FuzzyDedupSettings
     cli = ("dedup", "fuzzy")
-    help = "remove near duplicates (MinHash-LSH + connected components), keep the smallest id"
+    help = "remove near duplicates (MinHash-LSH + connected components), keep one per group (--keep; default the smallest id)"
 
     def check(self, settings, inputs) -> None:
         from curate.stages.dedup import index
@@ -886,9 +882,11 @@ class FuzzyDedupStage(Stage):
         decided = dedup.read_parts(steps.path("duplicates"), columns=["doc", "component", "removed"])
         decided = decided.rename(columns={"component": "comp"})
 
+        shingles = isteps.path(index.SHINGLES)
+
         def docs(folder):
             task = dask.delayed(_index_docs_task, pure=False)
-            return [task(p, joint, inputs, sig_files, settings, folder) for p in range(offset + nparts)]
+            return [task(p, joint, inputs, sig_files, settings, folder, shingles) for p in range(offset + nparts)]
 
         def labels(folder):
             task = dask.delayed(_index_labels_task, pure=False)
@@ -911,7 +909,7 @@ class FuzzyDedupStage(Stage):
             task = dask.delayed(_index_buckets_task, pure=False)
             return [task(first, i, r, folder) for i, r in enumerate(index.routed_rows(frames, "bucket", parts))]
 
-        info = isteps.run("docs", docs)
+        info = isteps.run("docs", docs, extra_dirs=(shingles,))
         isteps.run("labels", labels)
         isteps.run("components", comps)
         isteps.run("buckets", centers)
@@ -945,26 +943,35 @@ def _expanded_task(nodes, ix, i, folder, j):
     return dedup.save_part(expanded_members(nodes, ix, i), folder, j)
 
 
-def _index_docs_task(p, joint, inputs, sig_files, settings, folder):
-    """Part ``p`` of a saved index's ``docs``: a base's, copied (the first base's, byte for byte) or
-    renumbered; or this run's documents with their shingle sets, computed from their texts."""
+def _index_docs_task(p, joint, inputs, sig_files, settings, folder, shingles):
+    """Part ``p`` of a saved index's ``docs`` and ``shingles``: a base's, copied (the first base's, byte
+    for byte) or renumbered; or this run's documents, with their shingle sets computed from their texts."""
     import pyarrow.parquet as pq
 
-    from curate.stages.dedup import index
+    from curate.stages.dedup import index, minhash
 
     if p < joint.offset:
         b = joint.base_of(p)
+        sets = index.copy_part(b, index.SHINGLES, p - b.offset, shingles, p)
         if b.offset == 0:
-            return index.copy_part(b, "docs", p, folder, p)
+            docs = index.copy_part(b, "docs", p, folder, p)
+            return {**docs, "outputs": docs["outputs"] + sets["outputs"]}
         table = pq.read_table(b.path("docs", p - b.offset))
         doc = pa.array(table.column("doc").to_numpy() + (b.offset << dedup.DOC_SHIFT))
         table = table.set_column(table.schema.get_field_index("doc"), "doc", doc)
+        outputs = sets["outputs"]
     else:
         table = pq.read_table(sig_files[p - joint.offset], columns=["doc", "id", "key", "sig"])
-        table = table.append_column("shingles", _shingles_of(table, inputs, p - joint.offset, settings))
+        values, offsets = minhash.list_buffers(_shingles_of(table, inputs, p - joint.offset, settings))
+        with shingles.out.open(index.part_name(index.SHINGLES, p)) as f:
+            f.write(np.ascontiguousarray(values[offsets[0]:offsets[-1]], dtype="<u8").tobytes())
+        outputs = [f.record]
+        table = table.append_column("start", pa.array(offsets[:-1] - offsets[0]))
+        table = table.append_column("count", pa.array(np.diff(offsets)))
     stats = dedup.save_table(table, folder, p)
     for r in stats.get("outputs", []):
         r["rows"] = table.num_rows
+    stats["outputs"] = stats.get("outputs", []) + outputs
     return stats
 
 

@@ -57,12 +57,22 @@ STAGE = "dedup_index"
 #: the layout above; an index of another format is refused naming both
 FORMAT = 1
 OWNER = {"kind": "stage", "stage": STAGE, "job": None}
-TABLES = {"exact": ("hashes",), "fuzzy": ("buckets", "components", "labels", "docs")}
+TABLES = {"exact": ("hashes",), "fuzzy": ("buckets", "components", "labels", "docs", "shingles")}
 #: tables partitioned by part_of (the others by input partition)
 HASHED = ("hashes", "buckets", "components")
 
 _M1 = np.uint64(0xFF51AFD7ED558CCD)
 _M2 = np.uint64(0xC4CEB9FE1A85EC53)
+
+
+#: the fuzzy index's shingle sets: one raw file per input partition (see the module doc)
+SHINGLES = "shingles"
+#: how far apart two wanted sets of a shingles file may lie and still be read in one go (values)
+READ_GAP = 1 << 16
+
+
+def part_name(table: str, i: int) -> str:
+    return f"{table}/part-{i:05d}." + ("u64" if table == SHINGLES else "parquet")
 
 
 def part_of(values, n: int) -> np.ndarray:
@@ -126,7 +136,7 @@ class Index:
         return [int(t) for t in self.info.get("tiers", [])]
 
     def rel(self, table: str, i: int) -> str:
-        return f"{table}/part-{i:05d}.parquet"
+        return part_name(table, i)
 
     def path(self, table: str, i: int) -> str:
         from curate.stages.output import Output
@@ -143,6 +153,53 @@ class Index:
         from curate.stages.dedup import DOC_SHIFT
 
         return frame.assign(**{c: frame[c].to_numpy(dtype=np.int64) + (self.offset << DOC_SHIFT) for c in columns})
+
+
+def read_sets(ix: Index, i: int, docs: np.ndarray):
+    """The shingle sets of documents ``docs`` (the index's own numbers, all in its input partition
+    ``i``, any order) as a pyarrow list<uint64> array in that order. Reads the part's (doc, start,
+    count) columns and, of its shingles file, only the byte ranges that hold those sets (nearby
+    ranges together), so a run touching a few documents of a large index reads little of it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from curate.stages.errors import DataError
+    from curate.stages.output import Output
+
+    docs = np.asarray(docs, dtype=np.int64)
+    table = pq.read_table(ix.path("docs", i), columns=["doc", "start", "count"])
+    numbers = table.column("doc").to_numpy()
+    where = np.searchsorted(numbers, docs)
+    found = where < len(numbers)
+    found[found] = numbers[where[found]] == docs[found]
+    if not found.all():
+        raise DataError(f"{ix.path('docs', i)}: no document {int(docs[~found][0])} (the index is damaged: rebuild it)")
+    start = table.column("start").to_numpy()[where]
+    count = table.column("count").to_numpy()[where].astype(np.int64)
+    # the ranges to read: the wanted sets in file order, merged when less than READ_GAP values apart
+    order = np.argsort(start, kind="stable")
+    lo, hi = start[order], start[order] + count[order]
+    cut = np.flatnonzero(lo[1:] > np.maximum.accumulate(hi)[:-1] + READ_GAP) + 1 if len(lo) else np.zeros(0, int)
+    groups = np.split(np.arange(len(lo)), cut)
+    chunks, base = [], np.zeros(len(docs), dtype=np.int64)
+    offset = 0
+    with Output(ix.url).open_read(ix.rel(SHINGLES, i)) as f:
+        for group in groups:
+            if not len(group):
+                continue
+            a, b = int(lo[group].min()), int(hi[group].max())
+            f.seek(a * 8)
+            raw = f.read((b - a) * 8)
+            if len(raw) != (b - a) * 8:
+                raise DataError(f"{ix.path(SHINGLES, i)}: shorter than its docs part says (the index is damaged)")
+            chunks.append(np.frombuffer(raw, dtype="<u8"))
+            base[order[group]] = offset - a
+            offset += b - a
+    data = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.uint64)
+    offsets = np.zeros(len(docs) + 1, dtype=np.int64)
+    np.cumsum(count, out=offsets[1:])
+    take = np.repeat(start + base - offsets[:-1], count) + np.arange(offsets[-1])
+    return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(data[take].astype(np.uint64), type=pa.uint64()))
 
 
 # --------------------------------------------------------------------------- before any work
@@ -333,7 +390,7 @@ def copy_part(base: Index, table: str, i: int, folder, j: int) -> dict:
     src = Output(base.url)
     rel = base.rel(table, i)
     listed = {r["path"]: r for r in (src.manifest() or {}).get("outputs", [])}.get(rel)
-    with src.open_read(rel) as f, folder.out.open(folder.part(j)) as sink:
+    with src.open_read(rel) as f, folder.out.open(f"{folder.rel}/{part_name(table, j).split('/', 1)[1]}") as sink:
         for chunk in iter(lambda: f.read(8 << 20), b""):
             sink.write(chunk)
     if listed is None or sink.record[CHECKSUM] != listed[CHECKSUM]:

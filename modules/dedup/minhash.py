@@ -603,3 +603,32 @@ def jaccard_sets(sets_a, sets_b) -> np.ndarray:
     out = np.zeros(len(oa) - 1, dtype=np.float64)
     _jaccard_of_sets(va, oa, vb, ob, out)
     return out
+
+
+def sets_to_binary(sets):
+    """A list<uint64> array of shingle sets as a large_binary array, each set the little-endian bytes of
+    its hashes (how sets travel through Dask shuffles, which do not move Arrow list columns)."""
+    import pyarrow as pa
+
+    values, offsets = list_buffers(sets)
+    data = np.ascontiguousarray(values[offsets[0]:offsets[-1]], dtype="<u8")
+    starts = ((offsets - offsets[0]) * 8).astype(np.int64)
+    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(starts) - 1,
+                                            [None, pa.py_buffer(starts), pa.py_buffer(data)])
+
+
+def sets_from_binary(column):
+    """The list<uint64> array of sets a binary column holds (:func:`sets_to_binary`; a pandas Series or
+    a pyarrow array)."""
+    import pyarrow as pa
+
+    arr = pa.array(column.array) if hasattr(column, "array") else column
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks() if arr.num_chunks else pa.array([], type=pa.large_binary())
+    arr = arr.cast(pa.large_binary())
+    n = len(arr)
+    starts = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + n + 1] if n else np.zeros(1, np.int64)
+    raw = np.frombuffer(arr.buffers()[2], dtype=np.uint8) if n and arr.buffers()[2] is not None else np.zeros(0, np.uint8)
+    values = np.array(raw[starts[0]:starts[-1]].view("<u8"), dtype=np.uint64)  # a copy: aligned for the kernel
+    offsets = ((starts - starts[0]) // 8).astype(np.int64)
+    return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values, type=pa.uint64()))

@@ -12,6 +12,7 @@ import functools
 import json
 import random
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -192,8 +193,14 @@ def test_fuzzy_index_tables(data, tmp_path):
     docs = pd.read_parquet(tmp_path / "idx" / "docs")
     assert len(docs) == info["documents"] == sum(len(p) for p in snapshots()["A"])
     texts = {r["id"]: r["text"] for part in snapshots()["A"] for r in part}
-    sets = minhash.shingle_sets([texts[i] for i in docs["id"]])
-    assert [list(s) for s in docs["shingles"]] == sets.to_pylist()
+    ix = index.Index("idx", str(tmp_path / "idx"), info)
+    for p in range(2):  # each set, whole from the raw file, and a few read in another order
+        part = pd.read_parquet(tmp_path / "idx" / "docs" / f"part-0000{p}.parquet")
+        raw = np.fromfile(tmp_path / "idx" / "shingles" / f"part-0000{p}.u64", dtype="<u8")
+        want = minhash.shingle_sets([texts[i] for i in part["id"]]).to_pylist()
+        assert [raw[s:s + c].tolist() for s, c in zip(part["start"], part["count"])] == want
+        pick = part["doc"].to_numpy()[[4, 0, 9, 4]]
+        assert index.read_sets(ix, p, pick).to_pylist() == [want[4], want[0], want[9], want[4]]
     buckets = pd.read_parquet(tmp_path / "idx" / "buckets")
     assert buckets["bucket"].is_unique and len(buckets) <= 21 * len(docs)
     for k in range(2):  # each part holds the keys part_of sends there
