@@ -14,11 +14,14 @@ rows there (:func:`part_of`, one range shuffle)::
             components/part-NNNNN.parquet  (comp, doc)           every member of every component of two or
                                                                  more (comp: its smallest document); by part_of(comp)
             labels/part-PPPPP.parquet      (doc, comp, removed)  the same members, by input partition PPPPP
-            docs/part-PPPPP.parquet        (doc, id, key, sig, shingles)  every document with shingles, kept
-                                                                 or removed, by input partition PPPPP: its keep
-                                                                 key, MinHash signature and shingle set (sorted
-                                                                 distinct 64-bit hashes, what the true-Jaccard check
-                                                                 compares; the texts are not kept)
+            docs/part-PPPPP.parquet        (doc, id, key, sig, start, count)  every document with shingles,
+                                                                 kept or removed, by input partition PPPPP: its keep
+                                                                 key, MinHash signature and where its shingle set is
+            shingles/part-PPPPP.u64        raw little-endian uint64: each document's shingle set (sorted distinct
+                                                                 64-bit hashes, what the true-Jaccard check compares;
+                                                                 the texts are not kept) at [start, start + count);
+                                                                 read by byte ranges (:func:`read_sets`), so a run
+                                                                 that compares a few documents reads little of it
 
 ``NNNNN`` runs over the index's ``parts`` (the number of input partitions of the run that started it),
 ``PPPPP`` over its ``partitions``: documents keep the numbers their run gave them (``input partition
@@ -30,10 +33,10 @@ indexes it contains.
 
 ``--save-index`` on an ``--against`` run writes the index of the union: the bases' documents first
 (their numbers and tiers unchanged, further bases shifted after them), then the new ones; each table
-part ``i`` is the first base's part ``i`` merged with the rows routed to it (the fuzzy ``docs`` parts
-of the first base are copied byte for byte, checked against its checksums). So a team keeps one index
-per corpus and replaces it with each snapshot; the union costs one pass over the index's files, no
-signatures are recomputed.
+part ``i`` is the first base's part ``i`` merged with the rows routed to it (the fuzzy ``docs`` and
+``shingles`` parts of the first base are copied byte for byte, checked against its checksums). So a
+team keeps one index per corpus and replaces it with each snapshot; the union costs one pass over the
+index's files, no signatures are recomputed.
 
 Refused before any work (exit 2, one line, nothing written; :func:`open_index`): an index that is
 missing, not a curate output, another stage's output, incomplete (no ``_SUCCESS``), of another format
