@@ -64,7 +64,8 @@ class Stage:
 
     def check_output(self, settings, inputs: tuple[str, ...], output: str) -> None:
         """Refusals that need the output directory too (a second directory the stage writes must not
-        overlap it), run with the others before any work."""
+        overlap it), run with the others before any work; also for a stage of a job whose inputs
+        are not written yet (``inputs`` may not exist)."""
 
 
 @dataclass(frozen=True)

@@ -221,15 +221,13 @@ class ExactDedupStage(Stage):
     help = "remove documents with identical text (128-bit hash), keep one per group (--keep; default the smallest id)"
 
     def check(self, settings, inputs) -> None:
-        from curate.stages.dedup import index
-
         keeping.check_inputs(keeping.parse(settings.keep), inputs)
-        index.check_against(settings.against, "exact", index.settings_record("exact", settings), inputs)
-        index.check_save(settings.save_index, inputs, settings.against)
 
     def check_output(self, settings, inputs, output) -> None:
+        # here, not in check: a job calls this for every stage, also one whose input is not written yet
         from curate.stages.dedup import index
 
+        index.check_against(settings.against, "exact", index.settings_record("exact", settings), inputs)
         index.check_save(settings.save_index, inputs, settings.against, output)
 
     def run(self, settings, ctx) -> dict:

@@ -698,17 +698,15 @@ class FuzzyDedupStage(Stage):
     help = "remove near duplicates (MinHash-LSH + connected components), keep one per group (--keep; default the smallest id)"
 
     def check(self, settings, inputs) -> None:
+        keeping.check_inputs(keeping.parse(settings.keep), inputs)
+
+    def check_output(self, settings, inputs, output) -> None:
+        # here, not in check: a job calls this for every stage, also one whose input is not written yet
         from curate.stages.dedup import index
 
-        keeping.check_inputs(keeping.parse(settings.keep), inputs)
         if settings.against:
             index.check_against(settings.against, "fuzzy", index.settings_record("fuzzy", settings,
                                                                                   *settings.lsh_params()), inputs)
-        index.check_save(settings.save_index, inputs, settings.against)
-
-    def check_output(self, settings, inputs, output) -> None:
-        from curate.stages.dedup import index
-
         index.check_save(settings.save_index, inputs, settings.against, output)
 
     def run(self, settings, ctx) -> dict:

@@ -311,3 +311,21 @@ def test_an_index_holding_another_is_refused_beside_it(data, indexes, tmp_path):
     assert removed == {**results(tmp_path / "B", "b")[0], "b000": c004, "b015": c004}
     rejects = pd.concat([pd.read_parquet(p) for p in (tmp_path / "B2" / "_rejects").glob("part-*")])
     assert rejects.set_index("id").loc["b000", "_detail"] == f"duplicate of c004 in index {tmp_path / 'idxC'}"
+
+
+def test_in_a_job_a_later_stage_is_checked_before_any_work(data, indexes, tmp_path):
+    from curate.app.runner import load_job, run_job
+    from curate.stages.errors import SettingsError
+
+    job = tmp_path / "job.yaml"
+    stages = "  - exact_dedup: {{}}\n  - fuzzy_dedup: {{against: [{idx}], save_index: {save}}}\n"
+    job.write_text(f"input: [{', '.join(map(str, data['B']))}]\nstages:\n"
+                   + stages.format(idx=indexes / "exact", save=tmp_path / "idx"))
+    with pytest.raises(SettingsError, match="an index of exact dedup, not of fuzzy dedup"):
+        run_job(load_job(str(job)), str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists() and not (tmp_path / "idx").exists()
+    job.write_text(f"input: [{', '.join(map(str, data['B']))}]\nstages:\n"
+                   + stages.format(idx=indexes / "fuzzy", save=tmp_path / "idx"))
+    outcomes = run_job(load_job(str(job)), str(tmp_path / "out"))
+    assert outcomes[1].manifest["dedup"]["against"]["removed_for_index"] > 0
+    assert json.loads((tmp_path / "idx" / "manifest.json").read_text())["index"]["tiers"] == [2, 4]
