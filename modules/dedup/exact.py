@@ -261,7 +261,7 @@ class ExactDedupStage(Stage):
         if bases:  # the indexes' rows of this run's hashes: the groups' first members
             def indexed(folder):
                 task, tasks = dask.delayed(_indexed_task, pure=False), []
-                for b in bases:
+                for b in [x.slim() for x in bases]:
                     routed = index.routed_rows([mine[["h1", "h2"]]], "h1", b.parts)
                     tasks += [task(r, b, i, folder, len(tasks) + i) for i, r in enumerate(routed)]
                 return tasks
@@ -302,9 +302,10 @@ class ExactDedupStage(Stage):
         new = dedup.read_parts(steps.side("kept", "duplicates")).assign(tier=np.int64(len(bases)))
 
         def build(folder):
-            frames = [new, *index.base_frames(bases, "hashes", ["h1", "h2", "id"], tier=True)]
+            slim = [b.slim() for b in bases]
+            frames = [new, *index.base_frames(slim, "hashes", ["h1", "h2", "id"], tier=True)]
             task = dask.delayed(_index_task, pure=False)
-            base = bases[0] if bases else None
+            base = slim[0] if slim else None
             return [task(base, i, r, folder) for i, r in enumerate(index.routed_rows(frames, "h1", parts))]
 
         info = isteps.run("hashes", build)

@@ -729,7 +729,7 @@ class FuzzyDedupStage(Stage):
         record = index.settings_record("fuzzy", settings, bands, rows)
         bases = tuple(index.check_against(settings.against, "fuzzy", record, ctx.input, verify=False))
         offset = sum(b.partitions for b in bases)
-        joint = Joint(bases, offset, (bases[-1].tier0 + len(bases[-1].tiers)) if bases else 0)
+        joint = Joint(tuple(b.slim() for b in bases), offset, (bases[-1].tier0 + len(bases[-1].tiers)) if bases else 0)
         ddf = dataset.read_dataset(ctx.input, ctx.io, rejects_dir=ctx.output)
         nparts = ddf.npartitions
         inputs = dedup.Inputs(ctx, ddf)
@@ -749,7 +749,7 @@ class FuzzyDedupStage(Stage):
         if bases:  # the indexes' centers of this run's bucket keys join the buckets as members
             def centers(folder):
                 task, tasks = dask.delayed(_matched_task, pure=False), []
-                for b in bases:
+                for b in joint.bases:
                     routed = index.routed_rows([buckets[["bucket"]]], "bucket", b.parts)
                     tasks += [task(r, b, i, folder, len(tasks) + i) for i, r in enumerate(routed)]
                 return tasks
@@ -796,7 +796,7 @@ class FuzzyDedupStage(Stage):
                 comps = dedup.read_parts(steps.path("components"), columns=["doc", "comp"])
                 nodes = comps.rename(columns={"doc": "label"})
                 task, tasks = dask.delayed(_expanded_task, pure=False), []
-                for b in bases:
+                for b in joint.bases:
                     lo, hi = b.offset << dedup.DOC_SHIFT, (b.offset + b.partitions) << dedup.DOC_SHIFT
                     mine = nodes[(nodes["label"] >= lo) & (nodes["label"] < hi)]
                     mine = mine.map_partitions(_index_part_column, b, meta=mine._meta.assign(
@@ -861,21 +861,22 @@ class FuzzyDedupStage(Stage):
                 "indexes": [b.label for b in bases], "index_members": info["rows"] - mine,
                 "removed_for_index": sum(p.get("removed_for_index", 0) for p in info["parts"])}
         if settings.save_index:
-            extra["dedup"]["saved_index"] = self._save_index(settings, ctx, steps, joint, inputs, sig_files, record)
+            extra["dedup"]["saved_index"] = self._save_index(settings, ctx, steps, joint, bases, inputs, sig_files,
+                                                             record)
         marked = dedup.removal_frame(inputs, steps, "duplicates", REASON, offset)
         return dataset.write_dataset(marked, ctx, stage=self.name, settings=settings,
                                      reject_columns=("id",), extra=extra, records=steps.records())
 
-    def _save_index(self, settings, ctx, steps, joint, inputs, sig_files, record) -> dict:
+    def _save_index(self, settings, ctx, steps, joint, bases, inputs, sig_files, record) -> dict:
         """Write ``--save-index``: the union of the bases and this run (see the index module)."""
         import dask
 
         from curate.stages.dedup import index
         from curate.stages.output import Output
 
-        bases, offset, nparts = list(joint.bases), joint.offset, len(inputs)
+        offset, nparts = joint.offset, len(inputs)
         parts = bases[0].parts if bases else nparts
-        first = bases[0] if bases else None
+        first = joint.bases[0] if bases else None
         isteps = dedup.Steps(ctx, out=Output.at(settings.save_index), root="", owner=index.OWNER)
         decided = dedup.read_parts(steps.path("duplicates"), columns=["doc", "component", "removed"])
         decided = decided.rename(columns={"component": "comp"})
@@ -894,7 +895,7 @@ class FuzzyDedupStage(Stage):
         def comps(folder):
             frames = [decided[["comp", "doc"]].assign(origin=np.int64(NEW))]
             frames += [f.assign(origin=np.int64(OLD))
-                       for f in index.base_frames(bases, "components", ["comp", "doc"], ("comp", "doc"))]
+                       for f in index.base_frames(list(joint.bases), "components", ["comp", "doc"], ("comp", "doc"))]
             if bases:
                 retired = dedup.read_parts(steps.path("expanded"), columns=["label"])
                 frames.append(retired.rename(columns={"label": "comp"}).assign(doc=np.int64(-1), origin=np.int64(RETIRED)))
@@ -903,7 +904,7 @@ class FuzzyDedupStage(Stage):
 
         def centers(folder):
             frames = [dedup.read_parts(steps.side("centers", "edges")),
-                      *index.base_frames(bases, "buckets", ["bucket", "center"], ("center",))]
+                      *index.base_frames(list(joint.bases), "buckets", ["bucket", "center"], ("center",))]
             task = dask.delayed(_index_buckets_task, pure=False)
             return [task(first, i, r, folder) for i, r in enumerate(index.routed_rows(frames, "bucket", parts))]
 

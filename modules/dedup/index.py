@@ -141,6 +141,13 @@ class Index:
     def rel(self, table: str, i: int) -> str:
         return part_name(table, i)
 
+    def slim(self) -> Index:
+        """This index without its history (inputs, sources, contained indexes): what tasks need."""
+        import dataclasses
+
+        keep = ("format", "kind", "id", "parts", "partitions", "tiers")
+        return dataclasses.replace(self, info={k: self.info[k] for k in keep if k in self.info})
+
     def path(self, table: str, i: int) -> str:
         from curate.stages.output import Output
 
