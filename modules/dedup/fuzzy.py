@@ -441,7 +441,7 @@ class Joint:
     """Where the documents of a run live. A run without indexes: its input partitions. An ``--against``
     run numbers the indexes' documents first (``bases``, each from its ``offset``) and its own after
     them, from input partition ``offset``, with ``tier`` after the indexes' tiers: the numbering and
-    the ranks of ``dedup(A + B)`` with A's documents preferred (see the class doc of the stage)."""
+    the ranks of ``dedup(A + B)`` with A's documents preferred (see the module doc)."""
 
     bases: tuple = ()
     offset: int = 0
@@ -884,8 +884,17 @@ class FuzzyDedupStage(Stage):
         shingles = isteps.path(index.SHINGLES)
 
         def docs(folder):
+            records = [index.listed_files(b) for b in bases]
+
+            def listed(p):  # the manifest records of the base parts part p copies
+                if p >= offset:
+                    return {}
+                k, b = next((k, b) for k, b in enumerate(joint.bases) if b.offset <= p < b.offset + b.partitions)
+                return {t: records[k].get(b.rel(t, p - b.offset)) for t in ("docs", index.SHINGLES)}
+
             task = dask.delayed(_index_docs_task, pure=False)
-            return [task(p, joint, inputs, sig_files, settings, folder, shingles) for p in range(offset + nparts)]
+            return [task(p, joint, inputs, sig_files, settings, folder, shingles, listed(p))
+                    for p in range(offset + nparts)]
 
         def labels(folder):
             task = dask.delayed(_index_labels_task, pure=False)
@@ -942,18 +951,19 @@ def _expanded_task(nodes, ix, i, folder, j):
     return dedup.save_part(expanded_members(nodes, ix, i), folder, j)
 
 
-def _index_docs_task(p, joint, inputs, sig_files, settings, folder, shingles):
+def _index_docs_task(p, joint, inputs, sig_files, settings, folder, shingles, listed):
     """Part ``p`` of a saved index's ``docs`` and ``shingles``: a base's, copied (the first base's, byte
-    for byte) or renumbered; or this run's documents, with their shingle sets computed from their texts."""
+    for byte; ``listed``: their records in its manifest) or renumbered; or this run's documents, with
+    their shingle sets computed from their texts."""
     import pyarrow.parquet as pq
 
     from curate.stages.dedup import index, minhash
 
     if p < joint.offset:
         b = joint.base_of(p)
-        sets = index.copy_part(b, index.SHINGLES, p - b.offset, shingles, p)
+        sets = index.copy_part(b, index.SHINGLES, p - b.offset, shingles, p, listed.get(index.SHINGLES))
         if b.offset == 0:
-            docs = index.copy_part(b, "docs", p, folder, p)
+            docs = index.copy_part(b, "docs", p, folder, p, listed.get("docs"))
             return {**docs, "outputs": docs["outputs"] + sets["outputs"]}
         table = pq.read_table(b.path("docs", p - b.offset))
         doc = pa.array(table.column("doc").to_numpy() + (b.offset << dedup.DOC_SHIFT))

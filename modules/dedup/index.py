@@ -391,15 +391,21 @@ def lock(path: str):
     return Lock(Output.at(path), "curate dedup --save-index")
 
 
-def copy_part(base: Index, table: str, i: int, folder, j: int) -> dict:
+def listed_files(base: Index) -> dict[str, dict]:
+    """The file records of a base's manifest by path (read once, on the client)."""
+    from curate.stages.output import Output
+
+    return {r["path"]: r for r in (Output(base.url).manifest() or {}).get("outputs", [])}
+
+
+def copy_part(base: Index, table: str, i: int, folder, j: int, listed: dict | None) -> dict:
     """Part ``i`` of a base's table, copied byte for byte to part ``j`` of ``folder``; a copy whose bytes
-    differ from the base's manifest is refused (DataError naming the file)."""
+    differ from ``listed`` (its record in the base's manifest) is refused (DataError naming the file)."""
     from curate.stages.errors import DataError
     from curate.stages.output import CHECKSUM, Output
 
     src = Output(base.url)
     rel = base.rel(table, i)
-    listed = {r["path"]: r for r in (src.manifest() or {}).get("outputs", [])}.get(rel)
     with src.open_read(rel) as f, folder.out.open(f"{folder.rel}/{part_name(table, j).split('/', 1)[1]}") as sink:
         for chunk in iter(lambda: f.read(8 << 20), b""):
             sink.write(chunk)
