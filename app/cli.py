@@ -95,7 +95,7 @@ def add_settings_arguments(p: argparse.ArgumentParser, cls, title: str, skip=())
                            default=None, help=helptext)
         else:
             g.add_argument(flag, dest=f"{cls.__name__}.{f.name}", default=None, required=required,
-                           choices=f.metadata.get("choices"),
+                           choices=f.metadata.get("choices"), nargs=f.metadata.get("nargs"),
                            metavar=None if f.metadata.get("choices") else f.metadata.get("metavar", f.name.upper()),
                            help=helptext)
 

@@ -158,6 +158,7 @@ def preflight_stage(name: str, settings, inputs, output: str, io: IOSettings, jo
     check_inputs(name, inputs, io)
     registry.get(name)().check(settings, tuple(inputs))
     output_mod.check_not_input(output, inputs)
+    registry.get(name)().check_output(settings, tuple(inputs), output)
     out = output_mod.Output.at(output, unit_of(name, settings))
     if check_locks and not out.remote:
         output_mod.Lock(out)._check_others()
@@ -230,9 +231,10 @@ def preflight_job(job: Job, output: str, stop_after: int | None = None, check_lo
     first_inputs = plan[0][2]
     check_output_path(output)
     check_inputs(plan[0][1].name, first_inputs, job.io)
-    for _k, spec, inputs, _out in plan:  # a stage whose inputs exist already (the first, or given its own)
+    for _k, spec, inputs, out in plan:  # a stage whose inputs exist already (the first, or given its own)
         if not any(_is_stage_dir(i, plan) for i in inputs):
             registry.get(spec.name)().check(spec.settings, tuple(inputs))
+        registry.get(spec.name)().check_output(spec.settings, tuple(inputs), out)
     output_mod.check_not_input(output, [i for _, _, inputs, out in plan for i in inputs
                                         if os.path.abspath(i) != os.path.abspath(out) and not _is_stage_dir(i, plan)])
     if check_locks and not root.remote:  # first: a stage command writing a stage folder is named as such

@@ -3,6 +3,7 @@
     .venv/bin/python jobs/bench_dedup.py accuracy [--docs 3000]
     .venv/bin/python jobs/bench_dedup.py speed [--docs 20000]
     .venv/bin/python jobs/bench_dedup.py scale [--sizes 250000,500000,1000000] [--workers 2]
+    .venv/bin/python jobs/bench_dedup.py incremental [--docs 500000] [--fraction 0.1] [--workers 2]
 
 accuracy: a labelled set built from the Rust book sentences of jobs/data/sample.jsonl.gz: base
   documents of 10 random sentences and variants of earlier documents (variants of variants too)
@@ -26,6 +27,16 @@ scale: synthetic documents (~1 kB, Zipf words; 10% exact copies and 10% near cop
   forced onto the distributed path) on a LocalCluster of --workers single-threaded workers. Per
   step: wall time; per worker: peak RSS (getrusage of each worker process, fresh per size). The
   partition size (--blocksize) is the same for every size, so the peak should not grow with it.
+incremental: what adding a snapshot costs (issue 21: at most a quarter of deduplicating A + B from
+  scratch). Snapshot A: --docs synthetic documents as for scale (column snapshot = 1); snapshot B:
+  --fraction of A's size (snapshot = 2), a tenth of it exact copies of A's documents, a tenth near
+  copies (1% of the words changed), the rest new (with B's own copies, as scale makes them). Per kind
+  (exact, fuzzy with the defaults), on one LocalCluster of --workers single-threaded workers: dedup(A)
+  with --save-index (the index is made once, not part of the comparison), then dedup(B --against
+  index(A)) and the reference dedup(A + B --keep oldest:snapshot) from scratch, alternated --repeat
+  times (the best of each); also dedup(B --against --save-index) (a new union index). Prints wall
+  times and the ratio against the target 0.25, and checks the contract on the way: both remove the
+  same documents of B.
 """
 
 from __future__ import annotations
@@ -480,6 +491,115 @@ def bench_scale(args) -> None:
              for n, gb, p, te, tf, pe, pf in results]])
 
 
+# --------------------------------------------------------------------------- incremental
+
+
+def make_snapshot_b(folder: str, a_folder: str, n: int, seed: int = 1) -> None:
+    """Snapshot B as Parquet: n documents, 10% exact copies of A's first file, 10% near copies of it
+    (1% of the words changed), 80% new (made as make_synthetic makes a corpus); column snapshot = 2."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    done = os.path.join(folder, "_DONE")
+    if os.path.exists(done):
+        return
+    os.makedirs(folder, exist_ok=True)
+    fresh = os.path.join(folder, "fresh")
+    make_synthetic(fresh, n - 2 * (n // 10), seed=seed)
+    rng = np.random.default_rng(seed)
+    a_files = sorted(f for f in os.listdir(a_folder) if f.endswith(".parquet"))
+    a_first = pq.read_table(os.path.join(a_folder, a_files[0]), columns=["text"]).column("text").to_pylist()
+    copies = [a_first[k] for k in rng.integers(0, len(a_first), n // 10)]
+    near = []
+    for k in rng.integers(0, len(a_first), n // 10):
+        words = a_first[k].split()
+        for j in np.flatnonzero(rng.random(len(words)) < 0.01):
+            words[j] = words[(j + 1) % len(words)]
+        near.append(" ".join(words))
+    texts = [t for f in sorted(os.listdir(fresh)) if f.endswith(".parquet")
+             for t in pq.read_table(os.path.join(fresh, f), columns=["text"]).column("text").to_pylist()]
+    texts += copies + near
+    order = rng.permutation(len(texts))
+    table_ = pa.table({"id": [f"b{i:08d}" for i in range(len(texts))], "text": [texts[i] for i in order],
+                       "snapshot": np.full(len(texts), 2, dtype=np.int64)})
+    pq.write_table(table_, os.path.join(folder, "snapshot-b.parquet"), row_group_size=10_000)
+    with open(done, "w") as f:
+        json.dump({"documents": len(texts)}, f)
+
+
+def with_snapshot_column(folder: str, value: int) -> str:
+    """A copy of the synthetic corpus in ``folder`` with a column snapshot = value (once)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = folder + f"-snapshot{value}"
+    if not os.path.exists(os.path.join(out, "_DONE")):
+        os.makedirs(out, exist_ok=True)
+        for f in sorted(os.listdir(folder)):
+            if f.endswith(".parquet"):
+                t = pq.read_table(os.path.join(folder, f))
+                t = t.append_column("snapshot", pa.array(np.full(t.num_rows, value, dtype=np.int64)))
+                pq.write_table(t, os.path.join(out, f), row_group_size=10_000)
+        open(os.path.join(out, "_DONE"), "w").close()
+    return out
+
+
+def bench_incremental(args) -> None:
+    import pandas as pd
+    from distributed import Client, LocalCluster
+
+    from curate.app.runner import make_compute, run_stage
+    from curate.stages.dedup.exact import ExactDedupSettings
+    from curate.stages.dedup.fuzzy import FuzzyDedupSettings
+    from curate.stages.stage import IOSettings
+
+    work = args.workdir
+    a_plain = os.path.join(work, f"data-{args.docs}")
+    make_synthetic(a_plain, args.docs)
+    a_data = with_snapshot_column(a_plain, 1)
+    n_b = int(args.docs * args.fraction)
+    b_data = os.path.join(work, f"snapshot-b-{args.docs}-{n_b}")
+    make_snapshot_b(b_data, a_plain, n_b)
+    a_in, b_in = (os.path.join(a_data, "*.parquet"),), (os.path.join(b_data, "*.parquet"),)
+    io = IOSettings(blocksize=args.blocksize)
+    kinds = {"exact": ("exact_dedup", ExactDedupSettings), "fuzzy": ("fuzzy_dedup", FuzzyDedupSettings)}
+    rows = [("kind", "index(A) s", "B against index(A) s", "A + B from scratch s", "ratio (target <= 0.25)",
+             "B against + save union s", "removed from B")]
+    with LocalCluster(n_workers=args.workers, threads_per_worker=1, memory_limit=args.memory_limit,
+                      dashboard_address=None, local_directory=os.path.join(work, "dask")) as cluster, \
+            Client(cluster) as client:
+        compute = make_compute(client, show_progress=False)
+
+        def timed(stage, settings, inputs, out):
+            t = time.perf_counter()
+            run_stage(stage, settings, inputs, out, io, compute=compute, force=True)
+            return time.perf_counter() - t
+
+        for kind, (stage, Settings) in kinds.items():
+            out = os.path.join(work, f"incremental-{kind}")
+            idx_a = os.path.join(out, "index-a")
+            t_index = timed(stage, Settings(save_index=idx_a), a_in, os.path.join(out, "a"))
+            against, scratch = [], []
+            for _ in range(args.repeat):  # alternated: load from elsewhere falls on both
+                against.append(timed(stage, Settings(against=(idx_a,)), b_in, os.path.join(out, "b")))
+                scratch.append(timed(stage, Settings(keep="oldest:snapshot"), a_in + b_in, os.path.join(out, "ab")))
+            t_union = timed(stage, Settings(against=(idx_a,), save_index=os.path.join(out, "index-ab")), b_in,
+                            os.path.join(out, "b-union"))
+            removed_b = set(pd.read_parquet(os.path.join(out, "b", "_rejects"), columns=["id"])["id"])
+            joint = pd.read_parquet(os.path.join(out, "ab", "_rejects"), columns=["id"])["id"]
+            joint_b = {i for i in joint if i.startswith("b")}
+            if removed_b != joint_b:
+                print(f"{kind}: CONTRACT BROKEN: {len(removed_b ^ joint_b)} documents of B differ", flush=True)
+            rows.append((kind, f"{t_index:.1f}", f"{min(against):.1f}", f"{min(scratch):.1f}",
+                         f"{min(against) / min(scratch):.3f}", f"{t_union:.1f}", f"{len(removed_b):,}"))
+            print(f"{kind}: done", flush=True)
+    print(f"\nA: {args.docs:,} documents, B: {n_b:,} ({args.fraction:.0%} of A); {args.workers} workers, "
+          f"{args.blocksize} partitions; best of {args.repeat}")
+    table(rows)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="part", required=True)
@@ -499,8 +619,17 @@ def main() -> int:
     c.add_argument("--memory-limit", default="8GiB")
     c.add_argument("--blocksize", default="64MiB")
     c.add_argument("--workdir", default="/tmp/curate-bench-dedup")
+    i = sub.add_parser("incremental")
+    i.add_argument("--docs", type=int, default=500_000, help="documents of snapshot A")
+    i.add_argument("--fraction", type=float, default=0.1, help="size of snapshot B as a share of A's")
+    i.add_argument("--repeat", type=int, default=2)
+    i.add_argument("--workers", type=int, default=2)
+    i.add_argument("--memory-limit", default="8GiB")
+    i.add_argument("--blocksize", default="64MiB")
+    i.add_argument("--workdir", default="/tmp/curate-bench-dedup")
     args = p.parse_args()
-    {"accuracy": bench_accuracy, "speed": bench_speed, "scale": bench_scale}[args.part](args)
+    {"accuracy": bench_accuracy, "speed": bench_speed, "scale": bench_scale,
+     "incremental": bench_incremental}[args.part](args)
     return 0
 
 

@@ -202,16 +202,23 @@ def settings_dict(settings) -> dict:
 
 
 def settings_files(settings) -> list[str]:
-    """Local files named by settings fields marked ``metadata={"input_file": True}`` (a URL list, say).
+    """Local files named by settings fields marked ``metadata={"input_file": True}`` (a URL list, say;
+    a tuple of paths, such as dedup's saved indexes, names one each; a directory counts by its manifest).
 
     Their contents are input too: the runner counts them in the fingerprint, so editing one reruns
     the stage even though the setting's value (the path) did not change.
     """
     import os
 
-    return [getattr(settings, f.name) for f in dataclasses.fields(settings)
-            if f.metadata.get("input_file") and isinstance(getattr(settings, f.name), str)
-            and os.path.isfile(getattr(settings, f.name))]
+    found = []
+    for f in dataclasses.fields(settings):
+        if not f.metadata.get("input_file"):
+            continue
+        value = getattr(settings, f.name)
+        for path in (value if isinstance(value, tuple) else (value,)):
+            if isinstance(path, str) and (os.path.isfile(path) or (isinstance(value, tuple) and os.path.isdir(path))):
+                found.append(path)
+    return found
 
 
 def fingerprint(stage: str, settings, input_identity, io: IOSettings) -> str:

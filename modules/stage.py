@@ -62,6 +62,11 @@ class Stage:
         (a SettingsError naming the option). Reads small files only (manifests). ``inputs`` may not
         exist yet (a later stage of a job): then there is nothing to check here."""
 
+    def check_output(self, settings, inputs: tuple[str, ...], output: str) -> None:
+        """Refusals that need the output directory too (a second directory the stage writes must not
+        overlap it), run with the others before any work; also for a stage of a job whose inputs
+        are not written yet (``inputs`` may not exist)."""
+
 
 @dataclass(frozen=True)
 class StageContext:

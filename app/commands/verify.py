@@ -224,6 +224,9 @@ def describe(path: str) -> str:
     m = Output.at(path).manifest() or {}
     counts = m.get("counts") or {}
     files = len(m.get("outputs") or [])
+    if m.get("stage") == "dedup_index":  # a saved dedup index (curate dedup --save-index)
+        info = m.get("index") or {}
+        return f"{info.get('kind')} dedup index, {info.get('documents', '?')} documents, {files} files"
     return f"stage {m.get('stage')}, {files} files, {counts.get('out', '?')} documents out of {counts.get('in', '?')}"
 
 

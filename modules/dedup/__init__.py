@@ -52,6 +52,8 @@ class StepFolder:
 
     out: Output
     rel: str
+    #: the step whose journal record lists this folder's parts, when it is not the folder's own
+    step: str | None = None
 
     def __fspath__(self) -> str:
         return self.out.url_of(self.rel)
@@ -70,7 +72,7 @@ def part_path(folder, i: int) -> str:
 def list_parts(folder) -> list[str]:
     """The part files of a step (from its journal record when it is a StepFolder), in order."""
     if isinstance(folder, StepFolder):
-        rec = folder.out.journal_record(_step_key(folder.rel)) or {}
+        rec = folder.out.journal_record(_step_key(folder.step or folder.rel)) or {}
         rels = sorted(f["path"] for f in rec.get("files", [])
                       if f["path"].startswith(folder.rel + "/") and f["path"].endswith(".parquet"))
         return [folder.out.url_of(r) for r in rels]
@@ -135,26 +137,34 @@ class Steps:
     other settings never picks up stale intermediates. ``--force`` recomputes every step.
     """
 
-    def __init__(self, ctx, stage: str | None = None):
+    def __init__(self, ctx, stage: str | None = None, out: Output | None = None, root: str = WORK,
+                 owner: dict | None = None):
+        """The steps of ``ctx``'s stage under ``OUT/<root>/``; or, given ``out`` and its ``owner``, the
+        tables of another output this run writes (a saved index: ``root=""``)."""
         from curate.stages.dataset import stage_output, stage_owner
 
         self.ctx = ctx
-        self.out = stage_output(ctx)
-        self.out.begin(stage_owner(ctx, stage or "dedup"))
+        self.out = out or stage_output(ctx)
+        self.root = root
+        self.out.begin(owner or stage_owner(ctx, stage or "dedup"))
         self.timings: dict[str, dict] = {}
         self._records: dict[str, list[dict]] = {}
 
     def path(self, name: str) -> StepFolder:
-        return StepFolder(self.out, f"{WORK}/{name}")
+        return StepFolder(self.out, f"{self.root}/{name}" if self.root else name)
 
     def folder(self, rel: str) -> StepFolder:
         """Another folder of the output a step writes into (``_duplicates``)."""
         return StepFolder(self.out, rel)
 
+    def side(self, name: str, step: str) -> StepFolder:
+        """A folder of parts that step ``step`` writes beside its own (``extra_dirs``), readable by name."""
+        return StepFolder(self.out, self.path(name).rel, step=self.path(step).rel)
+
     def done(self, name: str) -> dict | None:
         if self.ctx.force and name not in self._records:
             return None
-        rec = self.out.finished(_step_key(f"{WORK}/{name}"), self.ctx.fingerprint)
+        rec = self.out.finished(_step_key(self.path(name).rel), self.ctx.fingerprint)
         return rec["info"] if rec else None
 
     def records(self) -> list[dict]:
@@ -219,6 +229,13 @@ def route_to_input(ddf, column: str, npartitions: int) -> list:
     return [part for part in routed.reset_index().to_delayed()]
 
 
+def route_to_parts(ddf, column: str, nparts: int) -> list:
+    """Delayed pandas frames, frame ``i`` holding the rows whose ``column`` (an integer in [0, nparts))
+    is ``i``, without it (one range-partitioning shuffle: how rows meet a saved index's part ``i``)."""
+    routed = ddf.set_index(column, divisions=list(range(nparts + 1)), sort=True)
+    return [part for part in routed.reset_index(drop=True).to_delayed()]
+
+
 def good_rows(df: pd.DataFrame) -> np.ndarray:
     """Positions of the rows that take part in dedup: not already dropped upstream (bad input lines)."""
     if REASON in df.columns:
@@ -229,8 +246,9 @@ def good_rows(df: pd.DataFrame) -> np.ndarray:
 def mark_removed(df: pd.DataFrame, removed: pd.DataFrame, reason: str) -> pd.DataFrame:
     """``df`` (input partition) with the rows listed in ``removed`` (doc, kept_id) marked as dropped.
 
-    ``_detail`` names the kept document, so ``_rejects/`` says what each removed document duplicated.
-    Only rows not already dropped take part in dedup, so every listed row is still undropped here.
+    ``_detail`` names the kept document, so ``_rejects/`` says what each removed document duplicated
+    (and the index that holds it when ``removed`` has ``kept_in``). Only rows not already dropped take
+    part in dedup, so every listed row is still undropped here.
     """
     from curate.stages.dataset import DETAIL, STRING, mark_dropped
 
@@ -239,9 +257,23 @@ def mark_removed(df: pd.DataFrame, removed: pd.DataFrame, reason: str) -> pd.Dat
     mask[rows] = True
     out = mark_dropped(df, mask, reason)
     detail = np.full(len(df), None, dtype=object)
-    detail[rows] = ("duplicate of " + removed["kept_id"].astype(str)).to_numpy()
+    text = "duplicate of " + removed["kept_id"].astype(str)
+    if "kept_in" in removed.columns:
+        where = removed["kept_in"]
+        text = text.where(where.isna(), text + " in index " + where.astype(str))
+    detail[rows] = text.to_numpy()
     current = out[DETAIL] if DETAIL in out.columns else pd.Series(pd.NA, index=out.index, dtype=STRING)
     return out.assign(**{DETAIL: current.mask(mask, pd.Series(detail, index=out.index)).astype(STRING)})
+
+
+def with_cluster_sizes(df: pd.DataFrame, kept: pd.DataFrame) -> pd.DataFrame:
+    """``df`` (input partition) with ``dup_cluster_size``: the size of each kept group (``kept``: doc,
+    size) where it has one, else what the document already stood for (see :mod:`.keep`)."""
+    from curate.stages.dedup.keep import SIZE, weights
+
+    size = weights(df, np.arange(len(df)))
+    size[kept["doc"].to_numpy(dtype=np.int64) & ROW_MASK] = kept["size"].to_numpy(dtype=np.int64)
+    return df.assign(**{SIZE: pd.array(size, dtype="Int64")})
 
 
 class Inputs:
@@ -272,18 +304,31 @@ class Inputs:
         return read_piece(self.pieces[i], self.io, self.meta)
 
 
-def _mark_task(inputs: Inputs, i: int, removed: pd.DataFrame, reason: str) -> pd.DataFrame:
-    return mark_removed(inputs.read(i), removed, reason)
+def _mark_task(inputs: Inputs, i: int, rows: pd.DataFrame, reason: str) -> pd.DataFrame:
+    removed = rows["removed"].to_numpy(dtype=bool)
+    df = mark_removed(inputs.read(i), rows[removed], reason)
+    return with_cluster_sizes(df, rows[~removed])
 
 
-def removal_frame(inputs: Inputs, steps: Steps, duplicates_step: str, reason: str):
-    """The input dataset (same partitions) with the removed documents of ``duplicates_step`` marked."""
+def removal_frame(inputs: Inputs, steps: Steps, duplicates_step: str, reason: str, offset: int = 0):
+    """The input dataset (same partitions) with the removed documents of ``duplicates_step`` marked and
+    every document's ``dup_cluster_size``. Rows of documents numbered below input partition ``offset``
+    (a saved index's, in an ``--against`` run) are not this dataset's and are left out."""
     import dask
     import dask.dataframe as dd
 
-    removed = read_parts(steps.path(duplicates_step), columns=["doc", "kept_id", "removed"])
-    removed = removed[removed["removed"]][["doc", "kept_id"]]
-    routed = route_to_input(removed, "doc", len(inputs))
+    from curate.stages.dedup.keep import SIZE
+
+    columns = ["doc", "kept_id", "removed", "size"]
+    folder = steps.path(duplicates_step)
+    if "kept_in" in load_part(list_parts(folder)[0]).columns:
+        columns.append("kept_in")
+    rows = read_parts(folder, columns=columns)
+    if offset:
+        rows = rows[rows["doc"] >= (offset << DOC_SHIFT)]
+        rows = rows.assign(doc=rows["doc"] - (offset << DOC_SHIFT))
+    routed = route_to_input(rows, "doc", len(inputs))
     mark = dask.delayed(_mark_task, pure=True)
     parts = [mark(inputs, i, r, reason) for i, r in enumerate(routed)]
-    return dd.from_delayed(parts, meta=inputs.meta, divisions=[None] * (len(parts) + 1), verify_meta=False)
+    meta = inputs.meta.assign(**{SIZE: pd.Series([], dtype="Int64")})
+    return dd.from_delayed(parts, meta=meta, divisions=[None] * (len(parts) + 1), verify_meta=False)

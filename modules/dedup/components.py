@@ -159,22 +159,26 @@ def star_components(edges: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------------- the step
 
 
-def run(steps: dedup.Steps, edges_step: str, out_step: str, in_memory_edges: int) -> dict:
-    """Write ``(doc, comp)`` parts to ``out_step``; return how (path, rounds, edges)."""
+def run(steps: dedup.Steps, edges_step, out_step: str, in_memory_edges: int) -> dict:
+    """Write ``(doc, comp)`` parts to ``out_step`` from the edges of ``edges_step`` (a step, or a list of
+    steps whose edges together are the graph); return how (path, rounds, edges)."""
     import dask
+    import dask.dataframe as dd
 
-    n_edges = steps.done(edges_step)["rows"]
+    sources = [edges_step] if isinstance(edges_step, str) else list(edges_step)
+    n_edges = sum(steps.done(s)["rows"] for s in sources)
     if in_memory_edges > 0 and n_edges <= in_memory_edges:
-        files = dedup.list_parts(steps.path(edges_step))
+        files = [f for s in sources for f in dedup.list_parts(steps.path(s))]
         steps.run(out_step, lambda folder: [dask.delayed(_in_memory_task, pure=False)(files, folder)])
         return {"path": "in-memory", "rounds": 0, "edges": n_edges}
 
-    current = edges_step
+    current = sources
     previous = None
     for k in range(1, MAX_ROUNDS + 1):
         large = f"{out_step}/round-{k:02d}-large"
         small = f"{out_step}/round-{k:02d}-small"
-        src = dedup.read_parts(steps.path(current), columns=["u", "v"])
+        parts = [dedup.read_parts(steps.path(c), columns=["u", "v"]) for c in current]
+        src = dd.concat(parts, ignore_unknown_divisions=True) if len(parts) > 1 else parts[0]
         directed = src.map_partitions(both_directions, meta=pd.DataFrame({"src": EDGE_META["u"],
                                                                           "dst": EDGE_META["v"]}))
         shuffled = directed.shuffle(on="src")
@@ -186,7 +190,7 @@ def run(steps: dedup.Steps, edges_step: str, out_step: str, in_memory_edges: int
         now = _fingerprint(info)
         if now == previous:
             break
-        previous, current = now, small
+        previous, current = now, [small]
     else:
         raise RuntimeError(f"connected components did not converge in {MAX_ROUNDS} rounds")
     final = dedup.read_parts(steps.path(small))

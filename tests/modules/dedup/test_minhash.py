@@ -133,3 +133,22 @@ def test_signatures_of_text_equal_signatures_of_its_shingles():
 def test_separator_table_cache_equals_a_fresh_build():
     # the table read back from its on-disk cache (written by an earlier call) is the one unicodedata gives
     assert (minhash.separator_table() == minhash._build_separator_table()).all()
+
+
+def test_shingle_sets_give_the_true_jaccard_of_the_texts():
+    """What a saved index keeps instead of texts: the same sets, so the same Jaccard, bit for bit."""
+    import random
+
+    from tests.conftest import DATA
+
+    sentences = (DATA / "dedup" / "sentences.txt").read_text(encoding="utf-8").splitlines()
+    rng = random.Random(2)
+    a = [" ".join(rng.sample(sentences, rng.randint(0, 6))) for _ in range(60)] + ["", "A b", "x " * 3]
+    b = [t.replace("the", "a", 2) if k % 3 else t for k, t in enumerate(a[::-1])]
+    for ngram, kind in ((5, "word"), (3, "char")):
+        sa, sb = minhash.shingle_sets(a, ngram, kind), minhash.shingle_sets(b, ngram, kind)
+        assert (minhash.jaccard_sets(sa, sb) == minhash.jaccard(a, b, ngram, kind)).all()
+        back = minhash.sets_from_binary(minhash.sets_to_binary(sa.slice(5, 20)))
+        assert back.to_pylist() == sa.slice(5, 20).to_pylist()
+    assert minhash.shingle_sets(["one two three"], 2).to_pylist() == [sorted(set(
+        (minhash.xxh32(s.encode()) << 32) | minhash.xxh32(s.encode(), 1) for s in ["one two", "two three"]))]
