@@ -348,7 +348,8 @@ def _jsonl_table(lines: list[bytes], columns=None):
     return pa.table({c: pa.array([text(r.get(c)) for r in records], pa.large_string()) for c in wanted})
 
 
-def rewrite_table(out: Output, rel: str, mask_fn, drop_empty: bool, matcher: Matcher | None = None) -> dict | str | None:
+def rewrite_table(out: Output, rel: str, mask_fn, drop_empty: bool, matcher: Matcher | None = None,
+                  adjust=None) -> dict | str | None:
     """Write ``rel`` again without the rows ``mask_fn(table)`` marks, and the rest's references to
     erased documents replaced (``matcher.scrub``); its new record (with rows), the string "removed"
     when nothing is left and ``drop_empty``, or None when nothing changes."""
@@ -365,8 +366,10 @@ def rewrite_table(out: Output, rel: str, mask_fn, drop_empty: bool, matcher: Mat
         erase = mask_fn(table)
         kept = table.filter(pa.array(~erase)).combine_chunks()
         kept, scrubbed = matcher.scrub(kept) if matcher is not None else (kept, 0)
-        if not erase.any() and not scrubbed:
+        adjusted = adjust(kept) if adjust is not None else kept
+        if not erase.any() and not scrubbed and adjusted is kept:
             return None
+        kept = adjusted
         if drop_empty and kept.num_rows == 0:
             out.remove(rel)
             return "removed"
@@ -578,7 +581,63 @@ def resolve(units: list[Unit], request: Request, known=()) -> tuple[Matcher, lis
 # --------------------------------------------------------------------------- planning
 
 
-def plan_unit(u: Unit, matcher: Matcher) -> dict | None:
+CLUSTER_SIZE = "dup_cluster_size"
+
+
+def cluster_shrinks(units: list[Unit], matcher: Matcher) -> dict[int, dict[str, int]]:
+    """Per unit (by ``id``), how much each kept document's ``dup_cluster_size`` falls: by the erased
+    documents a dedup stage removed for it (its ``_duplicates/``), in that stage's output and in the
+    outputs after it in the same job (the column travels on), so the parts equal a run without them."""
+    out: dict[int, dict[str, int]] = {}
+    for u in units:
+        if u.kind != "dataset" or u.stage not in ("exact_dedup", "fuzzy_dedup"):
+            continue
+        shrink: dict[str, int] = {}
+        for rel in scan_files(u):
+            if not rel.startswith("_duplicates/"):
+                continue
+            table = read_table(u.out, rel, (*matcher.columns(), KEPT_ID, "removed"))
+            if KEPT_ID not in table.column_names or "removed" not in table.column_names:
+                continue
+            erased = matcher.mask(table) & np.asarray(table["removed"].to_pylist(), dtype=bool)
+            kept_ids = table[KEPT_ID].to_pylist()
+            ids = table[ID].to_pylist()
+            gone = set(_where(table[ID], matcher.mask(table)))
+            for i in np.flatnonzero(erased):
+                k = kept_ids[i]
+                if k is not None and k not in gone and k != ids[i]:
+                    shrink[k] = shrink.get(k, 0) + 1
+        if not shrink:
+            continue
+        later = [u]
+        if u.job is not None and u in u.job.stages:
+            later = u.job.stages[u.job.stages.index(u):]
+        for v in later:
+            mine = out.setdefault(id(v), {})
+            for k, n in shrink.items():
+                mine[k] = mine.get(k, 0) + n
+    return out
+
+
+def shrink_sizes(table, shrink: dict[str, int]):
+    """``table`` with ``dup_cluster_size`` lowered per ``shrink`` (id -> documents erased from its
+    cluster); the table itself when nothing changes."""
+    import pyarrow as pa
+
+    if not shrink or CLUSTER_SIZE not in table.column_names or ID not in table.column_names:
+        return table
+    ids = table[ID].to_pylist()
+    minus = np.array([shrink.get(i, 0) for i in ids], dtype=np.int64)
+    if not minus.any():
+        return table
+    col = table[CLUSTER_SIZE]
+    values = np.asarray(col.to_pylist(), dtype=object)
+    new = [None if v is None else int(v) - int(m) for v, m in zip(values, minus)]
+    k = table.column_names.index(CLUSTER_SIZE)
+    return table.set_column(k, table.schema.field(k), pa.array(new, type=col.type))
+
+
+def plan_unit(u: Unit, matcher: Matcher, shrink: dict[str, int] | None = None) -> dict | None:
     """What erasing ``matcher``'s documents does to ``u``; None when it holds none of them."""
     numbers: set[int] = set()
     if u.kind == "dataset":  # the numbers dedup intermediates give the erased documents
@@ -593,7 +652,9 @@ def plan_unit(u: Unit, matcher: Matcher) -> dict | None:
         table = read_table(u.out, rel, (*matcher.columns(), REASON, KEPT_ID, DETAIL, *NUMBERS, "length"))
         m = matcher.mask(table) | numbers_mask(table, numbers)
         references = int((matcher.references(table) & ~m).sum())
-        if not m.any() and not references:
+        shrinks = bool(shrink) and ID in table.column_names and not rel.startswith(("_duplicates/", "_work/")) \
+            and any(i in shrink for i in _where(table[ID], ~m))
+        if not m.any() and not references and not shrinks:
             continue
         if ID in table.column_names:
             ids.update(_where(table[ID], m))
@@ -608,9 +669,12 @@ def plan_unit(u: Unit, matcher: Matcher) -> dict | None:
             stream_tokens += int(table["length"].combine_chunks().to_numpy()[m].sum())
     if not ids and not files and not pairs:
         return None
+    if shrink:
+        files = [{**f, "shrink": True} if not f["path"].startswith(("_duplicates/", "_work/", "_rejects/")) else f
+                 for f in files]
     paths = [f["path"] for f in files] + [rel for p in pairs for rel in (p["pair"] + ".bin", p["pair"] + ".idx", p["path"])]
     plan = {"paths": paths, "files": files, "pairs": pairs, "ids": sorted(ids), "numbers": sorted(numbers),
-            "documents": len(ids), "by": matcher.request.by}
+            "documents": len(ids), "by": matcher.request.by, "shrink": dict(sorted((shrink or {}).items()))}
     if u.kind == "shards":
         plan.update(first_shard=first_shard, stream_tokens=stream_tokens)
     return plan
@@ -673,8 +737,9 @@ def apply_dataset(u: Unit, matcher: Matcher, written: dict) -> None:
         rel = f["path"]
         if not u.out.exists(rel):
             continue  # an empty _rejects/ file a killed erase removed
+        adjust = (lambda t: shrink_sizes(t, u.plan.get("shrink") or {})) if f.get("shrink") else None
         rec = rewrite_table(u.out, rel, lambda t: matcher.mask(t) | numbers_mask(t, numbers),
-                            drop_empty=rel.startswith("_rejects/"), matcher=matcher)
+                            drop_empty=rel.startswith("_rejects/"), matcher=matcher, adjust=adjust)
         if isinstance(rec, dict):
             written[rel] = rec
 
@@ -966,10 +1031,11 @@ def erase(roots, request: Request, dry_run: bool = False, before_job_finish=None
                                                  for e in u.manifest.get("erasures") or [])]
         if unknown and not already and not stored:
             return Outcome(request, [], unknown, refused=True)
+        shrinks = cluster_shrinks(units, matcher)
         for u in units:
             if u.kind == "job":
                 continue
-            u.plan = stored.get(id(u)) or plan_unit(u, matcher)
+            u.plan = stored.get(id(u)) or plan_unit(u, matcher, shrinks.get(id(u)) or {})
             u.resumed = id(u) in stored
         for u in units:
             if u.kind == "job":

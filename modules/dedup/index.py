@@ -264,6 +264,8 @@ def check_against(paths, kind: str, record: dict, inputs, verify: bool = True) -
     """Every ``--against`` index checked, with this run's offsets and tiers (see :class:`Index`)."""
     from curate.stages import dataset
 
+    if not paths:
+        return []  # nothing to check, and a job's later input may not exist yet (on an object store too)
     indexes, offset, tier = [], 0, 0
     own = dataset.input_identity(inputs, allow_incomplete=True) if inputs else []
     seen: dict[str, str] = {}
