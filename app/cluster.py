@@ -33,7 +33,7 @@ import logging
 import os
 import socket
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from curate.stages.errors import CurateError, SettingsError
 
@@ -95,8 +95,6 @@ AUTO_THREADS_BYTES = 64 << 20
 def resolve_auto(settings: ClusterSettings, input_bytes: int | None) -> ClusterSettings:
     """``auto`` made concrete for a run whose input is ``input_bytes`` on disk (None: unknown, e.g.
     URLs or downloads); any other mode is returned as it is. :func:`connect` logs the choice."""
-    import dataclasses
-
     if settings.mode != "auto":
         return settings
     sized = [flag for flag, value in (("--workers", settings.workers), ("--memory-limit", settings.memory_limit),
@@ -110,7 +108,7 @@ def resolve_auto(settings: ClusterSettings, input_bytes: int | None) -> ClusterS
         mode, why = "local", f"input {input_bytes / 2**20:,.1f} MiB > {AUTO_THREADS_BYTES >> 20} MiB"
     else:
         mode, why = "threads", f"input {input_bytes / 2**20:,.1f} MiB <= {AUTO_THREADS_BYTES >> 20} MiB"
-    return dataclasses.replace(settings, mode=mode, auto_reason=why)
+    return replace(settings, mode=mode, auto_reason=why)
 
 
 def _port_free(host: str, port: int) -> bool:

@@ -60,7 +60,7 @@ _map_checkout()
 _API = {
     "Pipeline": "curate.app.api", "Step": "curate.app.api", "Result": "curate.app.api", "list_stages": "curate.app.api",
     "Stage": "curate.stages.stage", "MapStage": "curate.stages.stage",
-    "Filter": "curate.stages.filters.base", "DocumentFilter": "curate.stages.filters.base",
+    "Filter": "curate.stages.filters.base", "DocumentFilter": "curate.stages.filters.custom",
     "CurateError": "curate.stages.errors", "SettingsError": "curate.stages.errors", "DataError": "curate.stages.errors",
 }
 __all__ = sorted(_API)

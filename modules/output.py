@@ -564,6 +564,23 @@ class Output:
             with contextlib.suppress(FileNotFoundError):
                 fs.rm_file(self.path(rel))
 
+    def discard(self) -> None:
+        """Delete everything this unit wrote (what its manifest and journal list, its temporaries, the
+        manifest and ``_SUCCESS``), data first, then the folders left empty; nothing else. For a scratch
+        output curate made and no longer needs (``curate reproduce``)."""
+        listing = self.listing()
+        owned = self.owned(listing)
+        journal = {rel for rel in owned if rel.startswith(self.state_dir + "/")}
+        for rel in sorted(rel for rel in listing if (rel in owned or is_temporary(rel)) and rel not in journal):
+            self.remove(rel, owned)
+        for rel in (self.success_name, self.manifest_name, *sorted(journal)):
+            if rel in listing:
+                self.remove(rel, owned)
+        if not self.remote:  # the folders this left empty, deepest first; a non-empty one stays
+            for root, _dirs, _files in sorted(os.walk(self.url), key=lambda t: -len(t[0])):
+                with contextlib.suppress(OSError):
+                    os.rmdir(root)
+
     def begin(self, owner: dict) -> None:
         """Start (or resume) writing the unit: the sentinel goes first, then a manifest that names
         the owner and keeps the previous run's file list (those files are still ours to replace)."""

@@ -19,7 +19,6 @@ def add_arguments(p) -> None:
 
 def main(args) -> int:
     import os
-    import shutil
     import tempfile
 
     from curate.stages.errors import SettingsError
@@ -48,7 +47,14 @@ def main(args) -> int:
     finally:
         if args.keep_scratch:
             print(f"scratch kept in {scratch}")
-        else:
-            shutil.rmtree(scratch, ignore_errors=True)
+        else:  # only what the reruns wrote, through the output that wrote it
+            from curate.stages.output import Output
+
+            for k in range(len(folders)):
+                folder = os.path.join(scratch, f"{k:02d}")
+                if os.path.isdir(folder):
+                    Output.at(folder).discard()
+            if not args.scratch and not os.listdir(scratch):
+                os.rmdir(scratch)  # the empty temporary folder made above
     print(f"curate reproduce: {args.dir}: {'differences found' if failed else 'every compared file is identical'}")
     return 1 if failed else 0

@@ -75,3 +75,11 @@ def test_an_edited_chain_and_a_gone_input(job, capsys):
         f.unlink()
     assert main(["reproduce", str(job / "out" / "01-clean")]) == 1
     assert f"input gone: {job / 'in' / '*.jsonl'}" in capsys.readouterr().out
+
+
+def test_the_scratch_is_removed_through_its_outputs_and_a_users_file_stays(job, tmp_path, capsys):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    (scratch / "mine.txt").write_text("the user's own\n")
+    assert main(["reproduce", str(job / "out"), "--scratch", str(scratch)]) == 0
+    assert sorted(p.name for p in scratch.iterdir()) == ["mine.txt"]  # every rerun's files gone, nothing else

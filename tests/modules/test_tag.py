@@ -18,7 +18,8 @@ import pytest
 
 from curate.stages.dataset import STRING
 from curate.stages.errors import SettingsError
-from curate.stages.filters.base import DocumentFilter, ScoreFilter, build_chain, load_chain
+from curate.stages.filters.base import ScoreFilter, build_chain, load_chain
+from curate.stages.filters.custom import DocumentFilter
 from curate.stages.tag import TagSettings, TagStage, chain_where, tag_frame
 from tests.conftest import curate, read_output, run_stage, write_jsonl
 
