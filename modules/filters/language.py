@@ -105,7 +105,8 @@ class LanguageFilter(Filter):
         if not self.thresholds:
             return self.keep(scores)
         lang = df["language"].astype(STRING).fillna("") if "language" in df.columns else pd.Series("", index=df.index)
-        floor = lang.map(lambda x: self.thresholds.get(x, self.min if self.min is not None else 0.0)).to_numpy(float)
+        default = self.min if self.min is not None else 0.0
+        floor = lang.map(dict(self.thresholds)).astype("float64").fillna(default).to_numpy()
         scores = np.asarray(scores, dtype=np.float64)
         return ~np.isnan(scores) & (scores > 0) & (scores >= floor)
 
