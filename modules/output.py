@@ -107,10 +107,11 @@ def is_temporary(rel: str) -> bool:
     return TMP_MARK in rel.rsplit("/", 1)[-1]
 
 
-def refuse_link(root: str, path: str) -> None:
-    """Refuse (OwnershipError) to write, rename or delete the local ``path`` when a folder or file
-    between the output ``root`` (itself not checked) and it is a symbolic link: it may lead out of
-    the output. A ``path`` outside ``root`` is the user's own choice and is not checked."""
+def refuse_link(root: str, path: str, how: str = "") -> None:
+    """Refuse (OwnershipError) to write, rename, delete (or, ``how="reads"``, read) the local ``path``
+    when a folder or file between the output ``root`` (itself not checked) and it is a symbolic link:
+    it may lead out of the output. A ``path`` outside ``root`` is the user's own choice and is not
+    checked (paths from manifests never get here: :func:`check_rel`)."""
     if is_remote(root):
         return  # an object store has no links
     root = os.path.abspath(root)
@@ -121,7 +122,7 @@ def refuse_link(root: str, path: str) -> None:
     for part in rel.split(os.sep):
         current = os.path.join(current, part)
         if os.path.islink(current):
-            raise OwnershipError(link_refusal(root, current))
+            raise OwnershipError(link_refusal(root, current, reads=how == "reads"))
 
 
 def link_target(link: str) -> str:
@@ -131,10 +132,53 @@ def link_target(link: str) -> str:
         return "?"
 
 
-def link_refusal(root: str, link: str, more: str = "") -> str:
+def link_refusal(root: str, link: str, more: str = "", reads: bool = False) -> str:
+    what = "reads, writes, renames or deletes" if reads else "writes, renames or deletes"
     return (f"{link}: a symbolic link (to {link_target(link)}) inside the output {root}{more}; curate never "
-            "writes, renames or deletes through a link (it may lead out of the output): remove the link or "
+            f"{what} through a link (it may lead out of the output): remove the link or "
             "choose another output directory")
+
+
+def check_rel(rel, where: str) -> str:
+    """``rel`` when it names a file inside its output: relative, '/'-separated, no empty, ``.`` or
+    ``..`` part. Paths in manifests and journals are data a hostile or careless hand may have written;
+    joined unchecked, ``../victim/data.parquet`` or ``/etc/x`` would lead out of the unit. (A trailing
+    '/' names a folder.)"""
+    name = rel[:-1] if isinstance(rel, str) and rel.endswith("/") else rel
+    if (not isinstance(name, str) or not name or name.startswith("/") or "\\" in name or "\x00" in name
+            or "://" in name or any(p in ("", ".", "..") for p in name.split("/"))):
+        raise OwnershipError(f"{where}: path {rel!r} leads out of its output (absolute, '..' or empty "
+                             "parts); curate never reads, writes or deletes through such a path")
+    return rel
+
+
+#: lists of file records in manifests and journal records, and the keys of theirs that name files
+_RECORD_LISTS = ("outputs", "files", "pairs")
+_RECORD_KEYS = ("path", "docs", "pair", "name")
+
+
+def check_paths(record, where: str):
+    """``record`` (a manifest or a journal record) when every file it names stays inside its unit
+    (:func:`check_rel`): file records' ``path``, ``docs``, ``pair`` and tokenize's ``name``, an
+    intent's ``paths``, a job's stage ``output`` folders; OwnershipError naming the first that does not."""
+    if not isinstance(record, dict):
+        return record
+    lists = [record.get(k) for k in _RECORD_LISTS]
+    stats = record.get("stats")
+    if isinstance(stats, dict):
+        lists += [stats.get(k) for k in _RECORD_LISTS]
+    for items in lists:
+        for item in items if isinstance(items, list) else ():
+            if isinstance(item, dict):
+                for k in _RECORD_KEYS:
+                    if k in item and item[k] is not None:
+                        check_rel(item[k], where)
+    for rel in record.get("paths") or () if isinstance(record.get("paths"), list) else ():
+        check_rel(rel, where)
+    for stage in record.get("stages") or () if isinstance(record.get("stages"), list) else ():
+        if isinstance(stage, dict) and "output" in stage:  # a job root's stage folders
+            check_rel(stage["output"], where)
+    return record
 
 
 def is_control(rel: str) -> bool:
@@ -311,6 +355,8 @@ class Output:
         return fs, root.rstrip("/") or "/"
 
     def path(self, rel: str) -> str:
+        if rel:
+            check_rel(rel, self.url)
         if not self.remote:
             return os.path.join(self.url, *rel.split("/"))
         return self.fs()[1] + "/" + rel
@@ -332,12 +378,14 @@ class Output:
 
     def read_bytes(self, rel: str) -> bytes:
         if not self.remote:
+            self._refuse_link(rel, "reads")
             with open(self.path(rel), "rb") as f:
                 return f.read()
         return self.fs()[0].cat_file(self.path(rel))
 
     def open_read(self, rel: str):
         if not self.remote:
+            self._refuse_link(rel, "reads")
             return open(self.path(rel), "rb")
         return self.fs()[0].open(self.path(rel), "rb")
 
@@ -393,9 +441,9 @@ class Output:
                         folders.append(rel)
         return sorted(found)
 
-    def _refuse_link(self, rel: str) -> None:
+    def _refuse_link(self, rel: str, how: str = "") -> None:
         if not self.remote:
-            refuse_link(self.url, self.path(rel))
+            refuse_link(self.url, self.path(rel), how)
 
     # ----------------------------------------------------------------- writing
 
@@ -510,14 +558,14 @@ class Output:
             if rel.startswith(prefix) and rel.endswith(".json") and not is_temporary(rel):
                 key = rel[len(prefix):-len(".json")]
                 try:
-                    out[key] = self.read_json(rel) or {}
+                    out[key] = check_paths(self.read_json(rel), self.path(rel)) or {}
                 except DataError:
                     out[key] = {}
         return out
 
     def journal_record(self, key: str) -> dict | None:
         try:
-            return self.read_json(self._state_rel(key))
+            return check_paths(self.read_json(self._state_rel(key)), self.path(self._state_rel(key)))
         except DataError:
             return None
 
@@ -529,7 +577,7 @@ class Output:
         if listing is not None and self._state_rel(key) not in listing:
             return None
         try:
-            rec = self.read_json(self._state_rel(key))
+            rec = check_paths(self.read_json(self._state_rel(key)), self.path(self._state_rel(key)))
         except DataError:
             return None
         if not rec or rec.get("status") != "done" or rec.get("run") != run:
@@ -543,7 +591,7 @@ class Output:
     # ----------------------------------------------------------------- ownership
 
     def manifest(self) -> dict | None:
-        return self.read_json(self.manifest_name)
+        return check_paths(self.read_json(self.manifest_name), self.path(self.manifest_name))
 
     def owned(self, listing: dict[str, int] | None = None) -> set[str]:
         """Files this unit may overwrite or delete: those its manifest or journal names."""
@@ -998,8 +1046,12 @@ def verify_unit(out: Output, checksums: bool = False, listing: dict[str, int] | 
         return problems + [f"{out.path(out.manifest_name)}: outputs: the manifest lists no files (written by an "
                            "older curate?); rerun the stage"]
     part_rows, reject_rows = 0, 0
+    links = set(out.links())
     for r in records:
         rel = r["path"]
+        if rel in links or any(rel.startswith(link + "/") for link in links):
+            problems.append(f"{out.path(rel)}: a symbolic link (or below one): curate never reads through a link")
+            continue
         if rel not in listing:
             problems.append(f"{out.path(rel)}: missing: listed in {out.manifest_name}")
             continue

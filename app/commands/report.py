@@ -21,6 +21,7 @@ import os
 import re
 
 from curate.stages.errors import DataError, SettingsError
+from curate.stages.output import check_paths
 
 HELP = "counts per stage and reason; an HTML page of the run (funnel, scores, rejects, dedup, tokens, time)"
 
@@ -52,9 +53,10 @@ def load_manifest(folder: str) -> dict:
     path = os.path.join(folder, "manifest.json")
     try:
         with open(path, encoding="utf-8") as f:
-            return json.load(f)
+            manifest = json.load(f)
     except ValueError as e:
         raise DataError(f"{path}: not valid JSON: {e}") from None
+    return check_paths(manifest, path)
 
 
 def table(rows: list[tuple], header: tuple) -> str:

@@ -81,7 +81,7 @@ def _load_units(fs, root: str, names: list[str], target: Target) -> None:
     """Read every unit manifest among ``names`` (files of the folder) into ``target``."""
     import re
 
-    from curate.stages.output import unit_files
+    from curate.stages.output import check_paths, unit_files
 
     for base in sorted(names):
         m = re.match(r"^manifest(?:\.(.+))?\.json$", base)
@@ -95,6 +95,7 @@ def _load_units(fs, root: str, names: list[str], target: Target) -> None:
             continue
         if manifest.get("stage") not in ("tokenize", "merge"):
             continue
+        check_paths(manifest, f"{root}/{base}")
         target.units[unit] = manifest
         for f in manifest.get("files") or []:
             if isinstance(f, dict) and f.get("name"):
