@@ -126,7 +126,7 @@ def test_a_part_that_is_a_link_is_neither_read_nor_written(dataset, victim, tmp_
     assert "symbolic link" in err and part.name in err
     code, err = run(["verify", dataset, "--checksums"], capsys)  # a problem of the output, not a refusal
     assert code == 1, err
-    assert f"{part.name}: a symbolic link" in err
+    assert f"{part.name}: link: a symbolic link" in err
     assert victim.read_bytes() == before
 
 
