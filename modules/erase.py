@@ -56,12 +56,14 @@ changes nothing:
    before, resumed or repeated: then what is left is erased, and nothing when nothing is).
 3. Every affected unit gets a journal record ``erase-<sha256[:16]>`` (the files it will rewrite, its
    ids and document numbers: what a resumed run needs once the files no longer show them; removed
-   when the unit is done), loses its ``_SUCCESS`` and is marked ``"status": "erasing"``.
+   when the unit is done), is marked ``"status": "erasing"``, then loses its ``_SUCCESS``. A unit
+   holding this request's journal record is this erase's whatever its sentinel says.
 4. Unit by unit (datasets, token sets, packed rows and shards, job roots): rewrite, then the manifest,
-   then ``_SUCCESS``, then the journal record goes. A rewritten file no longer matches, a pair's
-   files are written ``.bin``, ``.idx``, sidecar (a file whose checksum is no longer the manifest's was
-   written already), packed rows and shards are rebuilt from the erased token set; so every step can
-   run again.
+   then ``_SUCCESS``, then the journal record goes. A file whose checksum is no longer the manifest's
+   was written already and is skipped (rewriting it again would lower ``dup_cluster_size`` twice);
+   a pair's files are written ``.bin``, ``.idx``, sidecar; packed rows and shards are rebuilt from the
+   erased token set; temporaries a kill left are removed. So an erase killed after any file operation
+   and run again gives the files of an erase never killed (a test kills it after each one).
 
 Where the result differs from a fresh run without the documents: a dedup stage keeps one document
 of a duplicate group; erase never brings back a document an erased one displaced (a fresh run would
@@ -506,7 +508,7 @@ def check_units(units: list[Unit], request: Request) -> None:
         if status == "erasing" and u.manifest.get("erasing") != request.sha256:
             raise SettingsError(f"{u.where}: an erase of another request (sha256 {u.manifest.get('erasing')}) "
                                 "was interrupted here; run that erase again to finish it first")
-        if status != "erasing" and not u.out.complete():
+        if status != "erasing" and not u.out.complete() and not _ours(u, request):
             raise SettingsError(f"{u.out.path(u.out.success_name)}: missing: the run did not finish; erase changes "
                                 "only finished outputs (finish or remove the run first)")
         if u.kind == "merge":
@@ -519,6 +521,13 @@ def check_units(units: list[Unit], request: Request) -> None:
                 raise SettingsError(f"{u.out.path(r['path'])}: erase cannot rewrite this file (not a document, "
                                     "token or row file it knows, e.g. a raw download); remove it or leave its "
                                     "output out of the erase; nothing changed")
+
+
+def _ours(u: Unit, request: Request) -> bool:
+    """The unit holds this request's plan in its journal: a killed erase of it got this far (its
+    ``_SUCCESS`` may be gone while the manifest still says complete), so a rerun finishes it."""
+    rec = u.out.journal_record(request.key)
+    return bool(rec) and rec.get("run") == request.sha256
 
 
 def _erasable(kind: str, rel: str) -> bool:
@@ -536,6 +545,8 @@ def _erasable(kind: str, rel: str) -> bool:
 def scan_files(u: Unit) -> list[str]:
     """The files of a unit whose rows name documents."""
     records = [r["path"] for r in u.manifest.get("outputs") or []]
+    if u.manifest.get("status") == "erasing":  # a killed erase may have removed a _rejects/ file left empty
+        records = [rel for rel in records if u.out.exists(rel)]
     if u.kind == "dataset":
         return [rel for rel in records if rel.endswith((".parquet", ".jsonl"))]
     if u.kind == "tokens":
@@ -733,10 +744,15 @@ def check_consumers(units: list[Unit]) -> None:
 
 def apply_dataset(u: Unit, matcher: Matcher, written: dict) -> None:
     numbers = set(u.plan["numbers"])
+    recorded = {r["path"]: r.get(CHECKSUM) for r in u.manifest.get("outputs") or []}
     for f in u.plan["files"]:
         rel = f["path"]
         if not u.out.exists(rel):
             continue  # an empty _rejects/ file a killed erase removed
+        if u.resumed and disk_record(u.out, rel)[CHECKSUM] != recorded.get(rel):
+            # a killed erase wrote it already (the manifest is rewritten last): its rows are gone, but
+            # the sizes would be lowered again (dup_cluster_size 2 -> 0 for one erased duplicate)
+            continue
         adjust = (lambda t: shrink_sizes(t, u.plan.get("shrink") or {})) if f.get("shrink") else None
         rec = rewrite_table(u.out, rel, lambda t: matcher.mask(t) | numbers_mask(t, numbers),
                             drop_empty=rel.startswith("_rejects/"), matcher=matcher, adjust=adjust)
@@ -965,10 +981,13 @@ def mark(u: Unit, request: Request) -> None:
     """Step 3 of the module doc: the unit's plan in its journal, then it is no longer complete."""
     if not u.resumed:
         u.out.intend(request.key, u.plan.get("paths", []), run=request.sha256, plan=u.plan)
-    u.out.remove(u.out.success_name)
+    # the manifest says "erasing" before _SUCCESS goes: killed between the two, the unit still reads
+    # as this erase's (and the journal record above says so too)
     m = u.out.manifest()
     if m.get("status") != "erasing":
         u.out.write_json(u.out.manifest_name, {**m, "status": "erasing", "erasing": request.sha256})
+    if u.out.exists(u.out.success_name):
+        u.out.remove(u.out.success_name)
 
 
 def finish(u: Unit, request: Request, summary: dict | None, written: dict) -> dict:
@@ -992,6 +1011,7 @@ def finish(u: Unit, request: Request, summary: dict | None, written: dict) -> di
         m["erasures"] = [*m.get("erasures", []), _record(u, request)]
         m["status"] = "complete"
         u.out.write_json(u.out.manifest_name, m)
+    u.out._remove_temporaries(u.out.listing())  # what a killed erase was writing when it died
     u.out.write_bytes(u.out.success_name, b"")
     u.out.forget(request.key)
     u.manifest = m
