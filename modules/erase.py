@@ -4,14 +4,16 @@
 
 A ROOT is a job's output root (its manifest lists its stage folders) or one output directory
 (every unit in it: tokenize ``--prefix`` sets share a folder). The request file holds one id, URL or
-domain per line (UTF-8, surrounding whitespace and blank lines ignored). A document is erased when
+domain per line (UTF-8; blank lines ignored; ids and URLs exactly as written, spaces included; domains
+in any case, Unicode or IDNA ``xn--`` form). A document is erased when
 
 - ``--ids``: its ``id`` is listed, or it is a piece of a listed document: ``ID#k`` (the segments of
   ``split_documents`` and the fragments of ``decontaminate``), a ``document_id`` column, or the
   column ``add_id --keep-original-as`` kept the old id in;
 - ``--urls``: its ``url`` is listed (exactly);
 - ``--domains``: the host of its ``url`` is a listed domain or below it (``example.com`` erases
-  ``a.example.com``).
+  ``a.example.com``), both sides compared in IDNA ASCII form (``bücher.de`` is ``xn--bcher-kva.de``);
+  an IP address host matches only itself, whole.
 
 Files without the matched column (dedup ``_rejects/`` hold only ids, token sidecars may have no
 ``url``) are matched by the ids those rules resolve to anywhere under the roots (repeated until no
@@ -152,30 +154,71 @@ def read_request(path: str, by: str) -> Request:
     entries = []
     for n, raw in enumerate(data.split(b"\n"), 1):
         try:
-            line = raw.decode("utf-8").strip()
+            line = raw.decode("utf-8").removesuffix("\r")
         except UnicodeDecodeError as e:
             raise SettingsError(f"{flag} {path} line {n}: not UTF-8 (byte {e.start + 1} of the line)") from None
-        if not line:
+        if not line.strip():
             continue
         if by == "domains":
-            line = line.lower().rstrip(".")
+            line = ascii_host(line.strip().rstrip(".")) or ""
             if not _DOMAIN.match(line):
-                raise SettingsError(f"{flag} {path} line {n}: {line!r} is not a domain name (give hosts such as "
-                                    "example.com, without scheme, port or path)")
+                raise SettingsError(f"{flag} {path} line {n}: {raw.decode('utf-8').strip()!r} is not a domain name "
+                                    "(give hosts such as example.com or bücher.de, without scheme, port or path)")
+        # ids and URLs are taken exactly as written (an id may begin with a space): erasing a document
+        # other than the one asked for is the failure that matters
         entries.append(line)
     if not entries:
         raise SettingsError(f"{flag} {path}: empty: no {by} to erase")
     return Request(os.path.abspath(path), by, tuple(dict.fromkeys(entries)), hashlib.sha256(data).hexdigest())
 
 
+def ascii_host(host: str) -> str | None:
+    """``host`` lower-cased in its ASCII (IDNA, UTS #46) form, so ``bücher.de`` and
+    ``xn--bcher-kva.de`` are one name on both sides of a match; None when it has no such form."""
+    host = host.lower()
+    if host.isascii():
+        return host
+    import idna
+
+    try:
+        return idna.encode(host, uts46=True).decode("ascii")
+    except (idna.IDNAError, UnicodeError):
+        try:
+            return host.encode("idna").decode("ascii")
+        except UnicodeError:
+            return None
+
+
+def is_ip(host: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        return False
+
+
 def host_of(url: str | None) -> str | None:
+    """The ASCII host of ``url`` (:func:`ascii_host`), without a trailing dot; None without one."""
     if not url:
         return None
     try:
         host = urllib.parse.urlsplit(url).hostname
     except ValueError:
         return None
-    return host.rstrip(".") if host else None
+    return ascii_host(host.rstrip(".")) if host else None
+
+
+def domain_of(host: str | None, domains) -> str | None:
+    """The listed domain ``host`` is or lies below (``a.example.com`` is below ``example.com``); an IP
+    address matches only itself (the domain ``0.1`` is not a suffix of ``10.0.0.1``)."""
+    if not host:
+        return None
+    if is_ip(host):
+        return host if host in domains else None
+    labels = host.split(".")
+    return next((d for d in (".".join(labels[k:]) for k in range(len(labels))) if d in domains), None)
 
 
 # --------------------------------------------------------------------------- matching rows
@@ -237,8 +280,7 @@ class Matcher:
 
         hits = {}
         for url in pc.unique(_strings(column)).to_pylist():
-            labels = (host_of(url) or "").split(".")
-            domain = next((d for d in (".".join(labels[k:]) for k in range(len(labels))) if d in self._domains), None)
+            domain = domain_of(host_of(url), self._domains)
             if domain:
                 hits[url] = domain
         return hits

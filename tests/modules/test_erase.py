@@ -504,3 +504,33 @@ def test_an_erase_killed_after_any_file_operation_then_rerun_equals_a_clean_eras
         ops.update(n=0, kill_at=None)
         erase.erase(roots, req)
         assert _normalised(job_chain) == clean, f"killed after file operation {kill_at} of {total}"
+
+
+# --------------------------------------------------------------------------- what a request names (issue 29, point 7)
+
+
+def test_ids_and_urls_are_taken_exactly_as_written(tmp_path):
+    path = tmp_path / "ids.txt"
+    path.write_bytes(b" spaced\r\nplain \n\n   \nlast")
+    assert erase.read_request(str(path), "ids").entries == (" spaced", "plain ", "last")
+    table = pa.table({"id": ["spaced", " spaced", "plain", "plain "]})
+    m = erase.Matcher(erase.read_request(str(path), "ids"), [" spaced", "plain ", "last"])
+    assert m.mask(table).tolist() == [False, True, False, True]
+
+
+def test_domains_match_unicode_and_idna_hosts_alike(tmp_path):
+    table = pa.table({"url": ["https://bücher.de/a", "https://xn--bcher-kva.de/b", "https://shop.BÜCHER.de/c",
+                              "https://buecher.de/d", "https://bucher.de/e"]})
+    for entry in ("bücher.de", "xn--bcher-kva.de", "BÜCHER.DE."):
+        m = erase.Matcher(request(tmp_path, "domains", [entry]), [])
+        assert m.mask(table).tolist() == [True, True, True, False, False], entry
+        assert m.found(table) == {"xn--bcher-kva.de"}
+    with pytest.raises(SettingsError, match="not a domain name"):
+        request(tmp_path, "domains", ["bü cher.de"])
+
+
+def test_an_ip_host_matches_only_whole(tmp_path):
+    table = pa.table({"url": ["http://10.0.0.1/x", "http://0.1/y", "http://[::1]/z", "http://a.10.0.0.1.example/"]})
+    assert erase.Matcher(request(tmp_path, "domains", ["0.1"]), []).mask(table).tolist() == [False, True, False, False]
+    assert erase.Matcher(request(tmp_path, "domains", ["10.0.0.1"]), []).mask(table).tolist() == [True, False, False, False]
+    assert erase.Matcher(request(tmp_path, "domains", ["0.0.1"]), []).mask(table).tolist() == [False] * 4
