@@ -260,6 +260,35 @@ class Or(Node):
     operands: tuple = ()
 
 
+#: the deepest expression tree accepted (parentheses, ``not``, signs and each operator of a ``+``/``*``
+#: chain add a level) and the deepest nesting of parentheses, ``not`` and signs (the parser recurses
+#: about eight frames per parenthesis): the parser, type checker and evaluator recurse per level and
+#: Python's stack is about a thousand frames deep, so deeper is a syntax error naming where
+MAX_DEPTH, MAX_NESTING = 200, 64
+
+
+def _children(node: Node) -> tuple:
+    if isinstance(node, (And, Or)):
+        return node.operands
+    if isinstance(node, (Arith, Compare)):
+        return (node.left, node.right)
+    if isinstance(node, (Neg, Not, In, IsNull)):
+        return (node.operand,)
+    return ()
+
+
+def _too_deep(node: Node) -> Node | None:
+    """The first node (in reading order) deeper than :data:`MAX_DEPTH` below ``node``; walked with a
+    list, not recursion (a chain of 1,000 ``+`` is a tree 1,000 deep)."""
+    stack = [(node, 1)]
+    while stack:
+        n, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return n
+        stack.extend((c, depth + 1) for c in reversed(_children(n)))
+    return None
+
+
 class _Parser:
     """Recursive descent, one method per precedence level (loosest first)."""
 
@@ -268,6 +297,12 @@ class _Parser:
         self.stream = _tokens(text)
         self.tokens: list[Token] = []
         self.i = 0
+        self.level = 0  # parentheses, not and signs open around the token being parsed
+
+    def nest(self, t: Token):
+        self.level += 1
+        if self.level > MAX_NESTING:
+            self.fail(f"nested too deeply (more than {MAX_NESTING} levels of parentheses, not and signs)", t)
 
     def peek(self, k: int = 0) -> Token:
         while len(self.tokens) <= self.i + k:
@@ -334,7 +369,9 @@ class _Parser:
     def not_(self) -> Node:
         if self.at("kw", "not"):
             t = self.take()
+            self.nest(t)
             operand = self.not_()
+            self.level -= 1
             return Not(t.start, operand.end, operand)
         return self.comparison()
 
@@ -403,7 +440,9 @@ class _Parser:
     def unary(self) -> Node:
         if self.tok.kind == "op" and self.tok.value in ("-", "+"):
             t = self.take()
+            self.nest(t)
             operand = self.unary()
+            self.level -= 1
             return Neg(t.start, operand.end, operand) if t.value == "-" else operand
         return self.primary()
 
@@ -422,10 +461,12 @@ class _Parser:
             return Col(t.start, t.end, t.value)
         if t.kind == "op" and t.value == "(":
             self.take()
+            self.nest(t)
             if self.at("op", ")"):
                 self.fail("empty parentheses")
             inner = self.or_()
             close = self.expect("op", ")", ")")
+            self.level -= 1
             # the parentheses belong to the node: spans stay substrings of balanced text
             return dataclasses.replace(inner, start=t.start, end=close.end)
         if t.kind == "kw":
@@ -438,7 +479,12 @@ def parse(text: str) -> Node:
     """The tree of an expression (SelectSyntaxError with the position when it does not parse)."""
     if not isinstance(text, str):
         raise SelectSyntaxError(f"the expression must be a string; got {type(text).__name__}")
-    return _Parser(text).parse()
+    node = _Parser(text).parse()
+    deep = _too_deep(node)
+    if deep is not None:
+        raise _syntax(text, deep.start, f"nested too deeply (an expression tree more than {MAX_DEPTH} levels deep, "
+                                        "e.g. a chain of that many + or *): split it or use fewer levels")
+    return node
 
 
 def clauses(node: Node) -> list[Node]:
