@@ -62,6 +62,8 @@ JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".json.gz", ".ndjson")
 PARQUET_SUFFIXES = (".parquet",)
 #: how many good records of the first input piece are read to infer the schema
 SCHEMA_SAMPLE = 1000
+#: records read from the start of each further JSONL file (up to ``infer_meta``'s ``max_pieces`` files)
+SCHEMA_PEEK = 64
 
 
 # --------------------------------------------------------------------------- input discovery
@@ -397,14 +399,29 @@ def infer_meta(pieces: list[Piece], io_settings: IOSettings, max_pieces: int = 1
         return _standardise(_records_frame([]), first, io_settings, meta=None).iloc[:0]
     records = []
     limit = _explicit_budget(io_settings) or SCHEMA_LINE_LIMIT
-    for piece in pieces[:max_pieces]:
-        for _, _, _, rec in _iter_jsonl(piece, limit):
+    files = list(dict.fromkeys(p.path for p in pieces))[:max_pieces]
+    starts = {}
+    for p in pieces:
+        starts.setdefault(p.path, p)
+    known: set | None = None
+    for path in files:
+        # the first file with records decides the schema; every other file's first records add only the
+        # columns that file alone has (a key that first appears in the third file must not vanish
+        # silently), while a known column keeps its type (a later file that changes it is named)
+        budget = SCHEMA_SAMPLE if known is None else SCHEMA_PEEK
+        taken = 0
+        for _, _, _, rec in _iter_jsonl(starts[path], limit):
             if isinstance(rec, dict) and _record_problem(rec, io_settings) is None:
-                records.append(_converted(rec, io_settings))
-                if len(records) >= SCHEMA_SAMPLE:
+                rec = _converted(rec, io_settings)
+                if known is not None:
+                    rec = {k: v for k, v in rec.items() if k not in known}
+                if rec:
+                    records.append(rec)
+                taken += 1
+                if taken >= budget:
                     break
-        if records:
-            break
+        if records and known is None:
+            known = {k for r in records for k in r}
     return _standardise(_records_frame(records), first, io_settings, meta=None).iloc[:0]
 
 

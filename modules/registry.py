@@ -125,6 +125,8 @@ def user_class(target: str, what: str, base: type):
         obj = importlib.import_module(module)
     except ImportError as e:
         raise SettingsError(f"{what} {target!r}: cannot import {module!r} ({e})") from None
+    except SyntaxError as e:  # the user's file: a setting to fix, exit 2 naming the line
+        raise SettingsError(f"{what} {target!r}: {e.filename}, line {e.lineno}: {e.msg}") from None
     for part in qualname.split("."):
         obj = getattr(obj, part, None)
         if obj is None:

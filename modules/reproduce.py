@@ -36,6 +36,7 @@ class StageCheck:
     differences: list[tuple[str, str, str]] = field(default_factory=list)  # (file, recorded, now)
     problems: list[str] = field(default_factory=list)
     versions: dict = field(default_factory=dict)
+    erasures: list = field(default_factory=list)  # what curate erase recorded in the manifest since the run
 
     @property
     def ok(self) -> bool:
@@ -83,6 +84,7 @@ def check_stage(folder: str, sample: int, seed: int, scratch: str, compute=None,
     name = manifest.get("stage")
     check = StageCheck(os.path.basename(folder.rstrip("/")), name or "?")
     check.versions = changed(manifest.get("versions"))
+    check.erasures = list(manifest.get("erasures") or [])
     if not name or "settings" not in manifest:
         check.problems.append("the manifest records no stage and settings (written before reproduce existed?)")
         return check

@@ -860,17 +860,29 @@ def input_schema(spec: str) -> tuple[dict[str, str | None], str] | None:
         return _with_id_text({name: _arrow_kind(t) for name, t in zip(arrow.names, arrow.types)}), path
     kinds: dict[str, set] = {}
     records = 0
-    for piece in dataset.plan_pieces(files[:1], 1 << 62):
+    # the records the reader samples for its schema (dataset.infer_meta): most of the first file, the
+    # first ones of each further file
+    known = None
+    for piece in dataset.plan_pieces(files[:16], 1 << 62):
+        if piece.start:
+            continue
+        if records and known is None:
+            known = set(kinds)
+        budget, taken = (dataset.SCHEMA_SAMPLE if known is None else dataset.SCHEMA_PEEK), 0
         for _, _, _, rec in dataset._iter_jsonl(piece, dataset.SCHEMA_LINE_LIMIT):
             if not isinstance(rec, dict):
                 continue  # a broken line: the reader names it
             for k, v in rec.items():
-                kinds.setdefault(str(k), set()).add(_json_kind(v))
+                if known is None or str(k) not in known:  # later files add columns, as the reader's schema
+                    kinds.setdefault(str(k), set()).add(_json_kind(v))
             records += 1
-            if records >= dataset.SCHEMA_SAMPLE:
+            taken += 1
+            if taken >= budget:
                 break
     schema = {k: _merged_kind(v) for k, v in kinds.items()}
-    return _with_id_text(schema), f"{path} (its first {records} records)"
+    if len(files) == 1:
+        return _with_id_text(schema), f"{path} (its first {records} records)"
+    return _with_id_text(schema), f"{path} and {len(files[:16]) - 1} more file(s) (their first {records} records)"
 
 
 def _merged_kind(kinds: set) -> str | None:

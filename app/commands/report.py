@@ -250,13 +250,23 @@ def plot(panels: list[tuple[str, ScoreSummary]], path: str) -> None:
 
 
 def main(args) -> int:
-    from curate.stages.output import refuse_link
+    import contextlib
+
+    from curate.stages.output import Lock, Output, refuse_link
 
     if args.bins <= 0:
         raise SettingsError(f"--bins must be positive; got {args.bins}")
     png = args.png or os.path.join(args.dir, "_reports", "scores.png")
-    for path in (png, args.html or os.path.join(args.dir, "_reports", "report.html")):
+    pages = (png, args.html or os.path.join(args.dir, "_reports", "report.html"))
+    for path in pages:
         refuse_link(args.dir, path)  # before any work: the page and the plot may not go through a link
+    inside = any(not os.path.relpath(os.path.abspath(p), os.path.abspath(args.dir)).startswith("..") for p in pages)
+    # writing into the output: one writer at a time (a run or an erase holding it is named)
+    with Lock(Output.at(args.dir), "curate report") if inside and os.path.isdir(args.dir) else contextlib.nullcontext():
+        return _report(args, png)
+
+
+def _report(args, png: str) -> int:
     folders = stage_dirs(args.dir)
     stages = [(os.path.basename(os.path.normpath(d)), load_manifest(d)) for d in folders]
     print(counts_table(stages))

@@ -53,6 +53,11 @@ def _reproduce(args) -> int:
                 print(f"  {problem}")
             for path, then, now in check.differences:
                 print(f"  {path}: recorded {then}, now {now}")
+            if not check.ok and check.erasures:  # a rerun from the inputs brings erased documents back
+                for e in check.erasures:
+                    print(f"  erased since the run: {e.get('documents', '?')} document(s) by {e.get('by', '?')} at "
+                          f"{e.get('at', '?')} (request sha256 {str(e.get('request_sha256', '?'))[:16]}...): "
+                          "files holding them are expected to differ")
             if not check.ok and check.versions:
                 shown = ", ".join(f"{k} {a or '-'} -> {b or '-'}" for k, (a, b) in check.versions.items())
                 print(f"  versions changed since the run: {shown}")

@@ -170,7 +170,10 @@ def discover(path: str, prefix: str | None = None) -> Target:
                 target.problems.append(
                     f"{target.path(p.name + '.bin')}: stray pair: listed in no manifest here (a copy, another "
                     "run's pair or a merge written inside the set)")
-    if not target.pairs:
+    emptied = [m for m in target.units.values() if m.get("erasures") and not m.get("files")]
+    if not target.pairs and not (emptied and len(emptied) == len(target.units)):
+        # (a token set whose every document was erased holds no pair, as tokenize writes none: its
+        # manifest says so, and that is complete, not broken)
         target.problems.append(f"{path}: no pairs: no .bin/.idx files here")
     for p in target.pairs:
         if not p.has_idx:

@@ -301,3 +301,20 @@ def test_a_job_root_with_its_own_manifest_lists_its_stages(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps({"owner": {"kind": "job", "job": "j"}}))
     assert report.stage_dirs(str(tmp_path)) == [str(tmp_path / "01-clean"), str(tmp_path / "02-filter")]
     assert report.stage_dirs(str(tmp_path / "02-filter")) == [str(tmp_path / "02-filter")]
+
+
+def test_report_waits_for_no_one_and_writes_nothing_while_another_command_holds_the_output(tmp_path, capsys):
+    """Issue 29, point 10: ``curate report`` wrote into a job root while erase held its lock."""
+    from curate.app.cli import main as cli_main
+    from curate.stages.output import Lock, Output
+    from tests.conftest import run_stage as run, write_jsonl as write
+
+    write(tmp_path / "in" / "a.jsonl", [{"id": f"a{k}", "text": f"alpha {k} " * 20} for k in range(4)])
+    out = tmp_path / "out"
+    run("clean", {}, [str(tmp_path / "in" / "a.jsonl")], out)
+    before = sorted(p.name for p in out.rglob("*"))
+    with Lock(Output.at(out), "curate erase ids.txt"):
+        assert cli_main(["report", str(out)]) == 2
+    assert "curate erase ids.txt" in capsys.readouterr().err
+    assert sorted(p.name for p in out.rglob("*")) == before
+    assert cli_main(["report", str(out)]) == 0

@@ -146,3 +146,13 @@ def test_a_users_own_stage_reruns_when_the_user_names_it(tmp_path, capsys, monke
     assert "--stage-class module:Class" in capsys.readouterr().err
     assert main(["reproduce", str(tmp_path / "out"), "--stage-class", "mine:Shout"]) == 0
     assert "identical" in capsys.readouterr().out
+
+
+def test_an_erased_output_names_the_erasure(job, capsys):
+    """Issue 29, point 10: reproduce said "differences found" without naming the recorded erasure."""
+    (job / "ids.txt").write_text("d3\n")
+    assert main(["erase", str(job / "out"), "--ids", str(job / "ids.txt")]) == 0
+    capsys.readouterr()
+    assert main(["reproduce", str(job / "out"), "--sample", "0"]) == 1
+    out = capsys.readouterr().out
+    assert "erased since the run: 1 document(s) by ids at" in out and "expected to differ" in out

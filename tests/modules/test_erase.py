@@ -534,3 +534,15 @@ def test_an_ip_host_matches_only_whole(tmp_path):
     assert erase.Matcher(request(tmp_path, "domains", ["0.1"]), []).mask(table).tolist() == [False, True, False, False]
     assert erase.Matcher(request(tmp_path, "domains", ["10.0.0.1"]), []).mask(table).tolist() == [True, False, False, False]
     assert erase.Matcher(request(tmp_path, "domains", ["0.0.1"]), []).mask(table).tolist() == [False] * 4
+
+
+def test_a_token_set_whose_every_document_was_erased_verifies(tmp_path, capsys):
+    """Issue 29, point 10: verify said "no pairs" of a token set erase had emptied, as tokenize leaves none."""
+    from curate.app.cli import main
+
+    out = tmp_path / "tokens"
+    tokenize(write_input(tmp_path / "in"), out)
+    erase.erase([out], request(tmp_path, "ids", [d["id"] for g in DOCS for d in g]))
+    assert not list(out.glob("*.bin"))
+    capsys.readouterr()
+    assert main(["verify", str(out), "--checksums"]) == 0, capsys.readouterr().err

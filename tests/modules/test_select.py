@@ -616,3 +616,14 @@ def test_a_deep_expression_through_the_cli_exits_2(tmp_path, capsys):
     assert code == 2
     err = capsys.readouterr().err.strip()
     assert "nested too deeply" in err and "\n" not in err
+
+
+def test_a_column_only_later_files_hold_is_seen_by_the_check_and_kept(tmp_path):
+    """Issue 29, point 10: the schema came from the first JSONL file only, so ``score`` (in b.jsonl
+    alone) was unknown to select and dropped from b's rows by the reader."""
+    write_jsonl(tmp_path / "in" / "a.jsonl", [{"id": "a", "text": "x"}, {"id": "b", "text": "y"}])
+    write_jsonl(tmp_path / "in" / "b.jsonl", [{"id": "c", "text": "z", "score": 5}, {"id": "d", "text": "w", "score": 0}])
+    out = tmp_path / "out"
+    run_stage("select", {"where": "score > 1"}, [str(tmp_path / "in" / "*.jsonl")], out, format="parquet")
+    kept = read_output(out)
+    assert kept["id"].tolist() == ["c"] and kept["score"].tolist() == [5]
