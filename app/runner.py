@@ -191,12 +191,15 @@ def run_stage(name: str, settings, inputs, output: str, io: IOSettings, compute=
         log.info("stage %s: %s -> %s", name, ", ".join(inputs), output)
         started = time.perf_counter()
         ctx = StageContext(input=inputs, output=output, io=io, fingerprint=fp, compute=compute, force=force,
-                           owner=stage_owner(name, job))
+                           owner=stage_owner(name, job), started=time.time())
         try:
             manifest = cls().run(settings, ctx)
         except WorkerKilled as e:
             raise e.in_stage(name, inputs, io) from None
-        return StageOutcome(name, output, manifest, False, time.perf_counter() - started)
+        # one time for the stage, the same in the terminal, the manifest and the report
+        seconds = (manifest.get("timings") or {}).get("seconds")
+        return StageOutcome(name, output, manifest, False,
+                            seconds if seconds is not None else time.perf_counter() - started)
 
 
 def warn_pending_inputs(name: str, inputs) -> None:

@@ -1043,6 +1043,8 @@ def finish_output(ctx, *, stage: str, settings, partition_stats: list[dict], sch
             for detail, v in per.items():
                 mine[detail] = mine.get(detail, 0) + v
     finished = time.time()
+    if getattr(ctx, "started", None):
+        started = min(started, ctx.started)
     manifest = {
         "stage": stage,
         "owner": stage_owner(ctx, stage),
