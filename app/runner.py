@@ -88,7 +88,10 @@ def load_job(path: str, io_overrides: dict | None = None) -> Job:
             raise SettingsError(f"job file {path}: stage {k} must be a name or a one-key mapping")
         where = f"{path}: stage {k} ({name})"
         stage_input = _as_inputs(values.pop("input"), f"{where}.input") if "input" in values else None
-        cls = registry.get(name)
+        try:
+            cls = registry.get(name)
+        except SettingsError as e:
+            raise SettingsError(f"job file {path}: stage {k}: {e}") from None
         stages.append(StageSpec(name, settings_from_mapping(cls.Settings, values, where), stage_input))
     job_input = _as_inputs(doc["input"], f"{path}: input") if "input" in doc else ()
     if not job_input and stages[0].input is None and registry.get(stages[0].name).takes_input:

@@ -1042,6 +1042,9 @@ def verify_unit(out: Output, checksums: bool = False, listing: dict[str, int] | 
     if manifest.get("curate_output") and manifest.get("status") != "complete":
         problems.append(f"{out.path(out.manifest_name)}: status: {manifest.get('status')!r}, not complete")
     records = manifest.get("outputs")
+    if records is None and manifest.get("status") == "running":  # begin() wrote it; the run never finished
+        return [f"{out.path(out.manifest_name)}: status: 'running': the run did not finish (killed, or still "
+                "running); run it again to finish it"]
     if records is None:
         return problems + [f"{out.path(out.manifest_name)}: outputs: the manifest lists no files (written by an "
                            "older curate?); rerun the stage"]

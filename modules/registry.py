@@ -69,7 +69,11 @@ def get(name: str):
         return cls
     target = STAGES.get(name)
     if target is None or name not in available():
-        raise SettingsError(f"unknown stage {name!r} (known: {', '.join(available())}; "
+        import difflib
+
+        near = difflib.get_close_matches(str(name), available(), n=1)
+        hint = f"did you mean {near[0]!r}? " if near else ""
+        raise SettingsError(f"unknown stage {name!r}; {hint}(known: {', '.join(available())}; "
                             "or a stage of your own as module:Class)")
     module, cls = target.split(":")
     return getattr(importlib.import_module(module), cls)

@@ -291,7 +291,8 @@ def _report(args, png: str) -> int:
         plot(panels, png)
         print(f"curate report: score distributions in {os.path.abspath(png)}")
     elif rows:
-        print("curate report: no score columns; run the filter stage with --keep-scores for the plot")
+        print("curate report: the parts hold no score columns, so no PNG here (the HTML page's histograms come "
+              "from each filter's score sample in its manifest; --keep-scores also writes the columns)")
     from curate.app.report_html import write_report
 
     page = write_report(args.dir, args.html, verify=args.verify)

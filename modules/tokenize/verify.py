@@ -93,7 +93,8 @@ def _load_units(fs, root: str, names: list[str], target: Target) -> None:
         except ValueError as e:
             target.problems.append(f"{root}/{base}: manifest: not valid JSON ({e})")
             continue
-        if manifest.get("stage") not in ("tokenize", "merge"):
+        stage = manifest.get("stage") or (manifest.get("owner") or {}).get("stage")  # a running one names its owner
+        if stage not in ("tokenize", "merge"):
             continue
         check_paths(manifest, f"{root}/{base}")
         target.units[unit] = manifest
