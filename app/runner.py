@@ -159,6 +159,10 @@ def preflight_stage(name: str, settings, inputs, output: str, io: IOSettings, jo
     (the lock first: a run in progress explains its own files)."""
     check_output_path(output)
     check_inputs(name, inputs, io)
+    if not registry.get(name).reads_raw_files and registry.get(name).takes_input:
+        from curate.stages.input_check import check_columns
+
+        check_columns(inputs, io)
     registry.get(name)().check(settings, tuple(inputs))
     output_mod.check_not_input(output, inputs)
     registry.get(name)().check_output(settings, tuple(inputs), output)
@@ -237,6 +241,10 @@ def preflight_job(job: Job, output: str, stop_after: int | None = None, check_lo
     first_inputs = plan[0][2]
     check_output_path(output)
     check_inputs(plan[0][1].name, first_inputs, job.io)
+    if not registry.get(plan[0][1].name).reads_raw_files and registry.get(plan[0][1].name).takes_input:
+        from curate.stages.input_check import check_columns
+
+        check_columns(first_inputs, job.io)
     for _k, spec, inputs, out in plan:  # a stage whose inputs exist already (the first, or given its own)
         if not any(_is_stage_dir(i, plan) for i in inputs):
             registry.get(spec.name)().check(spec.settings, tuple(inputs))
@@ -249,6 +257,16 @@ def preflight_job(job: Job, output: str, stop_after: int | None = None, check_lo
     for _k, spec, _inputs, out in plan:
         output_mod.check_claim(output_mod.Output.at(out, unit_of(spec.name, spec.settings)),
                                stage_owner(spec.name, job.name))
+
+
+def stage_io(io: IOSettings, inputs, plan) -> IOSettings:
+    """The input/output settings of a job's stage: the job's, but a stage reading an earlier stage's
+    output reads curate's own columns (``text``, ``id``), whatever the job's input called them."""
+    import dataclasses
+
+    if any(_is_stage_dir(i, plan) for i in inputs) and (io.text_field, io.id_field) != ("text", "id"):
+        return dataclasses.replace(io, text_field="text", id_field="id")
+    return io
 
 
 def _is_stage_dir(path: str, plan) -> bool:
@@ -280,8 +298,8 @@ def run_job(job: Job, output: str, compute=None, force: bool = False, stop_after
         for k, spec, inputs, out in plan:
             if live is not None:
                 live.stage_started(k - 1)
-            outcomes.append(run_stage(spec.name, spec.settings, inputs, out, job.io, compute, force,
-                                      job=job.name, lock=False))
+            outcomes.append(run_stage(spec.name, spec.settings, inputs, out, stage_io(job.io, inputs, plan),
+                                      compute, force, job=job.name, lock=False))
             if live is not None:
                 live.stage_finished(k - 1, outcomes[-1].manifest, outcomes[-1].skipped, outcomes[-1].seconds)
         root.finish({
@@ -352,12 +370,14 @@ def dry_run(job: Job, output: str, stop_after: int | None = None, force: bool = 
     preflight_job(job, output, stop_after)
     planned: dict[str, str] = {}  # stage folder -> the fingerprint its output will have
     rows = [("#", "stage", "folder", "input", "plan")]
-    for k, spec, inputs, out in job_plan(job, output, stop_after):
+    plan = job_plan(job, output, stop_after)
+    for k, spec, inputs, out in plan:
         identity = []
         for spec_in in inputs:
             key = os.path.abspath(spec_in)
             identity += [{"dataset": planned[key]}] if key in planned else dataset.input_identity([spec_in], job.io.allow_incomplete)
-        fp = fingerprint(spec.name, spec.settings, identity + dataset.input_identity(settings_files(spec.settings)), job.io)
+        fp = fingerprint(spec.name, spec.settings, identity + dataset.input_identity(settings_files(spec.settings)),
+                         stage_io(job.io, inputs, plan))
         planned[os.path.abspath(out)] = fp
         unit = output_mod.Output.at(out, unit_of(spec.name, spec.settings))
         manifest = unit.manifest() if unit.exists() else None

@@ -560,7 +560,7 @@ def _column_problem(schema, io_settings: IOSettings) -> tuple[str, str] | None:
 
     tf, idf = io_settings.text_field, io_settings.id_field
     if tf not in schema.names:
-        return "missing_text", f"no {tf!r} column (columns: {', '.join(schema.names)})"
+        return "missing_text", f"no {tf!r} column (columns: {', '.join(schema.names)}; --text-field names another)"
     if not _is_string_type(schema.field(tf).type):
         return "bad_type", f"column {tf!r} is {schema.field(tf).type}, not a string"
     if idf in schema.names and not _is_string_type(t := schema.field(idf).type):
