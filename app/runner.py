@@ -291,17 +291,26 @@ def run_job(job: Job, output: str, compute=None, force: bool = False, stop_after
         started = time.time()
         root.begin(job_owner(job))
         plan = job_plan(job, output, stop_after)
-        live = getattr(compute, "tracker", None)  # the live dashboard page (app/live.py), when on a cluster
+        live = getattr(compute, "tracker", None)  # the live dashboard page (app/live.py) and the progress line
+        line = None
         if live is not None:
             live.job(os.path.basename(job.source), output, [(spec.name, os.path.basename(out))
                                                            for _k, spec, _i, out in plan])
-        for k, spec, inputs, out in plan:
-            if live is not None:
-                live.stage_started(k - 1)
-            outcomes.append(run_stage(spec.name, spec.settings, inputs, out, stage_io(job.io, inputs, plan),
-                                      compute, force, job=job.name, lock=False))
-            if live is not None:
-                live.stage_finished(k - 1, outcomes[-1].manifest, outcomes[-1].skipped, outcomes[-1].seconds)
+            if getattr(compute, "show_progress", True):
+                from curate.app.progress import ProgressLine
+
+                line = ProgressLine(live).start()
+        try:
+            for k, spec, inputs, out in plan:
+                if live is not None:
+                    live.stage_started(k - 1)
+                outcomes.append(run_stage(spec.name, spec.settings, inputs, out, stage_io(job.io, inputs, plan),
+                                          compute, force, job=job.name, lock=False))
+                if live is not None:
+                    live.stage_finished(k - 1, outcomes[-1].manifest, outcomes[-1].skipped, outcomes[-1].seconds)
+        finally:
+            if line is not None:
+                line.close()
         root.finish({
             "job": job.name, "source": os.path.abspath(job.source) if os.path.exists(job.source) else job.source,
             "stages": [{"name": o.name, "output": os.path.basename(o.output), "skipped": o.skipped,
@@ -432,37 +441,49 @@ def summary_table(outcomes: list[StageOutcome]) -> str:
 
 
 def make_compute(client, show_progress: bool | None = None):
-    """A compute function for stages: submit to the client, show a progress bar on a terminal."""
-    if show_progress is None:
-        show_progress = sys.stderr.isatty()
-    tracker = None
-    if client is not None:
-        from curate.app.live import Tracker
+    """A compute function for stages: submit to the client (or run on this process's threads), and
+    count the finished tasks for the job's progress line and the live page (:mod:`curate.app.live`).
+    ``show_progress=False``: no progress line (benchmarks)."""
+    from curate.app.live import Tracker
 
-        tracker = Tracker(client).start()
+    tracker = Tracker(client).start()
 
     def compute(*collections):
         import dask
 
         if client is None:
-            return dask.compute(*collections)
+            return _compute_here(collections, tracker)
         from distributed import KilledWorker
 
         futures = client.compute(list(collections))
-        if tracker is not None:
-            tracker.watch(futures)
+        tracker.watch(futures)
         try:
-            if show_progress:
-                from distributed import progress
-
-                progress(futures)
-                print(file=sys.stderr)
             return tuple(client.gather(futures))
         except KilledWorker as e:  # names a task key only; run_stage adds the stage and the input
             raise WorkerKilled.from_killed(e) from e
 
     compute.tracker = tracker
+    compute.show_progress = show_progress is not False
     return compute
+
+
+def _compute_here(collections, tracker):
+    """``dask.compute`` on this process's threads, telling ``tracker`` of each finished output task."""
+    import dask
+    from dask.callbacks import Callback
+
+    keys = set()
+    for c in collections:
+        keys.update(k for k in dask.core.flatten(c.__dask_keys__()) if not isinstance(k, list))
+    tracker.expect(len(keys))
+
+    class Count(Callback):
+        def _posttask(self, key, result, dsk, state, worker_id):
+            if key in keys:
+                tracker.finished(result if isinstance(key, str) and key.startswith("write-") else None)
+
+    with Count():
+        return dask.compute(*collections)
 
 
 @contextlib.contextmanager
