@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import sys
 import time
 from dataclasses import dataclass, field
 
@@ -449,7 +448,6 @@ def make_compute(client, show_progress: bool | None = None):
     tracker = Tracker(client).start()
 
     def compute(*collections):
-        import dask
 
         if client is None:
             return _compute_here(collections, tracker)

@@ -11,8 +11,8 @@ import random
 import pandas as pd
 import pytest
 
-from curate.stages.dataset import STRING
 from curate.stages import select
+from curate.stages.dataset import STRING
 from curate.stages.errors import SettingsError
 from curate.stages.select import (
     SelectSettings,
