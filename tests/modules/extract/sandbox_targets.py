@@ -57,3 +57,17 @@ def hanging_paper_text(sources, max_chars):
     if any(b"HANG-ME" in data for data in sources.values()):
         sleep_forever()
     return paper_text(sources, max_chars)
+
+
+def slow_first_call(marker, value):
+    """Slow once per machine (a cold disk cache, a model loaded on first use): the first call sleeps 3 s."""
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        time.sleep(3)
+    return value
+
+
+def hang_if(value):
+    if value == "hang":
+        sleep_forever()
+    return value

@@ -101,3 +101,55 @@ def test_extract_arxiv_rejects_a_hanging_paper(tmp_path, monkeypatch):
                          tmp_path / "out", on_error="skip")
     assert manifest["counts"]["dropped"]["timeout"] == 1
     assert sorted(read_output(tmp_path / "out")["id"]) == ["2301.00001", "2301.00002"]
+
+
+def test_start_up_and_imports_are_not_counted_against_a_page():
+    # the function's module takes 3 s to import in the child, the timeout is 2 s (issue 36: a cold start)
+    with Sandbox(timeout=2.0, memory=None) as box:
+        assert box.call("tests.modules.extract.slow_import_targets:add", 1, 2) == 3
+        assert box.started == 1
+
+
+def test_a_cold_first_page_is_tried_once_more_alone_and_only_once(tmp_path):
+    marker = str(tmp_path / "warm")
+    with Sandbox(timeout=2.0, memory=None) as box:
+        # the first call of the machine takes 3 s (first-use costs the clock cannot see): tried again
+        assert box.map(f"{T}:slow_first_call", [(marker, 1), (marker, 2), (marker, 3)]) == [1, 2, 3]
+        assert box.retried and box.started == 2  # the replacement, started at half the timeout
+        started = time.monotonic()
+        with pytest.raises(PageTimeout):  # a warm sandbox: one timeout, no retry
+            box.call(f"{T}:sleep_forever")
+        assert time.monotonic() - started < 3.5
+
+
+def test_ten_hanging_pages_cost_ten_timeouts(tmp_path):
+    """Issue 29.6: one timeout per page, and the replacement child already started when it is needed."""
+    calls = [("ok0",)] + [("hang",), ("ok",)] * 10
+    with Sandbox(timeout=1.0, memory=None) as box:
+        box.call(f"{T}:add", 1, 1)  # started and warm
+        started = time.monotonic()
+        out = box.map(f"{T}:hang_if", calls)
+        took = time.monotonic() - started
+        assert [r if isinstance(r, str) else "timeout" for r in out] == ["ok0"] + ["timeout", "ok"] * 10
+        assert all(isinstance(r, PageTimeout) for r in out[1::2])
+        assert box.started == 11 and not box.retried  # one child per hanging page, none judged twice
+    assert took < 15, took  # 10 x 1 s, a child's start never on the way (twice the timeout was 20 s)
+
+
+def test_a_slow_start_of_the_sandbox_loses_no_page(tmp_path, monkeypatch):
+    """Issue 36.2: a child whose interpreter takes 3 s to start (before it serves anything), a 2 s
+    timeout, two files (two partitions): every page is extracted on this cold start."""
+    slow = tmp_path / "site"
+    slow.mkdir()
+    (slow / "sitecustomize.py").write_text(
+        "import os, time\nif os.environ.get('CURATE_TEST_SLOW_START'):\n    time.sleep(3)\n")
+    monkeypatch.syspath_prepend(str(slow))  # the child's PYTHONPATH is the parent's sys.path
+    monkeypatch.setenv("CURATE_TEST_SLOW_START", "1")
+    pages = rust_pages(6)
+    page_warc(tmp_path / "in" / "a.warc.gz", pages[:3])
+    page_warc(tmp_path / "in" / "b.warc.gz", pages[3:])
+    # a memory bound of its own: this thread's sandbox for it is new, so its child starts cold
+    manifest = run_stage("extract_warc", {"extract_timeout": 2, "extract_memory": "1999MiB"},
+                         str(tmp_path / "in" / "*.warc.gz"), tmp_path / "out")
+    assert manifest["counts"]["in"] == 6 and manifest["counts"]["dropped"] == {}
+    assert sorted(read_output(tmp_path / "out")["url"]) == sorted(u for u, _ in pages)
