@@ -71,3 +71,12 @@ def hang_if(value):
     if value == "hang":
         sleep_forever()
     return value
+
+
+def announced_hanging_page_row(settings, row, payload, charset, where):
+    """hanging_page_row that first writes the child's pid to the file ``CURATE_TEST_HANG_FILE`` names."""
+    if b"HANG-ME" in payload:
+        with open(os.environ["CURATE_TEST_HANG_FILE"] + ".tmp", "w") as f:
+            f.write(str(os.getpid()))
+        os.replace(os.environ["CURATE_TEST_HANG_FILE"] + ".tmp", os.environ["CURATE_TEST_HANG_FILE"])
+    return hanging_page_row(settings, row, payload, charset, where)

@@ -9,6 +9,7 @@ files (two partitions), and the sandboxed output byte-identical to the in-proces
 
 from __future__ import annotations
 
+import sys
 import time
 
 import pytest
@@ -153,3 +154,63 @@ def test_a_slow_start_of_the_sandbox_loses_no_page(tmp_path, monkeypatch):
                          str(tmp_path / "in" / "*.warc.gz"), tmp_path / "out")
     assert manifest["counts"]["in"] == 6 and manifest["counts"]["dropped"] == {}
     assert sorted(read_output(tmp_path / "out")["url"]) == sorted(u for u, _ in pages)
+
+
+#: ``curate extract warc`` with its page function replaced by one that hangs on marked pages
+HANGING_CLI = """import sys
+import curate.stages.extract.warc as warc
+warc.PAGE_ROW = "tests.modules.extract.sandbox_targets:announced_hanging_page_row"
+from curate.app.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _gone(pid: int) -> bool:
+    """The process has ended (a zombie waiting for init to reap it has ended too)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM", "SIGINT"])
+def test_a_killed_or_interrupted_run_takes_its_sandbox_child_with_it(tmp_path, sig):
+    """Issue 29.4: the child extracting a hanging page ends with curate (SIGKILL, SIGTERM), and a Ctrl-C
+    ends the run within seconds instead of waiting for the page's timeout and the file's other pages."""
+    import os
+    import signal
+    import subprocess
+
+    from tests.conftest import ROOT
+
+    pages = rust_pages(2)
+    hang = ("https://x.test/hang", b"<html><body><p>HANG-ME</p></body></html>")
+    page_warc(tmp_path / "in" / "a.warc.gz", [pages[0], hang, pages[1], hang])
+    marker = tmp_path / "child.pid"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HANGING_CLI, "extract", "warc", "--input", str(tmp_path / "in"),
+         "--output", str(tmp_path / "out"), "--extract-timeout", "60", "--cluster", "threads"],
+        cwd=ROOT, env={**os.environ, "CURATE_TEST_HANG_FILE": str(marker)},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while not marker.exists():  # the child is in the hanging page
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0][-2000:]
+            time.sleep(0.1)
+        child = int(marker.read_text())
+        assert not _gone(child)
+        sent = time.monotonic()
+        proc.send_signal(getattr(signal, sig))
+        proc.wait(timeout=30)
+        ended = time.monotonic() - sent
+        while not _gone(child) and time.monotonic() - sent < 10:
+            time.sleep(0.05)
+        assert _gone(child), f"the sandbox child {child} outlived curate ({sig})"
+        if sig == "SIGINT":
+            assert proc.returncode == 130 and ended < 5, (proc.returncode, ended)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
