@@ -95,8 +95,9 @@ def probe_limits(settings, target: str) -> None:
     try:
         box.start(target)
     except SandboxError as e:
+        why = e.reason.removeprefix("it could not start: ")
         raise SettingsError(f"--extract-memory {settings.extract_memory}: too small for the extraction "
-                            f"process to start ({e.reason}); give it more (the default is 2GiB)") from None
+                            f"process to start ({why}); give it more (the default is 2GiB)") from None
     finally:
         box.close()
 
@@ -347,9 +348,10 @@ class Sandbox:
             return out
         results: list = [None] * len(calls)
         todo = list(range(len(calls)))  # calls without a result, in order
-        idle_deaths, alone = 0, False
+        idle_deaths, alone, one_by_one = 0, False, False
         while todo:
-            part = todo[:1] if alone else todo  # a retried first page goes alone
+            # a retried first page goes alone; after a batch too big for the bound, every page does
+            part = todo[:1] if alone or one_by_one else todo
             try:
                 self.start(target)
                 self._batch(target, calls, part, results)
@@ -358,6 +360,7 @@ class Sandbox:
                 if _STOPPING.is_set():
                     raise SandboxError("curate is exiting: the pages in hand were not extracted") from None
                 rest, idle_deaths, alone = self._after(ran, part, results, idle_deaths)
+                one_by_one = one_by_one or ran.code == "split"
                 todo = rest + todo[len(part):]
                 continue
             except BaseException:  # an interrupt mid-batch: its answers must not reach the next batch
@@ -369,6 +372,8 @@ class Sandbox:
     def _after(self, ran: _Ran, part: list[int], results: list, idle_deaths: int):
         """The calls of ``part`` still to run after the child went away while running them (the one
         that was running gets its result), the deaths outside a page so far, whether the first goes alone."""
+        if ran.code == "split":
+            return part, idle_deaths, False
         if ran.call is None:  # between calls: not a page's doing
             if idle_deaths:
                 raise SandboxError(f"it died twice while no page was running ({_exit(ran.code)})")
@@ -401,7 +406,9 @@ class Sandbox:
         for pos, k in enumerate(part):
             try:
                 kind, value = self._answer(child, target, pos)
-                if kind == "memory":  # a child that hit the bound may be left fragmented: start afresh
+                if kind == "unread" and len(part) > 1:  # the batch did not fit: its pages go one by one
+                    raise _Ran(None, False, "split")
+                if kind in ("memory", "unread"):  # a child that hit the bound may be fragmented: start afresh
                     raise _Ran(pos, False, "memory")
             except _Ran as ran:
                 ran.answered = pos

@@ -138,9 +138,14 @@ def serve() -> None:
             (n,) = HEADER.unpack(read_exact(stdin, HEADER.size))
         except EOFError:
             return
-        target, calls = pickle.loads(read_exact(stdin, n))
-        fn = function(target)
         batch += 1
+        unpacked = _read_batch(stdin, n)
+        if unpacked is None:  # the parent sends the pages again in smaller batches, or calls the page too large
+            stdout.write(frame(("unread", None)))
+            stdout.flush()
+            continue
+        target, calls = unpacked
+        fn = function(target)
         flushed = time.monotonic()
         for k, args in enumerate(calls):
             clock.stamp(batch, k)
@@ -155,6 +160,30 @@ def serve() -> None:
             if last or now - flushed >= FLUSH_SECONDS:
                 stdout.flush()
                 flushed = now
+        unpacked = calls = args = None  # not held while the next batch is read: the bound counts both
+
+
+def _read_batch(stdin, n: int):
+    """The batch frame's (target, calls), or None when it does not fit in the memory bound (its bytes
+    are read and dropped, so the next frame is found where it starts)."""
+    got = 0
+    try:
+        buf = bytearray(n)
+        with memoryview(buf) as view:
+            while got < n:
+                k = stdin.readinto(view[got:])
+                if not k:
+                    raise EOFError
+                got += k
+        return pickle.loads(buf)
+    except MemoryError:
+        buf = None
+        while got < n:
+            chunk = stdin.read(min(n - got, 1 << 16))
+            if not chunk:
+                raise EOFError from None
+            got += len(chunk)
+        return None
 
 
 def _answer(fn, args) -> bytes:

@@ -387,6 +387,12 @@ class ExtractWarcStage(Stage):
     help = "WARC files to documents (HTML text extraction, language id)"
     reads_raw_files = True
 
+    def check_output(self, settings, inputs, output) -> None:
+        # here, not in check: a job runs this for every stage, also one whose input a download makes
+        from curate.stages.extract.sandbox import probe_limits
+
+        probe_limits(settings, PAGE_ROW)  # an --extract-memory the child cannot start in, refused now
+
     def run(self, settings, ctx):
         from curate.stages.dataset import write_dataset
 

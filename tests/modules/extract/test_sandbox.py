@@ -214,3 +214,47 @@ def test_a_killed_or_interrupted_run_takes_its_sandbox_child_with_it(tmp_path, s
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_an_extract_memory_too_small_to_start_is_refused_before_any_work(tmp_path):
+    """Issue 29.5: 100MiB cannot even start the child; every page was lost with exit 0."""
+    from tests.conftest import curate
+
+    page_warc(tmp_path / "in" / "a.warc.gz", rust_pages(2))
+    proc = curate("extract", "warc", "--input", tmp_path / "in", "--output", tmp_path / "out",
+                  "--extract-memory", "100MiB", check=False)
+    assert proc.returncode == 2, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("curate: error: --extract-memory 100MiB: too small for the extraction process")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_page_the_extractor_runs_out_of_memory_on_is_too_large(tmp_path, monkeypatch):
+    """Issue 29.5: a MemoryError inside the extraction library is too_large, not extract_error."""
+    from curate.stages.extract import warc
+
+    pages = rust_pages(4)
+    eat = ("https://x.test/eat", b"<html><body><p>EAT-MEMORY and more words here.</p></body></html>")
+    page_warc(tmp_path / "in" / "a.warc.gz", [pages[0], eat, pages[1]])
+    page_warc(tmp_path / "in" / "b.warc.gz", pages[2:])
+    monkeypatch.setattr(warc, "PAGE_ROW", f"{T}:memory_error_page_row")
+    manifest = run_stage("extract_warc", {"extract_timeout": 5}, str(tmp_path / "in" / "*.warc.gz"),
+                         tmp_path / "out")
+    assert manifest["counts"]["in"] == 5 and manifest["counts"]["dropped"] == {"too_large": 1}
+    [detail] = read_output(tmp_path / "out" / "_rejects")["_detail"]
+    assert "a.warc.gz: record" in detail and "--extract-memory" in detail
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_batch_too_big_for_the_bound_goes_page_by_page():
+    """Two pages that fit the bound one at a time but not together: both extracted; a page that does
+    not fit alone is too_large, and the pages after it are extracted (none is blamed for another)."""
+    with Sandbox(timeout=30.0, memory=None) as free:
+        base = free.call(f"{T}:address_space")
+    mb = 1 << 20
+    with Sandbox(timeout=30.0, memory=base + 160 * mb) as box:
+        small, big, huge = b"x" * 1000, b"y" * (60 * mb), b"z" * (200 * mb)
+        out = box.map(f"{T}:size_of", [(small,), (big,), (big,), (huge,), (small,)])
+        assert out[:3] == [1000, 60 * mb, 60 * mb] and out[4] == 1000
+        assert isinstance(out[3], PageTooLarge)
+        assert box.started == 3  # the batch, the pages one by one, a fresh child after the page too large
