@@ -3,8 +3,10 @@
 DIR is a job output (``01-normalize/``, ``02-clean/``, ... each with a manifest.json) or one stage
 output. The report prints one table of the manifests' counts: documents in and out per stage, the
 documents dropped per reason, and the PII redacted per kind. For filter stages run with
-``--keep-scores`` it also prints, per filter, its thresholds, how many documents it rejects on its
-own (in any order) and how many it dropped as the first rejecting filter; and it writes a PNG with
+``--keep-scores`` it also prints, per filter, its thresholds, how many documents it would reject on
+its own (whatever the other filters decide), how many it dropped as the first rejecting filter, and
+how many only it rejects (no other filter of the chain does: without it they would be kept, so a
+filter that repeats part of another's rule shows); and it writes a PNG with
 one histogram per filter score, thresholds marked (``--png``, default ``DIR/_reports/scores.png``).
 
 It also writes one self-contained HTML page of the run (``--html``, default
@@ -146,6 +148,7 @@ class ScoreSummary:
         self.f = f
         self.scored = 0
         self.rejected = 0
+        self.only = 0  # documents no other filter of the chain rejects (see summarize)
         self.lo = float("inf")  # finite scores only
         self.hi = float("-inf")
         self.edges = self.kept = self.bad = None
@@ -189,11 +192,18 @@ class ScoreSummary:
 
 def summarize(folder: str, filters: list[dict], bins: int | None) -> dict[str, ScoreSummary]:
     """Column -> summary of each filter's scores in ``folder``; histograms too when ``bins``."""
+    import numpy as np
+
     summaries = {f["column"]: ScoreSummary(f) for f in filters}
     columns = list(summaries)
     for batch in score_batches(folder, columns):
+        bad = {}
         for c, v in batch.items():
             summaries[c].add(v)
+            bad[c] = ~np.isnan(v) & rejects(v, summaries[c].f)  # unscored: not rejected by this filter
+        rejecters = np.sum(list(bad.values()), axis=0)
+        for c, b in bad.items():
+            summaries[c].only += int((b & (rejecters == 1)).sum())
     scored = [s for s in summaries.values() if s.scored]
     if bins and scored:
         for s in scored:
@@ -280,13 +290,14 @@ def _report(args, png: str) -> int:
             first = m.get("counts", {}).get("dropped", {}).get(f["reason"], 0) if m.get("stage") != "tag" else "-"
             s = summaries[f["column"]]
             if not s.scored:
-                rows.append((name, f["reason"], threshold_text(f), "-", "-", first))
+                rows.append((name, f["reason"], threshold_text(f), "-", "-", first, "-"))
                 continue
-            rows.append((name, f["reason"], threshold_text(f), s.scored, s.rejected, first))
+            rows.append((name, f["reason"], threshold_text(f), s.scored, s.rejected, first, s.only))
             panels.append((f"{name}: {f['reason']}", s))
     if rows:
         print()
-        print(table(rows, ("folder", "filter", "keeps", "scored", "rejects alone", "dropped first")))
+        print(table(rows, ("folder", "filter", "keeps", "scored", "would reject", "dropped first",
+                           "only it rejects")))
     if panels:
         plot(panels, png)
         print(f"curate report: score distributions in {os.path.abspath(png)}")
