@@ -201,7 +201,7 @@ def test_exit_codes_of_the_mpi_ranks(monkeypatch):
     assert cluster.ClusterLost("x").exit_code == cluster.EXIT_CLUSTER_LOST == 3
 
 
-@pytest.mark.parametrize("mode", ["local"])
+@pytest.mark.parametrize("mode", ["local", "threads"])
 def test_ctrl_c_is_one_line_and_exit_130_with_the_workers_gone(tmp_path, mode):
     """Issue 31, point 5: Ctrl-C of a local-cluster run printed 85-113 lines with up to ten tracebacks
     (a terminal sends SIGINT to the whole process group: every nanny and worker got it too)."""
