@@ -17,8 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 from curate.app.errors import WorkerKilled
-from curate.stages import dataset, registry
-from curate.stages import output as output_mod
+from curate.stages import dataset, output as output_mod, registry
 from curate.stages.errors import SettingsError
 from curate.stages.paths import glob_paths
 from curate.stages.settings import shown

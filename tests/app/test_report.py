@@ -307,8 +307,7 @@ def test_report_waits_for_no_one_and_writes_nothing_while_another_command_holds_
     """Issue 29, point 10: ``curate report`` wrote into a job root while erase held its lock."""
     from curate.app.cli import main as cli_main
     from curate.stages.output import Lock, Output
-    from tests.conftest import run_stage as run
-    from tests.conftest import write_jsonl as write
+    from tests.conftest import run_stage as run, write_jsonl as write
 
     write(tmp_path / "in" / "a.jsonl", [{"id": f"a{k}", "text": f"alpha {k} " * 20} for k in range(4)])
     out = tmp_path / "out"
