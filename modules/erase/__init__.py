@@ -85,103 +85,51 @@ import contextlib
 import logging
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from curate.stages.erase.files import (
-    disk_record as disk_record,
-    read_table as read_table,
-    rewrite_table as rewrite_table,
-)
-from curate.stages.erase.manifests import (
-    _finished as _finished,
-    finish as finish,
-    mark as mark,
-)
+# the package's parts, one concern each; their public names are importable from here
+from curate.stages.erase.files import disk_record, read_table, rewrite_table
+from curate.stages.erase.manifests import _finished, finish, mark
 from curate.stages.erase.match import (
-    DETAIL as DETAIL,
-    DOCUMENT_ID as DOCUMENT_ID,
-    DUPLICATE_OF as DUPLICATE_OF,
-    ERASED_DETAIL as ERASED_DETAIL,
-    ID as ID,
-    KEPT_ID as KEPT_ID,
-    NUMBERS as NUMBERS,
-    REASON as REASON,
-    URL as URL,
-    Matcher as Matcher,
-    _strings as _strings,
-    _where as _where,
-    numbers_mask as numbers_mask,
+    DETAIL,
+    DOCUMENT_ID,
+    DUPLICATE_OF,
+    ERASED_DETAIL,
+    ID,
+    KEPT_ID,
+    NUMBERS,
+    REASON,
+    URL,
+    Matcher,
+    numbers_mask,
 )
 from curate.stages.erase.plan import (
-    CLUSTER_SIZE as CLUSTER_SIZE,
-    check_consumers as check_consumers,
-    cluster_shrinks as cluster_shrinks,
-    plan_unit as plan_unit,
-    resolve as resolve,
-    shrink_sizes as shrink_sizes,
+    CLUSTER_SIZE,
+    check_consumers,
+    cluster_shrinks,
+    plan_unit,
+    resolve,
+    shrink_sizes,
 )
-from curate.stages.erase.request import (
-    BY as BY,
-    Request as Request,
-    ascii_host as ascii_host,
-    domain_of as domain_of,
-    host_of as host_of,
-    is_ip as is_ip,
-    read_request as read_request,
-)
+from curate.stages.erase.request import BY, Request, ascii_host, domain_of, host_of, is_ip, read_request
 from curate.stages.erase.rewrite import (
-    apply_dataset as apply_dataset,
-    apply_pack as apply_pack,
-    apply_shards as apply_shards,
-    apply_tokens as apply_tokens,
-    copy_sequences as copy_sequences,
-    rewrite_pair as rewrite_pair,
+    apply_dataset,
+    apply_pack,
+    apply_shards,
+    apply_tokens,
+    copy_sequences,
+    rewrite_pair,
 )
-from curate.stages.erase.units import (
-    RANK as RANK,
-    Unit as Unit,
-    check_units as check_units,
-    discover as discover,
-    lock_all as lock_all,
-    scan_files as scan_files,
-)
-from curate.stages.output import (
-    CHECKSUM,
-    Lock,
-    Output,
-    OwnershipError,
-    check_claim,
-    file_checksum,
-    is_remote,
-    manifest_owner,
-    units_in,
-)
+from curate.stages.erase.units import RANK, Unit, check_units, discover, lock_all, scan_files
+
+__all__ = [
+    "BY", "CLUSTER_SIZE", "DETAIL", "DOCUMENT_ID", "DUPLICATE_OF", "ERASED_DETAIL", "ID", "KEPT_ID", "NUMBERS",
+    "RANK", "REASON", "URL", "Matcher", "Outcome", "Request", "Unit", "apply_dataset", "apply_pack",
+    "apply_shards", "apply_tokens", "ascii_host", "check_consumers", "check_units", "cluster_shrinks",
+    "copy_sequences", "discover", "disk_record", "domain_of", "erase", "finish", "host_of", "is_ip", "lock_all",
+    "mark", "numbers_mask", "plan_unit", "read_request", "read_table", "resolve", "rewrite_pair", "rewrite_table",
+    "scan_files", "shrink_sizes",
+]
 
 log = logging.getLogger(__name__)
-
-
-# --------------------------------------------------------------------------- the request
-
-
-# --------------------------------------------------------------------------- matching rows
-
-
-# --------------------------------------------------------------------------- reading and writing files
-
-
-# --------------------------------------------------------------------------- outputs
-
-
-# --------------------------------------------------------------------------- resolving the request
-
-
-# --------------------------------------------------------------------------- planning
-
-
-# --------------------------------------------------------------------------- rewriting
-
-
-# --------------------------------------------------------------------------- manifests
 
 
 # --------------------------------------------------------------------------- the whole erase
