@@ -26,7 +26,7 @@ import logging
 import os
 import time
 
-from curate.app.commands.report import load_manifest, stage_dirs
+from curate.app.run_folders import load_manifest, stage_dirs
 
 log = logging.getLogger("curate.report")
 
@@ -369,7 +369,7 @@ def score_chart(name: str, f: dict, entry: dict):
 
 
 def threshold_text(f: dict) -> str:
-    from curate.app.commands.report import threshold_text as t
+    from curate.app.run_folders import threshold_text as t
 
     return t(f)
 

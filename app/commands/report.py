@@ -20,10 +20,9 @@ from __future__ import annotations
 import glob
 import json
 import os
-import re
 
+from curate.app.run_folders import load_manifest, stage_dirs, threshold_text  # noqa: F401 (curate report's own)
 from curate.stages.errors import DataError, SettingsError
-from curate.stages.output import check_paths
 
 HELP = "counts per stage and reason; an HTML page of the run (funnel, scores, rejects, dedup, tokens, time)"
 
@@ -36,29 +35,6 @@ def add_arguments(p) -> None:
                    help="the HTML page of the run (default: DIR/_reports/report.html)")
     p.add_argument("--no-verify", dest="verify", action="store_false",
                    help="do not run verify on the tokenizer output for the page (it reads every token)")
-
-
-def stage_dirs(folder: str) -> list[str]:
-    manifest = os.path.join(folder, "manifest.json")
-    if os.path.isfile(manifest) and (load_manifest(folder).get("owner") or {}).get("kind") != "job":
-        return [folder]  # one stage's output (a job's root has a manifest of its own: its stages follow)
-    if not os.path.isdir(folder):
-        raise SettingsError(f"report: {folder}: no such folder")
-    subs = sorted(d for d in glob.glob(os.path.join(folder, "*"))
-                  if re.match(r"\d\d-", os.path.basename(d)) and os.path.isfile(os.path.join(d, "manifest.json")))
-    if not subs:
-        raise SettingsError(f"report: {folder}: no manifest.json, and no NN-stage folders with one")
-    return subs
-
-
-def load_manifest(folder: str) -> dict:
-    path = os.path.join(folder, "manifest.json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            manifest = json.load(f)
-    except ValueError as e:
-        raise DataError(f"{path}: not valid JSON: {e}") from None
-    return check_paths(manifest, path)
 
 
 def table(rows: list[tuple], header: tuple) -> str:
@@ -214,15 +190,6 @@ def summarize(folder: str, filters: list[dict], bins: int | None) -> dict[str, S
                 if c in batch:
                     summaries[c].add_to_histogram(batch[c])
     return summaries
-
-
-def threshold_text(f: dict) -> str:
-    parts = []
-    if f.get("min") is not None:
-        parts.append(f"{'>' if f.get('strict_min') else '>='} {f['min']:g}")
-    if f.get("max") is not None:
-        parts.append(f"{'<' if f.get('strict_max') else '<='} {f['max']:g}")
-    return " and ".join(parts) or "-"
 
 
 def plot(panels: list[tuple[str, ScoreSummary]], path: str) -> None:
