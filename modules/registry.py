@@ -72,9 +72,9 @@ def get(name: str):
         import difflib
 
         near = difflib.get_close_matches(str(name), available(), n=1)
-        hint = f"did you mean {near[0]!r}? " if near else ""
-        raise SettingsError(f"unknown stage {name!r}; {hint}(known: {', '.join(available())}; "
-                            "or a stage of your own as module:Class)")
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        raise SettingsError(f"unknown stage {name!r} (known: {', '.join(available())}; "
+                            f"or a stage of your own as module:Class){hint}")
     module, cls = target.split(":")
     return getattr(importlib.import_module(module), cls)
 
