@@ -52,78 +52,42 @@ overrides) is taken over with a warning.
 
 from __future__ import annotations
 
-import logging
-
+# the package's parts, one concern each; their public names are importable from here
 from curate.stages.output.claims import (
-    check_claim as check_claim,
-    check_not_input as check_not_input,
-    describe_owner as describe_owner,
-    manifest_owner as manifest_owner,
-    same_owner as same_owner,
+    _inside,
+    _real,
+    check_claim,
+    check_not_input,
+    describe_owner,
+    manifest_owner,
+    same_owner,
 )
-from curate.stages.output.files import (
-    RAW_SIDECAR as RAW_SIDECAR,
-    _Abandon as _Abandon,
-    _HashingWriter as _HashingWriter,
-    atomic_write as atomic_write,
-    file_checksum as file_checksum,
-    remove_raw as remove_raw,
-)
-from curate.stages.output.lock import (
-    _LOCK_RE as _LOCK_RE,
-    DEFAULT_LOCK_TIMEOUT as DEFAULT_LOCK_TIMEOUT,
-    HEARTBEAT as HEARTBEAT,
-    Lock as Lock,
-    lock_timeout as lock_timeout,
-)
+from curate.stages.output.files import RAW_SIDECAR, atomic_write, file_checksum, remove_raw
+from curate.stages.output.lock import DEFAULT_LOCK_TIMEOUT, HEARTBEAT, Lock, lock_timeout
 from curate.stages.output.names import (
-    _CONTROL_RE as _CONTROL_RE,
-    _STATE_RE as _STATE_RE,
-    CHECKSUM as CHECKSUM,
-    JOB_FOLDERS as JOB_FOLDERS,
-    TMP_MARK as TMP_MARK,
-    LockedError as LockedError,
-    OwnershipError as OwnershipError,
-    check_paths as check_paths,
-    check_rel as check_rel,
-    is_control as is_control,
-    is_remote as is_remote,
-    is_temporary as is_temporary,
-    link_refusal as link_refusal,
-    link_target as link_target,
-    refuse_link as refuse_link,
-    unit_files as unit_files,
-    units_in as units_in,
+    CHECKSUM,
+    JOB_FOLDERS,
+    TMP_MARK,
+    LockedError,
+    OwnershipError,
+    check_paths,
+    check_rel,
+    is_control,
+    is_remote,
+    is_temporary,
+    link_refusal,
+    link_target,
+    refuse_link,
+    unit_files,
+    units_in,
 )
-from curate.stages.output.unit import (
-    Output as Output,
-)
-from curate.stages.output.verify import (
-    unlisted as unlisted,
-    verify_unit as verify_unit,
-)
+from curate.stages.output.unit import Output
+from curate.stages.output.verify import unlisted, verify_unit
 
-log = logging.getLogger(__name__)
-
-
-# --------------------------------------------------------------------------- writing with a checksum
-
-
-# --------------------------------------------------------------------------- files outside a unit
-
-
-# --------------------------------------------------------------------------- the output
-
-
-# --------------------------------------------------------------------------- claims
-
-
-# --------------------------------------------------------------------------- overlap with inputs
-
-
-# --------------------------------------------------------------------------- the lock
-
-
-# --------------------------------------------------------------------------- verifying what a unit lists
-
-
+__all__ = [
+    "CHECKSUM", "DEFAULT_LOCK_TIMEOUT", "HEARTBEAT", "JOB_FOLDERS", "RAW_SIDECAR", "TMP_MARK", "Lock", "LockedError",
+    "Output", "OwnershipError", "_inside", "_real", "atomic_write", "check_claim", "check_not_input", "check_paths",
+    "check_rel", "describe_owner", "file_checksum", "is_control", "is_remote", "is_temporary", "link_refusal",
+    "link_target", "lock_timeout", "manifest_owner", "refuse_link", "remove_raw", "same_owner", "unit_files",
+    "units_in", "unlisted", "verify_unit",
+]
