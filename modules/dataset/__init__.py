@@ -41,29 +41,24 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from curate.stages.dataset.contract import (
+    DETAIL as DETAIL,
+    INTERNAL as INTERNAL,
+    JSONL_SUFFIXES as JSONL_SUFFIXES,
+    MANIFEST as MANIFEST,
+    PARQUET_SUFFIXES as PARQUET_SUFFIXES,
+    REASON as REASON,
+    REJECTS as REJECTS,
+    SCHEMA_PEEK as SCHEMA_PEEK,
+    SCHEMA_SAMPLE as SCHEMA_SAMPLE,
+    STRING as STRING,
+    SUCCESS as SUCCESS,
+)
 from curate.stages.errors import DataError, SettingsError
 from curate.stages.paths import glob_files
 from curate.stages.settings import IOSettings, parse_bytes, settings_dict
 
 log = logging.getLogger(__name__)
-
-#: column that marks a dropped row with the reason; NA for kept rows
-REASON = "_reason"
-
-#: every string column uses Dask's own string dtype (Arrow-backed, NA for missing), so a frame we
-#: build and the meta Dask derives always agree
-STRING = pd.StringDtype("pyarrow")
-DETAIL = "_detail"
-INTERNAL = (REASON, DETAIL)
-SUCCESS = "_SUCCESS"
-MANIFEST = "manifest.json"
-REJECTS = "_rejects"
-JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".json.gz", ".ndjson")
-PARQUET_SUFFIXES = (".parquet",)
-#: how many good records of the first input piece are read to infer the schema
-SCHEMA_SAMPLE = 1000
-#: records read from the start of each further JSONL file (up to ``infer_meta``'s ``max_pieces`` files)
-SCHEMA_PEEK = 64
 
 
 # --------------------------------------------------------------------------- input discovery
