@@ -158,7 +158,7 @@ def preflight_stage(name: str, settings, inputs, output: str, io: IOSettings, jo
     check_output_path(output)
     check_inputs(name, inputs, io)
     if not registry.get(name).reads_raw_files and registry.get(name).takes_input:
-        from curate.stages.input_check import check_columns
+        from curate.stages.dataset.input_check import check_columns
 
         check_columns(inputs, io)
     registry.get(name)().check(settings, tuple(inputs))
@@ -240,7 +240,7 @@ def preflight_job(job: Job, output: str, stop_after: int | None = None, check_lo
     check_output_path(output)
     check_inputs(plan[0][1].name, first_inputs, job.io)
     if not registry.get(plan[0][1].name).reads_raw_files and registry.get(plan[0][1].name).takes_input:
-        from curate.stages.input_check import check_columns
+        from curate.stages.dataset.input_check import check_columns
 
         check_columns(first_inputs, job.io)
     for _k, spec, inputs, out in plan:  # a stage whose inputs exist already (the first, or given its own)

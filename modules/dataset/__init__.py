@@ -27,105 +27,64 @@ of the other inputs.
 
 from __future__ import annotations
 
-import glob as globlib
-import logging
+import glob as globlib  # noqa: F401 (callers ask dataset.globlib.has_magic)
 
-import numpy as np
-import pandas as pd
-
+# the package's parts, one concern each; their public names are importable from here
 from curate.stages.dataset.budget import (
-    DOCUMENT_SHARE as DOCUMENT_SHARE,
-    SCHEMA_LINE_LIMIT as SCHEMA_LINE_LIMIT,
-    _explicit_budget as _explicit_budget,
-    document_budget as document_budget,
-    format_size as format_size,
-    worker_memory_limit as worker_memory_limit,
+    DOCUMENT_SHARE,
+    SCHEMA_LINE_LIMIT,
+    document_budget,
+    format_size,
+    worker_memory_limit,
 )
-from curate.stages.dataset.checks import (
-    TooLarge as TooLarge,
-    _column_problem as _column_problem,
-    _converted as _converted,
-    _is_string_type as _is_string_type,
-    _one_line as _one_line,
-    _record_problem as _record_problem,
-)
+from curate.stages.dataset.checks import TooLarge, _column_problem
 from curate.stages.dataset.contract import (
-    DETAIL as DETAIL,
-    INTERNAL as INTERNAL,
-    JSONL_SUFFIXES as JSONL_SUFFIXES,
-    MANIFEST as MANIFEST,
-    PARQUET_SUFFIXES as PARQUET_SUFFIXES,
-    REASON as REASON,
-    REJECTS as REJECTS,
-    SCHEMA_PEEK as SCHEMA_PEEK,
-    SCHEMA_SAMPLE as SCHEMA_SAMPLE,
-    STRING as STRING,
-    SUCCESS as SUCCESS,
+    DETAIL,
+    INTERNAL,
+    JSONL_SUFFIXES,
+    MANIFEST,
+    PARQUET_SUFFIXES,
+    REASON,
+    REJECTS,
+    SCHEMA_PEEK,
+    SCHEMA_SAMPLE,
+    STRING,
+    SUCCESS,
 )
 from curate.stages.dataset.discover import (
-    _kind as _kind,
-    expand_inputs as expand_inputs,
-    expand_named as expand_named,
-    input_identity as input_identity,
-    is_complete as is_complete,
-    is_url as is_url,
-    open_input as open_input,
-    read_manifest as read_manifest,
-    url_fs as url_fs,
+    _glob_root,
+    _kind,
+    expand_inputs,
+    expand_named,
+    input_identity,
+    is_complete,
+    is_url,
+    open_input,
+    read_manifest,
+    url_fs,
 )
-from curate.stages.dataset.frames import (
-    _records_frame as _records_frame,
-    _reject_row as _reject_row,
-    _standardise as _standardise,
-    _with_rejects as _with_rejects,
-    mark_dropped as mark_dropped,
-    split_rejects as split_rejects,
-)
-from curate.stages.dataset.pieces import (
-    Piece as Piece,
-    parquet_source as parquet_source,
-    plan_pieces as plan_pieces,
-)
-from curate.stages.dataset.read import (
-    infer_meta as infer_meta,
-    read_dataset as read_dataset,
-    read_piece as read_piece,
-)
-from curate.stages.dataset.read_jsonl import (
-    _iter_jsonl as _iter_jsonl,
-    _read_jsonl_piece as _read_jsonl_piece,
-)
-from curate.stages.dataset.read_parquet import (
-    _read_parquet_piece as _read_parquet_piece,
-    _schema_sample as _schema_sample,
-)
+from curate.stages.dataset.frames import mark_dropped, split_rejects
+from curate.stages.dataset.pieces import Piece, parquet_source, plan_pieces
+from curate.stages.dataset.read import infer_meta, read_dataset, read_piece
+from curate.stages.dataset.read_jsonl import _iter_jsonl
 from curate.stages.dataset.write import (
-    atomic_write as atomic_write,
-    detail_counts as detail_counts,
-    finish_output as finish_output,
-    part_name as part_name,
-    stage_output as stage_output,
-    stage_owner as stage_owner,
-    write_dataset as write_dataset,
-    write_json as write_json,
-    write_partition as write_partition,
+    atomic_write,
+    detail_counts,
+    finish_output,
+    part_name,
+    stage_output,
+    stage_owner,
+    write_dataset,
+    write_json,
+    write_partition,
 )
 
-log = logging.getLogger(__name__)
-
-
-# --------------------------------------------------------------------------- input discovery
-
-
-# --------------------------------------------------------------------------- reading
-
-
-# what the reader checks before it builds frames: a document's type, its id's type and its size
-
-
-# --------------------------------------------------------------------------- marking drops
-
-
-# --------------------------------------------------------------------------- writing
-
-
+__all__ = [
+    "DETAIL", "DOCUMENT_SHARE", "INTERNAL", "JSONL_SUFFIXES", "MANIFEST", "PARQUET_SUFFIXES", "REASON", "REJECTS",
+    "SCHEMA_LINE_LIMIT", "SCHEMA_PEEK", "SCHEMA_SAMPLE", "STRING", "SUCCESS", "Piece", "TooLarge", "_column_problem",
+    "_glob_root", "_iter_jsonl", "_kind", "atomic_write", "detail_counts", "document_budget", "expand_inputs",
+    "expand_named", "finish_output", "format_size", "infer_meta", "input_identity", "is_complete", "is_url",
+    "mark_dropped", "open_input", "parquet_source", "part_name", "plan_pieces", "read_dataset", "read_manifest",
+    "read_piece", "split_rejects", "stage_output", "stage_owner", "url_fs", "worker_memory_limit", "write_dataset",
+    "write_json", "write_partition",
+]

@@ -8,14 +8,14 @@ good ones, which ``--on-error`` decides.
 
 from __future__ import annotations
 
-from curate.stages.errors import SettingsError
+from curate.stages.errors import DataError
 
 #: Parquet footers read per input spec (a glob of ten thousand files is judged by its first ones)
 FILES_CHECKED = 16
 
 
 def check_columns(inputs, io) -> None:
-    """SettingsError naming the first Parquet file of ``inputs`` whose text (or id) column cannot hold
+    """DataError (bad data: exit 1) naming the first Parquet file of ``inputs`` whose text (or id) column cannot hold
     documents, with the option that fixes it. With ``--on-error skip`` such files are the user's
     rejects, as the run makes them."""
     from curate.stages import dataset
@@ -43,4 +43,4 @@ def check_columns(inputs, io) -> None:
             reason, message = problem
             hint = {"missing_text": " (in a job: io: {text_field: COLUMN})",
                     "bad_id": " (--id-field COLUMN names the id column)"}.get(reason, "")
-            raise SettingsError(f"{path}: {reason}: {message}{hint}")
+            raise DataError(f"{path}: {reason}: {message}{hint}")

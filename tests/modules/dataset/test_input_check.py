@@ -19,7 +19,7 @@ def no_text(tmp_path):
 @pytest.mark.parametrize("dry", [True, False])
 def test_a_parquet_input_without_the_text_column_is_refused_before_any_work(no_text, capsys, dry):
     argv = ["run", str(no_text / "job.yaml"), "--output", str(no_text / "out")] + (["--dry-run"] if dry else [])
-    assert main(argv) == 2
+    assert main(argv) == 1  # bad data, named before any work
     err = capsys.readouterr().err.strip()
     assert "in.parquet: missing_text: no 'text' column (columns: id, content" in err
     assert "--text-field" in err and "text_field" in err and "\n" not in err
@@ -33,7 +33,7 @@ def test_the_text_field_setting_makes_it_run(no_text, capsys):
 
 
 def test_a_stage_command_is_refused_too(no_text, capsys):
-    assert main(["clean", "--input", str(no_text / "in.parquet"), "--output", str(no_text / "o")]) == 2
+    assert main(["clean", "--input", str(no_text / "in.parquet"), "--output", str(no_text / "o")]) == 1
     assert "--text-field" in capsys.readouterr().err
     assert main(["clean", "--input", str(no_text / "in.parquet"), "--output", str(no_text / "o"),
                  "--on-error", "skip", "--cluster", "threads"]) == 0  # the user's choice: rows become rejects
