@@ -59,72 +59,65 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
 import pandas as pd
 
 from curate.stages.dataset import DETAIL, REASON, STRING, mark_dropped
 from curate.stages.select.evaluate import (
-    Compiled as Compiled,
-    compile_expression as compile_expression,
+    Compiled,
+    compile_expression,
 )
 from curate.stages.select.parse import (
-    clauses as clauses,
-    columns_of as columns_of,
-    parse as parse,
-    source as source,
+    clauses,
+    columns_of,
+    parse,
+    source,
 )
 from curate.stages.select.schema import (
-    input_schema as input_schema,
+    input_schema,
 )
 from curate.stages.select.tokens import (
-    BOOL as BOOL,
-    COMPARISONS as COMPARISONS,
-    KEYWORDS as KEYWORDS,
-    NUMBER as NUMBER,
-    OTHER as OTHER,
-    REASON_SELECT as REASON_SELECT,
-    STRING_T as STRING_T,
-    SelectSyntaxError as SelectSyntaxError,
-    Token as Token,
-    _syntax as _syntax,
-    _tokens as _tokens,
-    tokenize as tokenize,
+    BOOL,
+    COMPARISONS,
+    KEYWORDS,
+    NUMBER,
+    OTHER,
+    REASON_SELECT,
+    STRING_T,
+    SelectSyntaxError,
+    Token,
+    tokenize,
 )
 from curate.stages.select.tree import (
-    MAX_DEPTH as MAX_DEPTH,
-    MAX_NESTING as MAX_NESTING,
-    And as And,
-    Arith as Arith,
-    Col as Col,
-    Compare as Compare,
-    In as In,
-    IsNull as IsNull,
-    Neg as Neg,
-    Node as Node,
-    Not as Not,
-    Num as Num,
-    Or as Or,
-    Str as Str,
-    _too_deep as _too_deep,
+    MAX_DEPTH,
+    MAX_NESTING,
+    And,
+    Arith,
+    Col,
+    Compare,
+    In,
+    IsNull,
+    Neg,
+    Node,
+    Not,
+    Num,
+    Or,
+    Str,
 )
 from curate.stages.select.types import (
-    kind_of_dtype as kind_of_dtype,
-    kind_of_dtype_name as kind_of_dtype_name,
-    schema_of as schema_of,
-    typecheck as typecheck,
+    kind_of_dtype,
+    kind_of_dtype_name,
+    schema_of,
+    typecheck,
 )
 from curate.stages.stage import MapStage
 
-# --------------------------------------------------------------------------- tokens
-
-
-# --------------------------------------------------------------------------- the tree
-
-
-# --------------------------------------------------------------------------- types
-
-
-# --------------------------------------------------------------------------- evaluation
+__all__ = [
+    "And", "Arith", "BOOL", "clauses", "Col", "columns_of", "Compare", "COMPARISONS", "compile_expression",
+    "Compiled", "In", "input_schema", "IsNull", "KEYWORDS", "kind_of_dtype", "kind_of_dtype_name",
+    "MAX_DEPTH", "MAX_NESTING", "Neg", "Node", "Not", "Num", "NUMBER", "Or", "OTHER", "parse",
+    "REASON_SELECT", "schema_of", "select_frame", "SelectSettings", "SelectStage", "SelectSyntaxError",
+    "source", "Str", "STRING_T", "Token", "tokenize", "typecheck",
+]
 
 
 def select_frame(df: pd.DataFrame, where: str) -> pd.DataFrame:
@@ -149,9 +142,6 @@ def select_frame(df: pd.DataFrame, where: str) -> pd.DataFrame:
         rest = [c for c in out.columns if c not in (REASON, DETAIL)]
         out = out[[*rest, REASON, DETAIL]]
     return out
-
-
-# --------------------------------------------------------------------------- the input's schema, before any work
 
 
 # --------------------------------------------------------------------------- the stage

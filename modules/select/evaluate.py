@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from curate.stages.select.parse import columns_of, parse, source
+from curate.stages.select.parse import clauses, columns_of, parse, source
 from curate.stages.select.tokens import BOOL, NUMBER
 from curate.stages.select.tree import And, Arith, Col, Compare, In, IsNull, Neg, Node, Not, Num, Or, Str
 from curate.stages.select.types import kind_of_dtype, typecheck
