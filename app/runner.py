@@ -377,14 +377,14 @@ def dry_run(job: Job, output: str, stop_after: int | None = None, force: bool = 
     preflight_job(job, output, stop_after)
     planned: dict[str, str] = {}  # stage folder -> the fingerprint its output will have
     rows = [("#", "stage", "folder", "input", "plan")]
-    plan = job_plan(job, output, stop_after)
-    for k, spec, inputs, out in plan:
+    stages = job_plan(job, output, stop_after)
+    for k, spec, inputs, out in stages:
         identity = []
         for spec_in in inputs:
             key = os.path.abspath(spec_in)
             identity += [{"dataset": planned[key]}] if key in planned else dataset.input_identity([spec_in], job.io.allow_incomplete)
         fp = fingerprint(spec.name, spec.settings, identity + dataset.input_identity(settings_files(spec.settings)),
-                         stage_io(job.io, inputs, plan))
+                         stage_io(job.io, inputs, stages))
         planned[os.path.abspath(out)] = fp
         unit = output_mod.Output.at(out, unit_of(spec.name, spec.settings))
         manifest = unit.manifest() if unit.exists() else None
