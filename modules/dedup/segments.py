@@ -4,8 +4,7 @@ substring dedup (:mod:`.substrings`) to cut byte ranges out of texts.
 
 Units and their separators:
 
-- ``paragraph``: text between blank lines (a newline, optional spaces, a newline, any further
-  whitespace);
+- ``paragraph``: text between blank lines (a newline, then lines holding only spaces);
 - ``line``: text between newlines;
 - ``sentence``: text up to ``. ! ?`` (then optional closing quotes or brackets) followed by
   whitespace, or up to a newline (a heading without a full stop is a sentence of its own). A regular
@@ -35,11 +34,11 @@ UNITS = ("paragraph", "line", "sentence")
 SENTENCES_PER_SPAN = 3
 
 _SEPARATORS = {
-    "paragraph": re.compile(r"\n[^\S\n]*\n\s*"),
+    # a separator ends at a newline: the next unit keeps its indentation (code, verse)
+    "paragraph": re.compile(r"\n(?:[^\S\n]*\n)+"),
     "line": re.compile(r"\n"),
-    # after . ! ? (and up to one closing quote or bracket) horizontal whitespace; or any whitespace
-    # run holding a newline
-    "sentence": re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"'\u201d\u2019)\]]))[^\S\n]+|[^\S\n]*\n\s*"),
+    # after . ! ? (and up to one closing quote or bracket) horizontal whitespace; or line breaks
+    "sentence": re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"'\u201d\u2019)\]]))[^\S\n]+|[^\S\n]*\n(?:[^\S\n]*\n)*"),
 }
 _NON_SPACE = re.compile(r"\S")
 
@@ -97,19 +96,26 @@ def covered_units(span_indices, unit: str) -> np.ndarray:
 
 
 def removal_ranges(cut: list[tuple[int, int]], removed) -> list[tuple[int, int]]:
-    """Character ranges to delete for removing units ``removed`` (sorted indices into ``cut``): each
-    unit with the separator after it, the last unit of the text with the separator before it."""
+    """Character ranges to delete for removing units ``removed`` (sorted distinct indices into
+    ``cut``): each run of consecutive removed units with the separator after it, or, for the run that
+    ends the text, with the separator before it."""
     ranges = []
     last = len(cut) - 1
-    for k in removed:
-        k = int(k)
-        if k < last:
-            ranges.append((cut[k][0], cut[k + 1][0]))
-        elif k > 0:
-            ranges.append((cut[k - 1][1], cut[k][1]))
+    idx = [int(k) for k in removed]
+    i = 0
+    while i < len(idx):
+        j = i
+        while j + 1 < len(idx) and idx[j + 1] == idx[j] + 1:
+            j += 1
+        a, b = idx[i], idx[j]
+        if b < last:
+            ranges.append((cut[a][0], cut[b + 1][0]))
+        elif a > 0:
+            ranges.append((cut[a - 1][1], cut[b][1]))
         else:
-            ranges.append(cut[k])
-    return merge_ranges(ranges)
+            ranges.append((cut[a][0], cut[b][1]))
+        i = j + 1
+    return ranges
 
 
 def merge_ranges(ranges) -> list[tuple[int, int]]:
