@@ -38,6 +38,7 @@ STAGES: dict[str, str] = {
     "paragraph_dedup": "curate.stages.dedup.spans:ParagraphDedupStage",
     "line_dedup": "curate.stages.dedup.spans:LineDedupStage",
     "sentence_dedup": "curate.stages.dedup.spans:SentenceDedupStage",
+    "substring_dedup": "curate.stages.dedup.substrings:SubstringDedupStage",
     # the product
     "rehydrate": "curate.stages.rehydrate:RehydrateStage",
     "bucket": "curate.stages.bucket:BucketStage",
