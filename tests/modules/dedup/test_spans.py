@@ -187,7 +187,7 @@ def test_bloom_mode_equals_the_shuffle_mode(tmp_path):
     assert pd.read_parquet(tmp_path / "bloom" / "_duplicates").equals(pd.read_parquet(tmp_path / "exact" / "_duplicates"))
 
 
-def test_rerun_is_byte_identical_and_the_cli_words(tmp_path):
+def test_rerun_is_byte_identical_the_cli_words_and_the_report(tmp_path):
     from curate.app import cli
 
     docs = generate("sentence", seed=7, files=2, per_file=6)
@@ -200,6 +200,9 @@ def test_rerun_is_byte_identical_and_the_cli_words(tmp_path):
     assert json.loads((out / "manifest.json").read_text())["stage"] == "sentence_dedup"
     assert cli.main([*args, "--force"]) == 0
     assert [p.read_bytes() for p in sorted(out.glob("part-*"))] == first
+    page = tmp_path / "report.html"  # the report shows the bytes removed per document
+    assert cli.main(["--log-level", "WARNING", "report", str(out), "--html", str(page)]) == 0
+    assert "removed inside documents" in page.read_text()
 
 
 # --------------------------------------------------------------------------- the Bloom filter
