@@ -35,9 +35,10 @@ Steps, each Parquet under ``OUT/_work/``:
    boundary (windows are cut per document). A document left with fewer than ``--min-words`` words
    (or none) is dropped as ``substring_duplicate``.
 
-Memory: a task holds one input partition and its tokens (4 bytes a token) and window rows (about 20
-bytes a token), or one shuffled partition of window rows: about 40 bytes per token of a partition,
-so ``--blocksize 32MiB`` (about 8M tokens) keeps a task near 0.4 GB. The one exception grows with the
+Memory: a task holds one input partition and its tokens (4 bytes a token) and window rows (16 bytes a
+window), or one shuffled partition of window rows: about 46 bytes per token of a partition at the
+peak (measured with tracemalloc: the sort of the window hashes), 15 times the partition's text, so
+``--blocksize 32MiB`` (about 11M tokens of English) keeps a task near 0.5 GB. The one exception grows with the
 corpus slowly: a first occurrence copied into every partition is fetched once per partition.
 """
 
@@ -128,12 +129,14 @@ def window_rows(df: pd.DataFrame, partition: int, settings) -> tuple[pd.DataFram
         docs = docs[idx]
     h, d, p = win.window_hashes(flat, offsets, width, win.token_tables(settings.tokenizer)[2])
     firsts, first_row = win.first_of_hash(h)
-    later = np.flatnonzero(first_row != np.arange(len(h)))
+    firsts_df = pd.DataFrame({"hash": h[firsts], "doc": docs[d[firsts]], "pos": p[firsts]}, copy=False)
+    del h, firsts  # the largest arrays go before the next ones are made
+    later = np.flatnonzero(first_row != np.arange(len(first_row), dtype=np.int32))
     pairs = win.runs(d[later], p[later], d[first_row[later]], p[first_row[later]])
+    del first_row, later
     local = local_ranges(flat, offsets, pairs, width)
     local["doc"] = docs[local["doc"].to_numpy()] if len(local) else local["doc"]
-    firsts_df = pd.DataFrame({"hash": h[firsts], "doc": docs[d[firsts]], "pos": p[firsts]})
-    stats = {"tokens": int(offsets[-1]) if len(offsets) else 0, "windows": int(len(h)), "local_runs": len(pairs["doc"])}
+    stats = {"tokens": int(offsets[-1]) if len(offsets) else 0, "windows": int(len(d)), "local_runs": len(pairs["doc"])}
     return firsts_df, local, tokens_table(docs, flat, offsets), stats
 
 

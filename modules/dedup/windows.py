@@ -65,26 +65,51 @@ def _mix(z: np.ndarray) -> np.ndarray:
     return z ^ (z >> np.uint64(31))
 
 
+#: documents are hashed in groups of about this many tokens, so the hash's temporaries stay small
+HASH_CHUNK = 1 << 18
+
+
 def window_hashes(tokens: np.ndarray, offsets: np.ndarray, width: int, values: np.ndarray):
     """(hash, document index, position) of every window of ``width`` tokens that lies inside one
-    document, in (document, position) order: windows never cross a document boundary."""
-    sizes = np.diff(offsets)
+    document, in (document, position) order: windows never cross a document boundary. 16 bytes per
+    window, written in place group by group (no second copy)."""
+    counts = np.maximum(np.diff(offsets) - width + 1, 0)
+    total = int(counts.sum())
+    h = np.empty(total, dtype=np.uint64)
+    doc = np.empty(total, dtype=np.int32)
+    pos = np.empty(total, dtype=np.int32)
+    at, a = 0, 0
+    while a < len(counts):
+        b = int(np.searchsorted(offsets, offsets[a] + HASH_CHUNK, side="right"))
+        b = min(max(b - 1, a + 1), len(counts))  # whole documents, at least one
+        ch, cd, cp = _chunk_hashes(tokens, offsets, a, b, width, values)
+        h[at:at + len(ch)], doc[at:at + len(ch)], pos[at:at + len(ch)] = ch, cd, cp
+        at += len(ch)
+        a = b
+    return h, doc, pos
+
+
+def _chunk_hashes(tokens, offsets, a: int, b: int, width: int, values):
+    """Window hashes of documents ``a`` to ``b - 1``."""
+    base = int(offsets[a])
+    sub = tokens[base:int(offsets[b])]
+    sizes = np.diff(offsets[a:b + 1])
     counts = np.maximum(sizes - width + 1, 0)
     total = int(counts.sum())
-    doc = np.repeat(np.arange(len(sizes), dtype=np.int64), counts)
+    doc = np.repeat(np.arange(a, b, dtype=np.int32), counts)
     first = np.zeros(len(counts), dtype=np.int64)
     np.cumsum(counts[:-1], out=first[1:])
     pos = np.arange(total, dtype=np.int64) - np.repeat(first, counts)
     if not total:
         return np.zeros(0, dtype=np.uint64), doc, pos.astype(np.int32)
-    start = offsets[:-1][doc] + pos  # window start in the flat token array
-    n = len(tokens)
+    start = offsets[doc] - base + pos  # window start in ``sub``
+    n = len(sub)
     with np.errstate(over="ignore"):
         inv = np.full(n, BASE_INV, dtype=np.uint64)
         inv[0] = 1
         inv = np.cumprod(inv, dtype=np.uint64)  # BASE_INV^i
         prefix = np.zeros(n + 1, dtype=np.uint64)
-        np.cumsum(values[tokens] * inv, dtype=np.uint64, out=prefix[1:])
+        np.cumsum(values[sub] * inv, dtype=np.uint64, out=prefix[1:])
         del inv
         power = np.full(n, BASE, dtype=np.uint64)
         power[0] = 1
@@ -97,14 +122,23 @@ def window_hashes(tokens: np.ndarray, offsets: np.ndarray, width: int, values: n
 
 def first_of_hash(h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For rows in (document, position) order: (rows that are the first of their hash; for every row,
-    the row of its hash's first)."""
-    order = np.argsort(h, kind="stable")
+    the row of its hash's first). Indices are int32 (a partition holds fewer than 2^31 windows)."""
+    n = len(h)
+    if not n:
+        return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32)
+    order = np.argsort(h, kind="stable").astype(np.int32)
     sh = h[order]
-    new = np.r_[True, sh[1:] != sh[:-1]] if len(sh) else np.zeros(0, dtype=bool)
-    first_sorted = order[np.flatnonzero(new)[np.cumsum(new) - 1]] if len(sh) else order
-    first = np.empty_like(order)
-    first[order] = first_sorted
-    return np.sort(order[new]), first
+    new = np.empty(n, dtype=bool)
+    new[0] = True
+    np.not_equal(sh[1:], sh[:-1], out=new[1:])
+    del sh
+    heads = order[new]  # the first row of each hash (stable sort: the smallest row)
+    group = np.cumsum(new, dtype=np.int32)
+    group -= 1
+    first = np.empty(n, dtype=np.int32)
+    first[order] = heads[group]
+    heads.sort()
+    return heads, first
 
 
 def runs(doc, pos, first_doc, first_pos) -> dict:
