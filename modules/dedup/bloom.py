@@ -19,6 +19,8 @@ import numpy as np
 
 #: the largest filter curate allocates (bits): 64 GiB; beyond, the settings are refused
 MAX_BITS = 64 * 8 << 30
+#: hashes looked up or inserted at once: their k positions (8 bytes each) stay a few MB
+CHUNK = 1 << 15
 
 
 def size_for(capacity: int, p: float) -> tuple[int, int]:
@@ -64,17 +66,22 @@ class BloomFilter:
 
     def contains(self, hashes) -> np.ndarray:
         """Bool per hash: all its bits are set (inserted before, or a false positive)."""
-        pos = self._positions(hashes)
-        byte = self.bits[(pos >> np.uint64(3)).astype(np.int64)]
-        bit = (byte >> (pos & np.uint64(7)).astype(np.uint8)) & np.uint8(1)
-        return bit.all(axis=1) if len(pos) else np.zeros(0, dtype=bool)
+        h = np.asarray(hashes, dtype=np.uint64)
+        out = np.zeros(len(h), dtype=bool)
+        for a in range(0, len(h), CHUNK):
+            pos = self._positions(h[a:a + CHUNK])
+            byte = self.bits[(pos >> np.uint64(3)).astype(np.int64)]
+            out[a:a + CHUNK] = ((byte >> (pos & np.uint64(7)).astype(np.uint8)) & np.uint8(1)).all(axis=1)
+        return out
 
     def add(self, hashes) -> None:
         """Insert ``hashes`` (the caller inserts each distinct item once; ``inserted`` counts them)."""
-        pos = self._positions(hashes).ravel()
-        np.bitwise_or.at(self.bits, (pos >> np.uint64(3)).astype(np.int64),
-                         np.left_shift(np.uint8(1), (pos & np.uint64(7)).astype(np.uint8)))
-        self.inserted += len(hashes)
+        h = np.asarray(hashes, dtype=np.uint64)
+        for a in range(0, len(h), CHUNK):
+            pos = self._positions(h[a:a + CHUNK]).ravel()
+            np.bitwise_or.at(self.bits, (pos >> np.uint64(3)).astype(np.int64),
+                             np.left_shift(np.uint8(1), (pos & np.uint64(7)).astype(np.uint8)))
+        self.inserted += len(h)
 
     def fill(self) -> float:
         """Share of bits set."""
