@@ -99,7 +99,7 @@ def read_tokens(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def tokens_table(docs, flat, offsets):
     import pyarrow as pa
 
-    tokens = pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(flat, type=pa.uint32()))
+    tokens = pa.LargeListArray.from_arrays(pa.array(offsets.astype(np.int64)), pa.array(flat, type=pa.uint32()))
     return pa.table({"doc": pa.array(np.asarray(docs, dtype=np.int64)), "tokens": tokens})
 
 
