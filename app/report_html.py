@@ -8,6 +8,7 @@ the performance report, written by ``curate run``). Sections:
 - filters: per filter, the histogram of a bounded score sample kept during the run (the manifest's
   ``score_sample``) with the thresholds drawn, and a few rejected documents per reason;
 - dedup: exact group sizes, fuzzy component sizes, example near-duplicate pairs with their Jaccard;
+  span and substring dedup's bytes removed per document (histogram, the largest);
 - tokens: per split/prefix, the document-length histogram in tokens, dtype, and ``verify``'s result;
 - time: seconds and docs/s per stage, workers, and a link to Dask's performance report of the run.
 
@@ -522,6 +523,22 @@ def render(data: dict) -> str:
                      f"<span class='text'>{_e(p['removed_text'])}</span>",
                      f"<span class='text'>{_e(p['kept_text'])}</span>"] for p in s["pairs"]]
             dd.append(_table(["removed", "kept", "Jaccard", "removed text", "kept text"], rows, "ex"))
+    for s in stages:  # span and substring dedup: bytes removed inside documents, per document
+        info = s["manifest"].get("dedup") or {}
+        if "removed_bytes_per_document" not in info:
+            continue
+        dd.append(f"<h3>{_e(s['folder'])}: removed inside documents</h3>")
+        dd.append(_table(["what", "value"], [[_e(k), _e(v)] for k, v in info.items()
+                                             if not isinstance(v, (dict, list))]))
+        hist = info["removed_bytes_per_document"]
+        if hist:
+            key = f"spans_{s['folder']}"
+            charts[key] = bars_chart(f"{s['folder']}: documents by bytes removed", list(hist),
+                                     list(hist.values()), "documents")
+            dd.append(_slot(key))
+            dd.append(_table(["document", "bytes removed"], [[_e(i), _fmt(b)] for i, b in info.get("largest", [])]))
+        else:
+            dd.append("<p class='muted'>nothing removed</p>")
     if dd:
         sections.append("<h2 id='dedup'>Deduplication</h2>" + "".join(dd))
 

@@ -35,6 +35,10 @@ STAGES: dict[str, str] = {
     # deduplication
     "exact_dedup": "curate.stages.dedup.exact:ExactDedupStage",
     "fuzzy_dedup": "curate.stages.dedup.fuzzy:FuzzyDedupStage",
+    "paragraph_dedup": "curate.stages.dedup.spans:ParagraphDedupStage",
+    "line_dedup": "curate.stages.dedup.spans:LineDedupStage",
+    "sentence_dedup": "curate.stages.dedup.spans:SentenceDedupStage",
+    "substring_dedup": "curate.stages.dedup.substrings:SubstringDedupStage",
     # the product
     "rehydrate": "curate.stages.rehydrate:RehydrateStage",
     "bucket": "curate.stages.bucket:BucketStage",

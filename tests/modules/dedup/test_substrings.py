@@ -1,0 +1,168 @@
+"""substring_dedup against a brute-force oracle: every window of min-tokens tokens of every document,
+in document order, looked up in a dict of all windows seen (no hashes, no shuffle). Generated text in
+several input files (partitions), with overlapping repeats, a repeat split over a document boundary,
+a span repeated 1,000 times, and hashes made to collide on purpose."""
+
+import random
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from curate.stages.dedup import substrings
+from curate.stages.dedup import windows as win
+from curate.stages.errors import SettingsError
+from tests.conftest import read_output, run_stage, write_jsonl
+
+ENCODING = "tiktoken:cl100k_base"
+
+
+def encoder():
+    from curate.stages.tokenize.load import load_tokenizer
+
+    return load_tokenizer(ENCODING)._enc
+
+
+def oracle(docs, width):
+    """id -> (expected text, removed byte positions as a set) by direct search over token windows."""
+    enc = encoder()
+    seen, out = set(), {}
+    for ident, text in docs:
+        ids = enc.encode_ordinary(text)
+        removed = np.zeros(len(ids), dtype=bool)
+        for p in range(len(ids) - width + 1):
+            key = tuple(ids[p:p + width])
+            if key in seen:
+                removed[p:p + width] = True
+            else:
+                seen.add(key)
+        pieces = [enc.decode_single_token_bytes(t) for t in ids]
+        gone, at = set(), 0
+        for piece, r in zip(pieces, removed):
+            if r:
+                gone.update(range(at, at + len(piece)))
+            at += len(piece)
+        out[ident] = (b"".join(p for p, r in zip(pieces, removed) if not r).decode(), gone)
+    return out
+
+
+def words(rng, n):
+    vocab = ["river", "stone", "valley", "light", "harbor", "market", "bread", "table", "window", "garden",
+             "winter", "signal", "copper", "meadow", "lantern", "engine", "forest", "letter", "silver", "paper"]
+    return " ".join(rng.choice(vocab) + str(rng.randint(0, 99)) for _ in range(n))
+
+
+def write(tmp_path, files):
+    return [write_jsonl(tmp_path / "in" / f"part-{k}.jsonl", [{"id": i, "text": t} for i, t in docs])
+            for k, docs in enumerate(files)]
+
+
+def check(tmp_path, files, width, **settings):
+    docs = [d for f in files for d in f]
+    expected = oracle(docs, width)
+    out = tmp_path / "out"
+    manifest = run_stage("substring_dedup", {"min_tokens": width, **settings}, write(tmp_path, files), out)
+    got = read_output(out)
+    texts = dict(zip(got["id"], got["text"]))
+    dropped = {i for i, (t, _) in expected.items() if not t.split()}
+    assert texts == {i: t for i, (t, _) in expected.items() if i not in dropped}
+    if dropped:
+        rejects = pd.read_parquet(out / "_rejects")
+        assert set(rejects["id"]) == dropped and set(rejects["_reason"]) == {substrings.REASON}
+    audit = pd.read_parquet(out / "_duplicates")
+    assert dict(zip(audit["id"], audit["removed_bytes"])) == {i: len(g) for i, (_, g) in expected.items() if g}
+    assert manifest["dedup"]["bytes_removed"] == sum(len(g) for _, g in expected.values())
+    return manifest, expected, texts
+
+
+def test_overlapping_repeats_and_document_boundaries(tmp_path):
+    rng = random.Random(4)
+    x, y, z = words(rng, 40), words(rng, 40), words(rng, 40)
+    xs = x.split()
+    a0 = words(rng, 30) + " " + x + " " + words(rng, 10)
+    files = [
+        [("a0", a0),
+         ("a1", words(rng, 20) + " " + " ".join(xs[15:]) + " " + y + " " + words(rng, 5)),  # overlaps x's tail
+         ("a2", x + " " + words(rng, 8) + " " + x),                                         # x twice in one doc
+         ("a3", words(rng, 25) + " " + z + " end")],
+        [("b0", words(rng, 12) + " " + " ".join(z.split()[:20])),   # z split over a document boundary:
+         ("b1", " ".join(z.split()[20:]) + " " + words(rng, 12)),   # neither half is long enough alone
+         ("b2", a0),                                               # wholly repeated: emptied, dropped
+         ("b4", y + " " + x),                                      # all but the start (no space before y)
+         ("b3", ("tick " * 150).strip())],                         # a period-1 repeat of itself
+        [("c0", words(rng, 15) + " " + " ".join(xs[:30]) + " " + " ".join(y.split()[10:]) + " tail"),
+         ("c1", words(rng, 3))],                                   # shorter than a window
+    ]
+    manifest, expected, texts = check(tmp_path, files, 50)
+    assert texts["b0"] == files[1][0][1] and texts["b1"] == files[1][1][1]  # nothing cut across the boundary
+    assert "b2" not in texts and texts["a0"] == a0                         # the first occurrence stays
+    assert texts["b4"] and y.startswith(texts["b4"])  # what remains: tokens of y's first word (no space before)
+    assert texts["b3"].startswith("tick") and len(texts["b3"]) < 300
+    assert manifest["partitions"] == 3 and manifest["counts"]["dropped"] == {substrings.REASON: 1}
+    assert {"windows", "matches", "runs", "fetched", "verified"} <= set(manifest["steps"])
+
+
+def test_a_span_repeated_a_thousand_times(tmp_path):
+    rng = random.Random(9)
+    span = words(rng, 30)
+    docs = [(f"d{k:04d}", f"{words(rng, 3)} {span} {words(rng, 2)}") for k in range(1000)]
+    manifest, expected, texts = check(tmp_path, [docs[:400], docs[400:750], docs[750:]], 40)
+    assert texts["d0000"] == docs[0][1]
+    assert sum(t != d for (_, d), t in zip(docs, (texts[i] for i, _ in docs))) == 999
+    assert manifest["dedup"]["documents_changed"] == 999
+
+
+def test_hash_collisions_never_remove_text(tmp_path, monkeypatch):
+    """With window hashes squeezed to 9 bits, hundreds of different windows share a hash: matches are
+    only ever proposed by hashes, so whatever is removed must still be a true repeat."""
+    rng = random.Random(2)
+    x = words(rng, 30)
+    files = [[(f"a{k}", words(rng, 20) + " " + x + " " + words(rng, 10)) for k in range(5)],
+             [(f"b{k}", words(rng, 25) + " " + x) for k in range(5)]]
+    mix = win._mix
+    monkeypatch.setattr(win, "_mix", lambda z: mix(z) & np.uint64(511))
+    docs = [d for f in files for d in f]
+    expected = oracle(docs, 20)
+    out = tmp_path / "out"
+    manifest = run_stage("substring_dedup", {"min_tokens": 20}, write(tmp_path, files), out)
+    removals = pd.read_parquet(out / "_work" / "verified")
+    hashes = pd.read_parquet(out / "_work" / "windows")["hash"]
+    assert hashes.nunique() <= 512 < manifest["dedup"]["windows"]  # more windows than hashes
+    number = {(p << 32) + r: i for p, f in enumerate(files) for r, (i, _) in enumerate(f)}
+    for d, a, b in zip(removals["doc"], removals["start"], removals["end"]):
+        assert set(range(a, b)) <= expected[number[d]][1]
+    assert len(removals)  # and collisions did not stop every true repeat from being found
+
+
+def test_byte_ranges_keep_whole_characters():
+    length, inside, _ = win.token_tables(ENCODING)
+    enc = encoder()
+    text = "ab 😀😀 cd"
+    ids = np.array(enc.encode_ordinary(text), dtype=np.uint32)
+    split = [k for k in range(len(ids)) if inside[ids[k]]]
+    assert split  # cl100k splits the emoji's bytes over tokens
+    ranges = win.byte_ranges(ids, [(split[0], len(ids))], length, inside)
+    raw = text.encode()
+    for a, b in ranges:
+        (raw[:a] + raw[b:]).decode()  # no character cut in half
+
+
+def test_windows_never_cross_documents_and_hash_by_content():
+    values = win.token_tables(ENCODING)[2]
+    tokens = np.array([1, 2, 3, 4, 1, 2, 3, 9, 1, 2], dtype=np.uint32)
+    offsets = np.array([0, 4, 8, 10])
+    h, d, p = win.window_hashes(tokens, offsets, 3, values)
+    assert d.tolist() == [0, 0, 1, 1] and p.tolist() == [0, 1, 0, 1]  # the 2-token document has none
+    assert h[0] == h[2] and len(set(h.tolist())) == 3
+    r = win.runs([5, 5, 5, 7], [0, 1, 3, 0], [1, 1, 1, 1], [4, 5, 6, 0])
+    assert r["windows"].tolist() == [2, 1, 1] and r["start"].tolist() == [0, 3, 0]
+    a = np.array([1, 2, 3, 4, 5, 6]), np.array([1, 2, 3, 0, 5, 6])
+    assert win.verified(a[0], a[0], 10, 3) == [(10, 16)] and win.verified(*a, 10, 3) == [(10, 13)]
+    assert win.verified(np.array([1, 2, 3, 4, 5]), np.array([1, 2, 3, 4, 0]), 0, 2) == [(0, 4)]
+
+
+def test_settings():
+    with pytest.raises(SettingsError, match="min_tokens"):
+        substrings.SubstringDedupSettings(min_tokens=1)
+    with pytest.raises(SettingsError, match="tiktoken"):
+        substrings.SubstringDedupSettings(tokenizer="gpt2")
