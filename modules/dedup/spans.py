@@ -48,8 +48,7 @@ import numpy as np
 import pandas as pd
 
 from curate.stages import dedup
-from curate.stages.dedup import bloom as blooming
-from curate.stages.dedup import segments
+from curate.stages.dedup import bloom as blooming, segments
 from curate.stages.errors import SettingsError
 from curate.stages.stage import Stage, check_range
 

@@ -51,8 +51,7 @@ import numpy as np
 import pandas as pd
 
 from curate.stages import dedup
-from curate.stages.dedup import segments
-from curate.stages.dedup import windows as win
+from curate.stages.dedup import segments, windows as win
 from curate.stages.errors import SettingsError
 from curate.stages.stage import Stage, check_range
 

@@ -9,8 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from curate.stages.dedup import substrings
-from curate.stages.dedup import windows as win
+from curate.stages.dedup import substrings, windows as win
 from curate.stages.errors import SettingsError
 from tests.conftest import read_output, run_stage, write_jsonl
 
