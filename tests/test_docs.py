@@ -85,7 +85,7 @@ def test_quickstart_and_walkthrough_run_as_written(tmp_path):
         proc = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=clone, capture_output=True,
                               text=True, timeout=600, env=env)
         assert proc.returncode == 0, f"{script}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
-    assert (clone / "out" / "sample" / "08-tokenize" / "_SUCCESS").exists()
+    assert (clone / "out" / "sample" / "09-tokenize" / "_SUCCESS").exists()
     # what the walk-through promises: one exact and no other duplicate, the shouting page dropped
     out = proc.stdout
     assert "doc-3" in out and "word_count" in out

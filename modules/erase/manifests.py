@@ -101,6 +101,22 @@ def mark(u: Unit, request: Request) -> None:
         u.out.remove(u.out.success_name)
 
 
+def _without_ids(obj, ids: set):
+    """A manifest with no list entry that names an erased document: a stage's examples (span dedup's
+    ``largest``: [id, bytes] pairs) would otherwise keep the id, and the report shows them."""
+    if not ids:
+        return obj
+    if isinstance(obj, dict):
+        return {k: v if k in ("outputs", "erasures", "settings", "io", "input") else _without_ids(v, ids)
+                for k, v in obj.items()}
+    if isinstance(obj, list):
+        def names(e) -> bool:
+            first = e[0] if isinstance(e, (list, tuple)) and e else e.get("id") if isinstance(e, dict) else e
+            return isinstance(first, str) and first in ids
+        return [_without_ids(e, ids) for e in obj if not names(e)]
+    return obj
+
+
 def finish(u: Unit, request: Request, summary: dict | None, written: dict) -> dict:
     """Write the unit's manifest (records, counts, the erasure record), then ``_SUCCESS``, then drop
     its plan from the journal."""
@@ -110,6 +126,7 @@ def finish(u: Unit, request: Request, summary: dict | None, written: dict) -> di
         if u.kind in ("dataset", "tokens"):
             _updated_records(u, m, written)
             _updated_counts(u, m)
+            m = _without_ids(m, set(u.plan.get("ids") or ()))
             if u.kind == "tokens":
                 _updated_token_files(u, m)
         elif u.kind in ("pack", "shards"):
