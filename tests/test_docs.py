@@ -86,6 +86,12 @@ def test_quickstart_and_walkthrough_run_as_written(tmp_path):
                               text=True, timeout=600, env=env)
         assert proc.returncode == 0, f"{script}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
     assert (clone / "out" / "sample" / "09-tokenize" / "_SUCCESS").exists()
+    # issue 31, point 9: the book's navigation help ("Press S or / to search in the book") opened every
+    # document the sample tokenized; it now stays only in the first that has it
+    import pandas as pd
+
+    texts = pd.concat([pd.read_parquet(p) for p in sorted((clone / "out" / "sample" / "08-shuffle").glob("part-*"))])
+    assert sum("Press S or / to search in the book" in t for t in texts["text"]) == 1 and len(texts) == 101
     # what the walk-through promises: one exact and no other duplicate, the shouting page dropped
     out = proc.stdout
     assert "doc-3" in out and "word_count" in out
