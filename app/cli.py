@@ -151,6 +151,8 @@ def build_parser() -> ArgumentParser:
     p.set_defaults(handler=cmd_run)
 
     p = sub.add_parser("stages", help="list every stage with its one-line help and its command")
+    p.add_argument("--columns", action="store_true",
+                   help="the columns each stage needs, adds and removes (with its default settings)")
     p.set_defaults(handler=cmd_stages)
 
     stages = {name: registry.get(name) for name in registry.available()}
@@ -240,8 +242,40 @@ def cmd_stage(args) -> int:
     return 0
 
 
+def stage_columns_rows() -> list[tuple[str, str, str, str]]:
+    """(stage, needs, adds, removes) of every stage with its default settings; a stage whose columns
+    depend on settings it requires says so."""
+    from curate.stages import registry
+
+    rows = []
+    for name in registry.available():
+        cls = registry.get(name)
+        cols = None
+        for settings in (cls.Settings, lambda: None):
+            try:
+                cols = cls().columns(settings())
+                break
+            except Exception:  # required settings (a chain, an expression): they decide
+                continue
+        if cols is None:
+            from curate.stages.stage import Columns
+
+            cols = Columns(cls.needs + ("(per settings)",), cls.adds + ("(per settings)",), cls.removes)
+        adds = ("all of: " + ", ".join(cols.makes)) if cols.makes else ", ".join(cols.adds)
+        if cols.unknown:
+            adds = (adds + "; " if adds else "") + "no dataset columns known before the run"
+        rows.append((name, ", ".join(cols.needs) or "-", adds or "-", ", ".join(cols.removes) or "-"))
+    return rows
+
+
 def cmd_stages(args) -> int:
     from curate.stages import registry
+
+    if args.columns:
+        rows = [("stage", "needs", "adds", "removes"), *stage_columns_rows()]
+        wide = [max(len(r[i]) for r in rows) for i in range(3)]
+        print("\n".join(f"{a.ljust(wide[0])}  {b.ljust(wide[1])}  {c.ljust(wide[2])}  {d}" for a, b, c, d in rows))
+        return 0
 
     rows = [(name, "curate " + " ".join(cls.cli or (name,)), cls.help or "")
             for name, cls in ((n, registry.get(n)) for n in registry.available())]

@@ -247,6 +247,7 @@ def preflight_job(job: Job, output: str, stop_after: int | None = None, check_lo
         if not any(_is_stage_dir(i, plan) for i in inputs):
             registry.get(spec.name)().check(spec.settings, tuple(inputs))
         registry.get(spec.name)().check_output(spec.settings, tuple(inputs), out)
+    check_columns_of(job, plan)
     output_mod.check_not_input(output, [i for _, _, inputs, out in plan for i in inputs
                                         if os.path.abspath(i) != os.path.abspath(out) and not _is_stage_dir(i, plan)])
     if check_locks and not root.remote:  # first: a stage command writing a stage folder is named as such
@@ -255,6 +256,23 @@ def preflight_job(job: Job, output: str, stop_after: int | None = None, check_lo
     for _k, spec, _inputs, out in plan:
         output_mod.check_claim(output_mod.Output.at(out, unit_of(spec.name, spec.settings)),
                                stage_owner(spec.name, job.name))
+
+
+def check_columns_of(job: Job, plan) -> None:
+    """The job's chain of stages fits together (:mod:`curate.stages.columns`): a stage needing a column
+    that neither the input nor an earlier stage provides is refused before any work."""
+    from curate.stages.columns import check_chain, input_columns
+
+    k0, first, inputs, _out = plan[0]
+    schema = None
+    if not registry.get(first.name).reads_raw_files and registry.get(first.name).takes_input and \
+            not any(_is_stage_dir(i, plan) for i in inputs):
+        schema = input_columns(inputs)
+        if schema is not None and (job.io.text_field, job.io.id_field) != ("text", "id"):
+            schema |= {"text", "id"}  # the reader renames them
+    steps = [(f"job file {job.source}: stage {k} ({spec.name})", registry.get(spec.name), spec.settings)
+             for k, spec, _i, _o in plan]
+    check_chain(steps, schema)
 
 
 def stage_io(io: IOSettings, inputs, plan) -> IOSettings:

@@ -70,6 +70,12 @@ def _number(df: pd.DataFrame, settings: AddIdSettings, firsts: tuple, partition_
 
 class AddIdStage(Stage):
     name = "add_id"
+    needs = ()
+
+    def columns(self, settings):
+        from curate.stages.stage import Columns
+
+        return Columns(adds=("id",) + ((settings.keep_original_as,) if settings.keep_original_as else ()))
     Settings = AddIdSettings
     help = "ids PREFIX-NNNNNNNNNN numbered in dataset order across partitions (no global sort)"
 

@@ -255,6 +255,12 @@ def data_paths(sources: list[tuple[str, dict]], weights) -> dict[str, list[tuple
 
 class BlendStage(Stage):
     name = "blend"
+    needs = ()
+
+    def columns(self, settings):
+        from curate.stages.stage import Columns
+
+        return Columns(needs=(settings.by,) if settings.by else (), adds=("blend_source",))
     Settings = BlendSettings
     help = "mix datasets by weight to a target size, or write Megatron's --data-path weights for token sets"
     reads_raw_files = True  # token sets are not document datasets: the stage checks its inputs itself

@@ -185,6 +185,12 @@ class BucketStage(Stage):
     """Percentile buckets of score columns over the whole dataset, combined into one integer column."""
 
     name = "bucket"
+    needs = ()
+
+    def columns(self, settings):
+        from curate.stages.stage import Columns
+
+        return Columns(needs=tuple(settings.scores), adds=(settings.column,))
     Settings = BucketSettings
     help = "integer quality buckets from score columns by global percentiles (Nemotron-CC), exact, bounded memory"
 

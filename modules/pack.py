@@ -555,6 +555,12 @@ class PackStage(Stage):
     """Pack a token set (curate tokenize's output) into fixed-length rows: Parquet, one file per pair."""
 
     name = "pack"
+    needs = ()
+
+    def columns(self, settings):
+        from curate.stages.stage import Columns
+
+        return Columns(unknown=True)  # a token set in, packed rows or shards out: no dataset columns
     Settings = PackSettings
     help = "pack tokenized documents into rows of exactly --seq-length tokens (Parquet)"
     reads_raw_files = True  # a token set, not a document dataset

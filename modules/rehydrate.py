@@ -135,6 +135,7 @@ def merge_counts(parts: list[dict]) -> dict:
 
 class RehydrateStage(MapStage):
     name = "rehydrate"
+    needs = ("dup_cluster_size",)
     Settings = RehydrateSettings
     help = "repeat each kept document by a factor of its duplicate cluster size (FineWeb-2 upsampling)"
 

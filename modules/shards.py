@@ -273,6 +273,12 @@ class ShardsStage(Stage):
     """Write a token set as fixed-size np.save token shards (nanoGPT / JaxFormer layout)."""
 
     name = "shards"
+    needs = ()
+
+    def columns(self, settings):
+        from curate.stages.stage import Columns
+
+        return Columns(unknown=True)  # a token set in, packed rows or shards out: no dataset columns
     Settings = ShardsSettings
     help = "write fixed-size .npy token shards, EOT between documents, the first ones held out"
     reads_raw_files = True  # a token set, not a document dataset

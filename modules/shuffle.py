@@ -89,6 +89,7 @@ def shuffle_dask(ddf, settings: ShuffleSettings):
 
 class ShuffleStage(Stage):
     name = "shuffle"
+    needs = ()
     Settings = ShuffleSettings
     help = "seeded global shuffle, resharded into N partitions of about equal size"
 

@@ -104,6 +104,7 @@ def join_frame(df: pd.DataFrame, settings: JoinSettings) -> pd.DataFrame:
 
 class SplitDocumentsStage(MapStage):
     name = "split_documents"
+    adds = ("id", "document_id", "segment_id")
     Settings = SplitSettings
     help = "split documents on a separator into segments (id D#k, document_id, segment_id)"
 
@@ -113,6 +114,8 @@ class SplitDocumentsStage(MapStage):
 
 class JoinDocumentsStage(MapStage):
     name = "join_documents"
+    needs = ("text", "document_id", "segment_id")
+    removes = ("segment_id",)
     Settings = JoinSettings
     help = "join segments back into documents by document_id, in segment_id order"
 

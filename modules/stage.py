@@ -40,8 +40,31 @@ class NoSettings:
     """For stages without settings."""
 
 
+@dataclass(frozen=True)
+class Columns:
+    """What a stage reads and writes of a dataset's columns (NeMo Curator's ``inputs()``/``outputs()``).
+
+    ``needs``: columns its input must have. ``adds``: columns it writes (new or rewritten). ``removes``:
+    input columns it drops. ``makes``: the whole schema of a stage that starts a dataset (extraction,
+    download: its input is not a dataset), None for the others; ``unknown`` when its columns depend on
+    data the check cannot see (a user's JSONL), which ends the chain check."""
+
+    needs: tuple[str, ...] = ()
+    adds: tuple[str, ...] = ()
+    removes: tuple[str, ...] = ()
+    makes: tuple[str, ...] | None = None
+    unknown: bool = False
+
+
 class Stage:
     """Base of every stage. Subclasses set ``name``, ``Settings`` and implement ``run``."""
+
+    #: the dataset columns the stage needs, adds and removes (:class:`Columns`); stages whose columns
+    #: depend on their settings override :meth:`columns`
+    needs: ClassVar[tuple[str, ...]] = ("text",)
+    adds: ClassVar[tuple[str, ...]] = ()
+    removes: ClassVar[tuple[str, ...]] = ()
+    makes: ClassVar[tuple[str, ...] | None] = None
 
     name: ClassVar[str]
     Settings: ClassVar[type] = NoSettings
@@ -56,6 +79,10 @@ class Stage:
 
     def run(self, settings, ctx: StageContext) -> dict:
         raise NotImplementedError
+
+    def columns(self, settings) -> Columns:
+        """The columns this stage needs, adds and removes with these settings."""
+        return Columns(self.needs, self.adds, self.removes, self.makes)
 
     def check(self, settings, inputs: tuple[str, ...]) -> None:
         """Refusals that need the inputs but no cluster, run before anything starts or is written

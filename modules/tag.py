@@ -124,8 +124,17 @@ class TagStage(MapStage):
     tag.where) keeps what filter keeps. A column already in the input is refused. Details: modules/tag.py."""
 
     name = "tag"
+
     Settings = TagSettings
     help = "score every document with a filter chain into score_<filter> columns, dropping none (then: select)"
+
+    def columns(self, settings):
+        from curate.stages.filters.base import build_chain
+        from curate.stages.stage import Columns
+
+        chain = build_chain(settings.chain)  # the filter objects only: no model is loaded here
+        needs = tuple(dict.fromkeys(["text", *(f.input_column for f in chain)]))
+        return Columns(needs=needs, adds=tuple(f.score_column for f in chain))
 
     def check(self, settings: TagSettings, inputs) -> None:
         from curate.stages.select import input_schema

@@ -57,13 +57,21 @@ def stage_tables(names: list[str]) -> str:
     for name in names:
         cls = registry.get(name)
         words = " ".join(cls.cli or (name,))
-        out += [f"### `curate {words}` (`{name}` in a job)", "", _cell(cls.help) + ".", ""]
+        out += [f"### `curate {words}` (`{name}` in a job)", "", _cell(cls.help) + ".", "", _columns_line(name), ""]
         fields = [f for f in dataclasses.fields(cls.Settings) if f.init]
         if not fields:
             out += ["No settings of its own.", ""]
             continue
         out += [*option_rows(cls.Settings), ""]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _columns_line(name: str) -> str:
+    """The stage's declared columns (``curate stages --columns``), with its default settings."""
+    from curate.app.cli import stage_columns_rows
+
+    _stage, needs, adds, removes = next(r for r in stage_columns_rows() if r[0] == name)
+    return f"Columns: needs {needs}; adds {adds}" + (f"; removes {removes}" if removes != "-" else "") + "."
 
 
 def option_rows(cls) -> list[str]:

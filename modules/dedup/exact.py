@@ -216,6 +216,14 @@ class ExactDedupStage(Stage):
     """Remove exact duplicates (same text bytes), keeping one document (--keep) of each group."""
 
     name = "exact_dedup"
+    adds = ("dup_cluster_size",)
+
+    def columns(self, settings):
+        from curate.stages.dedup import keep as keeping
+        from curate.stages.stage import Columns
+
+        column = keeping.parse(settings.keep).column
+        return Columns(needs=("text",) + ((column,) if column else ()), adds=self.adds)
     Settings = ExactDedupSettings
     cli = ("dedup", "exact")
     help = "remove documents with identical text (128-bit hash), keep one per group (--keep; default the smallest id)"

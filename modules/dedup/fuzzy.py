@@ -693,6 +693,14 @@ class FuzzyDedupStage(Stage):
     (with --false-positive-check: of each group of documents verified similar to the kept one)."""
 
     name = "fuzzy_dedup"
+    adds = ("dup_cluster_size",)
+
+    def columns(self, settings):
+        from curate.stages.dedup import keep as keeping
+        from curate.stages.stage import Columns
+
+        column = keeping.parse(settings.keep).column
+        return Columns(needs=("text",) + ((column,) if column else ()), adds=self.adds)
     Settings = FuzzyDedupSettings
     cli = ("dedup", "fuzzy")
     help = "remove near duplicates (MinHash-LSH + connected components), keep one per group (--keep; default the smallest id)"

@@ -77,6 +77,13 @@ class DownloadArxivStage(Stage):
     """arXiv source tarballs (S3 bulk files or a URL list), extracted into papers."""
 
     name = "download_arxiv"
+    needs = ()
+
+    def columns(self, settings):
+        from curate.stages.stage import Columns
+
+        # the extractors' columns depend on what the files turn out to be: the chain check stops here
+        return Columns(unknown=True)
     Settings = DownloadArxivSettings
     cli = ("download", "arxiv")
     help = "download arXiv source tarballs and extract papers"

@@ -85,6 +85,13 @@ class DownloadCommonCrawlStage(Stage):
     """Common Crawl snapshots: warc.paths.gz, the first N WARC files, extracted into documents."""
 
     name = "download_commoncrawl"
+    needs = ()
+
+    def columns(self, settings):
+        from curate.stages.stage import Columns
+
+        # the extractors' columns depend on what the files turn out to be: the chain check stops here
+        return Columns(unknown=True)
     Settings = DownloadCommonCrawlSettings
     cli = ("download", "commoncrawl")
     help = "download Common Crawl WARC files and extract documents"

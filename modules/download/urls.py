@@ -85,6 +85,13 @@ class DownloadUrlsStage(Stage):
     """Files from a list of URLs (WARC, Wikipedia dumps, arXiv sources), each extracted by type."""
 
     name = "download_urls"
+    needs = ()
+
+    def columns(self, settings):
+        from curate.stages.stage import Columns
+
+        # the extractors' columns depend on what the files turn out to be: the chain check stops here
+        return Columns(unknown=True)
     Settings = DownloadUrlsSettings
     cli = ("download", "urls")
     help = "download a list of file URLs and extract each by its type"

@@ -292,6 +292,8 @@ class ExtractArxivStage(Stage):
     """arXiv source tarballs to papers (LaTeX body without comments, preamble and bibliography)."""
 
     name = "extract_arxiv"
+    needs = ()
+    makes = COLUMNS
     Settings = ExtractArxivSettings
     cli = ("extract", "arxiv")
     help = "arXiv source tarballs to documents (safe archive reading, LaTeX cleaned)"

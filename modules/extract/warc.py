@@ -382,6 +382,8 @@ class ExtractWarcStage(Stage):
     """WARC files (gzip or not) to documents: HTML responses, boilerplate removed, language identified."""
 
     name = "extract_warc"
+    needs = ()
+    makes = COLUMNS
     Settings = ExtractWarcSettings
     cli = ("extract", "warc")
     help = "WARC files to documents (HTML text extraction, language id)"

@@ -390,6 +390,8 @@ class ExtractWikipediaStage(Stage):
     """MediaWiki XML dumps to articles (main namespace, no redirects), wikitext to plain text."""
 
     name = "extract_wikipedia"
+    needs = ()
+    makes = COLUMNS
     Settings = ExtractWikipediaSettings
     cli = ("extract", "wikipedia")
     help = "Wikipedia XML dumps to articles (streamed, wikitext to plain text)"

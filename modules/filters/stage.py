@@ -50,8 +50,17 @@ class FilterSettings:
 
 class FilterStage(MapStage):
     name = "filter"
+
     Settings = FilterSettings
     help = "quality filters from a YAML chain (heuristic, C4/FineWeb, code, language, classifier)"
+
+    def columns(self, settings):
+        from curate.stages.filters.base import build_chain
+        from curate.stages.stage import Columns
+
+        chain = build_chain(settings.chain)  # the filter objects only: no model is loaded here
+        needs = tuple(dict.fromkeys(["text", *(f.input_column for f in chain)]))
+        return Columns(needs=needs, adds=tuple(f.score_column for f in chain) if settings.keep_scores else ())
 
     def transform(self, df: pd.DataFrame, settings: FilterSettings) -> pd.DataFrame:
         return ScoreFilter(build_chain(settings.chain), keep_scores=settings.keep_scores).apply(df)

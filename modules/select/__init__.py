@@ -109,7 +109,7 @@ from curate.stages.select.types import (
     schema_of,
     typecheck,
 )
-from curate.stages.stage import MapStage
+from curate.stages.stage import Columns, MapStage
 
 __all__ = [
     "And", "Arith", "BOOL", "clauses", "Col", "columns_of", "Compare", "COMPARISONS", "compile_expression",
@@ -170,6 +170,10 @@ class SelectStage(MapStage):
     Details: modules/select.py."""
 
     name = "select"
+    needs = ()
+
+    def columns(self, settings):
+        return Columns(needs=tuple(columns_of(parse(settings.where))))
     Settings = SelectSettings
     help = "keep documents whose columns (tag's scores, metadata) satisfy an expression; drops as 'select'"
 

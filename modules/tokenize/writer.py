@@ -421,6 +421,12 @@ def completed(plan: Plan, n: int) -> dict[int, dict]:
 
 class TokenizeStage(Stage):
     name = "tokenize"
+    needs = ("text", "id")
+
+    def columns(self, settings):
+        from curate.stages.stage import Columns
+
+        return Columns(needs=self.needs, unknown=True)  # pairs out: no dataset columns follow
     Settings = TokenizeSettings
     help = "tokenize into Megatron .bin/.idx pairs (one per partition)"
 
