@@ -33,7 +33,7 @@ STAGES: dict[str, str] = {
     "add_id": "curate.stages.add_id:AddIdStage",
     # deduplication
     "exact_dedup": "curate.stages.dedup.exact:ExactDedupStage",
-    "fuzzy_dedup": "curate.stages.dedup.fuzzy:FuzzyDedupStage",
+    "fuzzy_dedup": "curate.stages.dedup.fuzzy.stage:FuzzyDedupStage",
     # the product
     "rehydrate": "curate.stages.rehydrate:RehydrateStage",
     "bucket": "curate.stages.bucket:BucketStage",
