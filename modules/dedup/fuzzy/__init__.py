@@ -87,24 +87,26 @@ previous ones'; documents of different indexes are compared only through this ru
 with ``--save-index`` on an ``--against`` run hold their bases, so a chain of snapshots is exact).
 """
 
-from curate.stages.dedup.fuzzy.settings import REASON, SETS, FuzzyDedupSettings  # noqa: I001 (dependency order)
-from curate.stages.dedup.fuzzy.signatures import bucket_frame, read_signatures, signature_table
-from curate.stages.dedup.fuzzy.candidates import bucket_centers, star_edges
-from curate.stages.dedup.fuzzy.verify import _attach_text_task  # noqa: F401 (its test imports it from here)
-from curate.stages.dedup.fuzzy.verify import attach_text, input_texts, similarities, with_sets, with_texts
+from curate.stages.dedup.fuzzy.settings import REASON, FuzzyDedupSettings  # noqa: I001 (dependency order)
+from curate.stages.dedup.fuzzy.signatures import bucket_frame, read_signatures, signature_table, signatures_and_sets
+from curate.stages.dedup.fuzzy.candidates import ANCHORS, bucket_centers, star_edges
+from curate.stages.dedup.fuzzy.verify import PAIR_SET_VALUES, SetStore, close_pairs, pair_jaccard
 from curate.stages.dedup.fuzzy.against import (
     Joint, anchor_edges, attach_members, expanded_members, index_docs, matched_centers,
 )
 from curate.stages.dedup.fuzzy.decide import (
-    MAX_REFINE_ROUNDS, MEMBER_COLUMNS, attach_ids, component_duplicates, decide, decide_pairs, group_sizes,
-    pick_representatives, refine_removals, split_pairs,
+    FIRST_CANDIDATES, MAX_CANDIDATES, MAX_REFINE_ROUNDS, MEMBER_COLUMNS, attach_ids, candidate_pairs,
+    candidates_in_round, component_duplicates, decide, decide_pairs, decide_round, doc_hash, group_sizes,
+    pick_candidates, pick_representatives, split_pairs,
 )
+from curate.stages.dedup.fuzzy.rounds import first_round, refine_removals
 from curate.stages.dedup.fuzzy.stage import FuzzyDedupStage
 
 __all__ = [
-    "REASON", "SETS", "FuzzyDedupSettings", "FuzzyDedupStage", "Joint", "MAX_REFINE_ROUNDS", "MEMBER_COLUMNS",
-    "anchor_edges", "attach_ids", "attach_members", "attach_text", "bucket_centers", "bucket_frame",
-    "component_duplicates", "decide", "decide_pairs", "expanded_members", "group_sizes", "index_docs",
-    "input_texts", "matched_centers", "pick_representatives", "read_signatures", "refine_removals",
-    "signature_table", "similarities", "split_pairs", "star_edges", "with_sets", "with_texts",
+    "ANCHORS", "FIRST_CANDIDATES", "MAX_CANDIDATES", "MAX_REFINE_ROUNDS", "MEMBER_COLUMNS", "PAIR_SET_VALUES",
+    "REASON", "FuzzyDedupSettings", "FuzzyDedupStage", "Joint", "SetStore", "anchor_edges", "attach_ids",
+    "attach_members", "bucket_centers", "bucket_frame", "candidate_pairs", "candidates_in_round", "close_pairs",
+    "component_duplicates", "decide", "decide_pairs", "decide_round", "doc_hash", "expanded_members", "first_round",
+    "group_sizes", "index_docs", "matched_centers", "pair_jaccard", "pick_candidates", "pick_representatives",
+    "read_signatures", "refine_removals", "signature_table", "signatures_and_sets", "split_pairs", "star_edges",
 ]

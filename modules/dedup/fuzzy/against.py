@@ -1,5 +1,5 @@
 """``--against`` saved indexes: where a run's documents live (:class:`Joint`) and the steps that bring an
-index's bucket centers, components and members into the run (the contract: the package doc)."""
+index's bucket anchors, components and members into the run (the contract: the package doc)."""
 
 from __future__ import annotations
 
@@ -59,18 +59,23 @@ def index_docs(ix, i: int, columns) -> pd.DataFrame:
 
 def matched_centers(rows: pd.DataFrame, ix, i: int) -> pd.DataFrame:
     """(bucket, doc): for each bucket key of ``rows`` (this run's, routed to part ``i`` of index ``ix``)
-    that the index holds, its center (the index's smallest document there), in this run's numbering.
-    The part is sorted by key: a binary search per key, no hash table of the index's side."""
+    that the index holds, its anchors (the index's two smallest documents there, ``center`` and
+    ``second``), in this run's numbering. The part is sorted by key: a binary search per key, no hash
+    table of the index's side."""
     import pyarrow.parquet as pq
 
-    table = pq.read_table(ix.path("buckets", i), columns=["bucket", "center"])
+    table = pq.read_table(ix.path("buckets", i), columns=["bucket", "center", "second"])
     keys = table.column("bucket").to_numpy()
     wanted = np.unique(rows["bucket"].to_numpy(dtype=np.uint64))
     where = np.searchsorted(keys, wanted)
     hit = where < len(keys)
     hit[hit] = keys[where[hit]] == wanted[hit]
     centers = table.column("center").to_numpy()[where[hit]]
-    return ix.shifted(pd.DataFrame({"bucket": wanted[hit], "doc": centers.astype(np.int64)}))
+    seconds = table.column("second").to_numpy()[where[hit]]
+    has = seconds >= 0  # -1: the index has one document in that bucket
+    bucket = np.concatenate([wanted[hit], wanted[hit][has]])
+    doc = np.concatenate([centers, seconds[has]]).astype(np.int64)
+    return ix.shifted(pd.DataFrame({"bucket": bucket, "doc": doc}))
 
 
 def anchor_edges(docs: pd.DataFrame, ix, p: int) -> pd.DataFrame:
@@ -93,9 +98,11 @@ def expanded_members(nodes: pd.DataFrame, ix, i: int) -> pd.DataFrame:
                          "label": hit["label"].to_numpy(dtype=np.int64)})
 
 
-def attach_members(comps: pd.DataFrame, p: int, joint, sig_files) -> pd.DataFrame:
-    """(doc, comp, id, key, weight, tier) of the members in input partition ``p``: an index's document
-    (weight 1: only this run's documents are counted) or this run's."""
+def attach_members(comps: pd.DataFrame, p: int, joint, sig_files, verified_path=None) -> pd.DataFrame:
+    """(doc, comp, id, key, weight, tier[, loose]) of the members in input partition ``p``: an index's
+    document (weight 1: only this run's documents are counted) or this run's (``loose``: see
+    :func:`.decide.attach_ids`; an index's documents are never the loose end of a pair that holds one
+    of this run's)."""
     comps = comps[["doc", "comp"]].drop_duplicates("doc")
     if p >= joint.offset:
         table = dedup.load_part(sig_files[p - joint.offset], ["doc", "id", "key", "weight"])
@@ -105,7 +112,12 @@ def attach_members(comps: pd.DataFrame, p: int, joint, sig_files) -> pd.DataFram
     from curate.stages.dataset import STRING
 
     out = comps.merge(table, on="doc", how="left", validate="one_to_one")
-    return out.assign(id=out["id"].astype(STRING), tier=joint.tiers_of(out["doc"].to_numpy(dtype=np.int64)))
+    out = out.assign(id=out["id"].astype(STRING), tier=joint.tiers_of(out["doc"].to_numpy(dtype=np.int64)))
+    if verified_path is None:
+        return out
+    from curate.stages.dedup.fuzzy.decide import with_loose
+
+    return with_loose(out, verified_path)
 
 
 def _matched_task(rows, ix, i, folder, j):

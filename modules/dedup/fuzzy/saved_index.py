@@ -8,7 +8,6 @@ import pandas as pd
 import pyarrow as pa
 
 from curate.stages import dedup
-from curate.stages.dedup.fuzzy.verify import input_texts
 
 
 def save_index(settings, ctx, steps, joint, bases, inputs, sig_files, record) -> dict:
@@ -37,7 +36,7 @@ def save_index(settings, ctx, steps, joint, bases, inputs, sig_files, record) ->
             return {t: records[k].get(b.rel(t, p - b.offset)) for t in ("docs", index.SHINGLES)}
 
         task = dask.delayed(_index_docs_task, pure=False)
-        return [task(p, joint, inputs, sig_files, settings, folder, shingles, listed(p))
+        return [task(p, joint, sig_files, steps.side("shingles", "signatures"), folder, shingles, listed(p))
                 for p in range(offset + nparts)]
 
     def labels(folder):
@@ -56,8 +55,10 @@ def save_index(settings, ctx, steps, joint, bases, inputs, sig_files, record) ->
         return [task(first, i, r, folder) for i, r in enumerate(index.routed_rows(frames, "comp", parts))]
 
     def centers(folder):
-        frames = [dedup.read_parts(steps.side("centers", "edges")),
-                  *index.base_frames(list(joint.bases), "buckets", ["bucket", "center"], ("center",))]
+        frames = [dedup.read_parts(steps.side("centers", "edges"))]
+        meta = frames[0]._meta
+        for b, f in zip(joint.bases[1:], index.base_frames(list(joint.bases), "buckets", BUCKET_COLUMNS)):
+            frames.append(f.map_partitions(anchor_rows, b.offset << dedup.DOC_SHIFT, meta=meta))
         task = dask.delayed(_index_buckets_task, pure=False)
         return [task(first, i, r, folder) for i, r in enumerate(index.routed_rows(frames, "bucket", parts))]
 
@@ -72,13 +73,15 @@ def save_index(settings, ctx, steps, joint, bases, inputs, sig_files, record) ->
     return {"path": settings.save_index, "documents": info["rows"], "parts": parts, "partitions": offset + nparts}
 
 
-def _index_docs_task(p, joint, inputs, sig_files, settings, folder, shingles, listed):
+def _index_docs_task(p, joint, sig_files, run_sets, folder, shingles, listed):
     """Part ``p`` of a saved index's ``docs`` and ``shingles``: a base's, copied (the first base's, byte
-    for byte; ``listed``: their records in its manifest) or renumbered; or this run's documents, with
-    their shingle sets computed from their texts."""
+    for byte; ``listed``: their records in its manifest) or renumbered; or this run's documents: their
+    signatures part's columns, and the shingle sets the signatures step wrote beside it, copied
+    (``run_sets``: that folder; the texts are not read again)."""
     import pyarrow.parquet as pq
 
-    from curate.stages.dedup import index, minhash
+    from curate.stages.dedup import index
+    from curate.stages.dedup import shingles as sets_files
 
     if p < joint.offset:
         b = joint.base_of(p)
@@ -91,27 +94,14 @@ def _index_docs_task(p, joint, inputs, sig_files, settings, folder, shingles, li
         table = table.set_column(table.schema.get_field_index("doc"), "doc", doc)
         outputs = sets["outputs"]
     else:
-        table = pq.read_table(sig_files[p - joint.offset], columns=["doc", "id", "key", "sig"])
-        values, offsets = minhash.list_buffers(_shingles_of(table, inputs, p - joint.offset, settings))
-        with shingles.out.open(index.part_name(index.SHINGLES, p)) as f:
-            f.write(np.ascontiguousarray(values[offsets[0]:offsets[-1]], dtype="<u8").tobytes())
-        outputs = [f.record]
-        table = table.append_column("start", pa.array(offsets[:-1] - offsets[0]))
-        table = table.append_column("count", pa.array(np.diff(offsets)))
+        table = pq.read_table(sig_files[p - joint.offset], columns=["doc", "id", "key", "sig", "start", "count"])
+        outputs = [sets_files.copy_file(run_sets.out, f"{run_sets.rel}/{sets_files.part_name(p)}", shingles.out,
+                                        index.part_name(index.SHINGLES, p))]
     stats = dedup.save_table(table, folder, p)
     for r in stats.get("outputs", []):
         r["rows"] = table.num_rows
     stats["outputs"] = stats.get("outputs", []) + outputs
     return stats
-
-
-def _shingles_of(table, inputs, i: int, settings):
-    """The shingle sets of the documents of a signatures part, from input partition ``i``'s texts."""
-    from curate.stages.dedup import minhash
-
-    texts = input_texts(inputs, i)["text"]
-    rows = table.column("doc").to_numpy() & dedup.ROW_MASK
-    return minhash.shingle_sets(texts.iloc[rows].fillna(""), settings.ngram, settings.shingle)
 
 
 def _index_labels_task(decided, p, joint, folder):
@@ -148,12 +138,32 @@ def _index_components_task(first, i, routed, folder):
     return index.write_table(out, folder, i, sort=("comp", "doc"))
 
 
+#: a saved index's ``buckets`` table: each bucket key's two smallest documents (``second`` -1: none)
+BUCKET_COLUMNS = ["bucket", "center", "second"]
+
+
+def anchor_rows(table: pd.DataFrame, shift: int = 0) -> pd.DataFrame:
+    """(bucket, center): one row per anchor of a ``buckets`` table part, moved by ``shift``."""
+    second = table["second"].to_numpy(dtype=np.int64)
+    has = second >= 0
+    return pd.DataFrame({"bucket": np.concatenate([table["bucket"].to_numpy(dtype=np.uint64),
+                                                   table["bucket"].to_numpy(dtype=np.uint64)[has]]),
+                         "center": np.concatenate([table["center"].to_numpy(dtype=np.int64), second[has]]) + shift})
+
+
 def _index_buckets_task(first, i, routed, folder):
-    """Part ``i`` of a saved index's ``buckets``: per bucket key the smallest center of the first base's
-    part and the rows routed here."""
+    """Part ``i`` of a saved index's ``buckets``: per bucket key the two smallest anchors of the first
+    base's part and the rows routed here (this run's anchors, other bases' rows)."""
     from curate.stages.dedup import index
 
-    frames = [first.read("buckets", i, ["bucket", "center"])] if first is not None else []
-    rows = pd.concat([*frames, routed], ignore_index=True)
-    out = rows.groupby("bucket", sort=True, as_index=False)["center"].min()
-    return index.write_table(out.astype({"bucket": "uint64", "center": "int64"}), folder, i, sort=("bucket",))
+    frames = [anchor_rows(first.read("buckets", i, BUCKET_COLUMNS))] if first is not None else []
+    rows = pd.concat([*frames, routed[["bucket", "center"]]], ignore_index=True)
+    rows = rows.astype({"bucket": "uint64", "center": "int64"}).drop_duplicates().sort_values(["bucket", "center"])
+    rank = rows.groupby("bucket", sort=False).cumcount().to_numpy()
+    one, two = rows[rank == 0], rows[rank == 1]
+    out = pd.DataFrame({"bucket": one["bucket"].to_numpy(), "center": one["center"].to_numpy()})
+    at = np.searchsorted(out["bucket"].to_numpy(), two["bucket"].to_numpy())
+    second = np.full(len(out), -1, dtype=np.int64)
+    second[at] = two["center"].to_numpy()
+    out["second"] = second
+    return index.write_table(out, folder, i, sort=("bucket",))

@@ -4,17 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import pandas as pd
-import pyarrow as pa
-
 from curate.stages.dedup import keep as keeping
 from curate.stages.errors import SettingsError
 from curate.stages.stage import check_choice, check_range
 
 REASON = "fuzzy_duplicate"
-#: a column of shingle sets while they travel with edges: each the little-endian bytes of its sorted
-#: distinct 64-bit hashes (minhash.sets_to_binary; Dask's P2P shuffle cannot move Arrow list columns)
-SETS = pd.ArrowDtype(pa.large_binary())
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Steps 1-2 of fuzzy dedup: each input partition's MinHash signatures, then its LSH band keys."""
+"""Steps 1-2 of fuzzy dedup: each input partition's MinHash signatures and shingle sets (the one step
+that reads texts), then its LSH band keys."""
 
 from __future__ import annotations
 
@@ -11,25 +12,38 @@ from curate.stages.dedup.fuzzy.settings import FuzzyDedupSettings
 
 
 def signature_table(df: pd.DataFrame, partition: int, settings: FuzzyDedupSettings, where: str = ""):
-    """(doc, id, sig, key, weight) of the documents of one input partition that have shingles, as an
-    Arrow table (``key``: the keep policy's, smaller is kept; ``weight``: what the document stands for)."""
+    """The table of :func:`signatures_and_sets` alone."""
+    return signatures_and_sets(df, partition, settings, where)[0]
+
+
+def signatures_and_sets(df: pd.DataFrame, partition: int, settings: FuzzyDedupSettings, where: str = ""):
+    """(table, values) for the documents of one input partition that have shingles: the Arrow table
+    (doc, id, sig, key, weight, start, count) and the uint64 values of their shingle sets, one after
+    the other in document order (``key``: the keep policy's, smaller is kept; ``weight``: what the
+    document stands for; the set of a row is ``values[start:start + count]``, see
+    :mod:`curate.stages.dedup.shingles`). The texts are normalised once for both."""
     import pyarrow as pa
 
     from curate.stages.dataset import STRING
     from curate.stages.dedup import minhash
 
     pos = dedup.good_rows(df)
-    sig, counts = minhash.signatures(df["text"].iloc[pos], settings.num_perm, settings.seed, settings.ngram,
-                                     settings.shingle)
+    texts = minhash.normalise(df["text"].iloc[pos])
+    sig, counts = minhash.signatures(texts, settings.num_perm, settings.seed, settings.ngram, settings.shingle,
+                                     normalised=True)
     keep = counts > 0
+    sets = minhash.shingle_sets(texts.filter(pa.array(keep)), settings.ngram, settings.shingle, normalised=True)
+    values, offsets = minhash.list_buffers(sets)
     sig = np.ascontiguousarray(sig[keep])
     width = 4 * settings.num_perm
     arr = pa.FixedSizeBinaryArray.from_buffers(pa.binary(width), len(sig), [None, pa.py_buffer(sig.astype("<u4"))])
     ids = pa.array(df["id"].iloc[pos[keep]].astype(STRING).array)
     rows = pos[keep]
     key = keeping.keys(df, rows, keeping.parse(settings.keep), where or f"input partition {partition}")
-    return pa.table({"doc": pa.array(dedup.doc_numbers(partition, rows)), "id": ids, "sig": arr,
-                     "key": pa.array(key, type=pa.float64()), "weight": pa.array(keeping.weights(df, rows))})
+    table = pa.table({"doc": pa.array(dedup.doc_numbers(partition, rows)), "id": ids, "sig": arr,
+                      "key": pa.array(key, type=pa.float64()), "weight": pa.array(keeping.weights(df, rows)),
+                      "start": pa.array(offsets[:-1] - offsets[0]), "count": pa.array(np.diff(offsets))})
+    return table, values[offsets[0]:offsets[-1]]
 
 
 def read_signatures(path: str, num_perm: int) -> tuple[np.ndarray, np.ndarray]:
@@ -54,8 +68,16 @@ def bucket_frame(path: str, settings: FuzzyDedupSettings, bands: int, rows: int)
     return pd.DataFrame({"bucket": keys.ravel(), "doc": np.repeat(doc.astype(np.int64), bands)})
 
 
-def _signatures_task(df, i, folder, settings, where=""):
-    return dedup.save_table(signature_table(df, i, settings, where), folder, i)
+def _signatures_task(df, i, folder, sets_folder, settings, where=""):
+    """Signatures part ``i`` and, beside it, the partition's shingle sets (``sets_folder``)."""
+    from curate.stages.dedup import shingles
+
+    table, values = signatures_and_sets(df, i, settings, where)
+    record = shingles.write_sets(sets_folder.out, f"{sets_folder.rel}/{shingles.part_name(i)}", values)
+    stats = dedup.save_table(table, folder, i)
+    stats["outputs"] = stats.get("outputs", []) + [{**record, "rows": table.num_rows}]
+    stats["set_values"] = len(values)
+    return stats
 
 
 def _buckets_task(path, i, folder, settings, bands, rows):

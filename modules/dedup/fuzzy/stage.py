@@ -15,11 +15,12 @@ from curate.stages.dedup.fuzzy.against import (
     attach_members,
 )
 from curate.stages.dedup.fuzzy.candidates import _centers_task, _dedupe_edges, _star_edges_of_run
-from curate.stages.dedup.fuzzy.decide import _duplicates_task, _members_task, attach_ids, refine_removals
+from curate.stages.dedup.fuzzy.decide import _duplicates_task, _members_task, attach_ids
+from curate.stages.dedup.fuzzy.rounds import refine_removals
 from curate.stages.dedup.fuzzy.saved_index import save_index
 from curate.stages.dedup.fuzzy.settings import REASON, FuzzyDedupSettings
 from curate.stages.dedup.fuzzy.signatures import _buckets_task, _signatures_task
-from curate.stages.dedup.fuzzy.verify import _close, similarities
+from curate.stages.dedup.fuzzy.verify import SetStore, _verify_task
 from curate.stages.stage import Stage
 
 
@@ -69,13 +70,15 @@ class FuzzyDedupStage(Stage):
         nparts = ddf.npartitions
         inputs = dedup.Inputs(ctx, ddf)
         steps = dedup.Steps(ctx, self.name)
-        save = dask.delayed(dedup.save_part, pure=False)
 
-        # this run's documents are numbered after the indexes': partition offset + i
+        # this run's documents are numbered after the indexes': partition offset + i. The one step that
+        # reads texts: signatures and, beside them, the shingle sets every later comparison reads
+        sets = steps.side("shingles", "signatures")
         sig_task = dask.delayed(_signatures_task, pure=False)
-        steps.run("signatures", lambda folder: [sig_task(part, offset + i, folder, settings, inputs.pieces[i].path)
-                                                for i, part in enumerate(ddf.to_delayed())])
+        steps.run("signatures", lambda folder: [sig_task(part, offset + i, folder, sets, settings, inputs.pieces[i].path)
+                                                for i, part in enumerate(ddf.to_delayed())], extra_dirs=(sets,))
         sig_files = dedup.list_parts(steps.path("signatures"))
+        store = SetStore(joint, tuple(sig_files), sets)
 
         bucket_task = dask.delayed(_buckets_task, pure=False)
         steps.run("buckets", lambda folder: [bucket_task(path, i, folder, settings, bands, rows)
@@ -106,10 +109,10 @@ class FuzzyDedupStage(Stage):
         graph = ["edges"]
 
         if settings.false_positive_check:
-            def verified(folder):
-                parts, _ = similarities(dedup.read_parts(steps.path("edges")), "u", "v", inputs, joint, settings)
-                close = dask.delayed(_close, pure=True)
-                return [save(close(e, settings.threshold), folder, i) for i, e in enumerate(parts)]
+            def verified(folder):  # each edge where its larger end lives (the smaller is anywhere)
+                routed = dedup.route_to_input(dedup.read_parts(steps.path("edges")), "u", offset + nparts)
+                task = dask.delayed(_verify_task, pure=False)
+                return [task(e, p, store, settings.threshold, folder) for p, e in enumerate(routed)]
 
             steps.run("verified", verified)
             graph = ["verified"]
@@ -151,21 +154,28 @@ class FuzzyDedupStage(Stage):
                 more = dedup.read_parts(steps.path("expanded"), columns=["doc", "comp"])
                 comps = dd.concat([comps, more], ignore_unknown_divisions=True)
                 attach = dask.delayed(attach_members, pure=True)
-                with_ids = [attach(c, p, joint, sig_files)
+                with_ids = [attach(c, p, joint, sig_files, verified[p] if verified else None)
                             for p, c in enumerate(dedup.route_to_input(comps, "doc", offset + nparts))]
                 meta = meta.assign(tier=pd.Series([], dtype="int64"))
             else:
                 attach = dask.delayed(attach_ids, pure=True)
-                with_ids = [attach(c, path) for c, path in zip(dedup.route_to_input(comps, "doc", nparts), sig_files)]
+                with_ids = [attach(c, path, verified[p] if verified else None)
+                            for p, (c, path) in enumerate(zip(dedup.route_to_input(comps, "doc", nparts), sig_files))]
+            if verified:
+                meta = meta.assign(loose=pd.Series([], dtype="bool"))
             by_comp = dd.from_delayed(with_ids, meta=meta, divisions=[None] * (len(with_ids) + 1),
                                       verify_meta=False).shuffle(on="comp")
             task = dask.delayed(_members_task, pure=False)
-            return [task(part, folder, i) for i, part in enumerate(by_comp.to_delayed())]
+            return [task(part, folder, i, pool) for i, part in enumerate(by_comp.to_delayed())]
 
-        steps.run("members", members)
+        # with the check: which documents joined by a loose edge (verified part p: partition p's), and the
+        # pool of documents later rounds may keep again
+        verified = dedup.list_parts(steps.path("verified")) if settings.false_positive_check else None
+        pool = steps.side("pool", "members") if settings.false_positive_check else None
+        steps.run("members", members, extra_dirs=(pool,) if pool is not None else ())
 
         if settings.false_positive_check:
-            decisions, refine_rounds = refine_removals(steps, inputs, settings, joint)
+            decisions, refine_rounds = refine_removals(steps, store, settings, joint, offset + nparts)
             decisions = decisions.shuffle(on="component")  # a group's size needs all its members
         else:
             decisions, refine_rounds = dedup.read_parts(steps.path("members")), 0
