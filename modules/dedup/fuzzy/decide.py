@@ -73,6 +73,9 @@ MAX_REFINE_ROUNDS = 32
 #: candidates per component in round 2, doubling each round up to MAX_CANDIDATES (which bounds a round's
 #: comparisons: at most MAX_CANDIDATES per undecided document)
 FIRST_CANDIDATES, MAX_CANDIDATES = 8, 64
+#: documents of a component a later round may keep again (its pool, :func:`member_pool`), all of them
+#: candidates of each round: the more, the likelier the pool holds a hub close to nearly every member
+POOL_SIZE = 64
 
 
 def candidates_in_round(k: int) -> int:
@@ -115,7 +118,7 @@ def candidate_pairs(df: pd.DataFrame, k: int) -> pd.DataFrame:
     in_pool = df["pool"].to_numpy(dtype=bool) if "pool" in df.columns else np.zeros(len(df), dtype=bool)
     members = rows[~in_pool]
     pool = rows[in_pool & rows["comp"].isin(members["comp"]).to_numpy() & ~rows["doc"].isin(members["doc"]).to_numpy()]
-    cands = pd.concat([members[pick_candidates(members, r)], pool[pick_candidates(pool, MAX_CANDIDATES)]],
+    cands = pd.concat([members[pick_candidates(members, r)], pool[pick_candidates(pool, POOL_SIZE)]],
                       ignore_index=True)
     pairs = members.merge(cands.rename(columns={"doc": "cand"}), on="comp", how="inner")
     pairs = pairs[pairs["doc"].to_numpy() != pairs["cand"].to_numpy()]
@@ -213,7 +216,7 @@ def decide_round(members: pd.DataFrame, pool: pd.DataFrame, close: pd.DataFrame,
     comp = m["comp"].to_numpy(dtype=np.int64)
     is_u = m["_u"].to_numpy(dtype=bool)
     is_cand = np.zeros(n, dtype=bool)
-    for side, most in ((is_u, r), (~is_u, MAX_CANDIDATES)):
+    for side, most in ((is_u, r), (~is_u, POOL_SIZE)):
         at = np.flatnonzero(side)
         is_cand[at[pick_candidates(m.iloc[at], most)]] = True
     row = pd.Series(np.arange(n), index=doc)
@@ -264,11 +267,11 @@ def decide_round(members: pd.DataFrame, pool: pd.DataFrame, close: pd.DataFrame,
 
 def member_pool(df: pd.DataFrame) -> pd.DataFrame:
     """The documents a later round may keep again (promote): of each component of three or more, its
-    MAX_CANDIDATES members of smallest :func:`doc_hash` (member columns)."""
+    POOL_SIZE members of smallest :func:`doc_hash` (member columns)."""
     columns = [c for c in (*MEMBER_COLUMNS, "tier") if c in df.columns]
     size = df.groupby("comp", sort=False)["doc"].transform("size").to_numpy()
     big = df[size >= 3][columns]
-    return big[pick_candidates(big, MAX_CANDIDATES)].reset_index(drop=True)
+    return big[pick_candidates(big, POOL_SIZE)].reset_index(drop=True)
 
 
 def _members_task(df, folder, i, pool=None):

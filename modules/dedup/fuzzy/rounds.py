@@ -93,6 +93,7 @@ def refine_removals(steps, store, settings, joint, partitions: int):
     from curate.stages.dataset import STRING
 
     columns = MEMBER_COLUMNS + (["tier"] if joint.bases else [])
+    width = max(len(store.sig_files), 1)  # partitions of every shuffle: this run's, however many rounds
     i64 = pd.Series([], dtype="int64")
     meta = pd.DataFrame({"doc": i64, "comp": i64, "id": pd.Series([], dtype=STRING),
                          "key": pd.Series([], dtype="float64"), "weight": i64, **({"tier": i64} if joint.bases else {})})
@@ -108,13 +109,13 @@ def refine_removals(steps, store, settings, joint, partitions: int):
             pool_rows = dedup.read_parts(pool)[columns]
             pool = steps.side(f"{name}-pool", f"{name}-pairs")
             steps.run(f"{name}-pairs", lambda folder, u=undecided, q=pool_rows, k=k, out=pool: _pairs_tasks(
-                folder, u, q, k, out), extra_dirs=(pool,))
+                folder, u, q, k, out, width), extra_dirs=(pool,))
             pairs = steps.path(f"{name}-pairs")
             steps.run(f"{name}-close", lambda folder, q=pairs: _close_tasks(folder, q, store, settings.threshold,
                                                                          partitions))
             close = steps.path(f"{name}-close")
             info = steps.run(name, lambda folder, u=undecided, q=pool, c=close, k=k, last=last: _decide_round_tasks(
-                folder, u, dedup.read_parts(q)[columns], c, k, last, meta))
+                folder, u, dedup.read_parts(q)[columns], c, k, last, meta, width))
         source = steps.path(name)
         rounds.append(source)
         if sum(p["undecided"] for p in info["parts"]) == 0:
@@ -139,13 +140,14 @@ def _first_round_tasks(folder, source, store, threshold, last, partitions, meta)
                     for p, r in enumerate(dedup.route_to_input(reps, "doc", partitions))]
 
 
-def _pairs_tasks(folder, undecided, pool, k, pool_out):
+def _pairs_tasks(folder, undecided, pool, k, pool_out, width):
     import dask
     import dask.dataframe as dd
 
     rows = dd.concat([undecided.assign(pool=False), pool.assign(pool=True)], ignore_unknown_divisions=True)
     task = dask.delayed(_pairs_task, pure=False)
-    return [task(part, k, folder, pool_out, i) for i, part in enumerate(rows.shuffle(on="comp").to_delayed())]
+    by_comp = rows.shuffle(on="comp", npartitions=width)
+    return [task(part, k, folder, pool_out, i) for i, part in enumerate(by_comp.to_delayed())]
 
 
 def _close_tasks(folder, pairs, store, threshold, partitions):
@@ -156,7 +158,7 @@ def _close_tasks(folder, pairs, store, threshold, partitions):
     return [task(part, p, store, threshold, folder) for p, part in enumerate(routed)]
 
 
-def _decide_round_tasks(folder, undecided, pool, close, k, last, meta):
+def _decide_round_tasks(folder, undecided, pool, close, k, last, meta, width):
     import dask
     import dask.dataframe as dd
 
@@ -165,7 +167,8 @@ def _decide_round_tasks(folder, undecided, pool, close, k, last, meta):
     rows = dd.concat([undecided.assign(cand=np.int64(UNDECIDED)), pool.assign(cand=np.int64(POOL)), near],
                      ignore_unknown_divisions=True)
     task = dask.delayed(_decide_round_task, pure=False)
-    return [task(part, k, last, folder, i) for i, part in enumerate(rows.shuffle(on="comp").to_delayed())]
+    by_comp = rows.shuffle(on="comp", npartitions=width)
+    return [task(part, k, last, folder, i) for i, part in enumerate(by_comp.to_delayed())]
 
 
 def _as_member_rows(close: pd.DataFrame, meta: pd.DataFrame) -> pd.DataFrame:

@@ -176,7 +176,8 @@ class FuzzyDedupStage(Stage):
 
         if settings.false_positive_check:
             decisions, refine_rounds = refine_removals(steps, store, settings, joint, offset + nparts)
-            decisions = decisions.shuffle(on="component")  # a group's size needs all its members
+            # a group's size needs all its members; as many partitions as the input, however many rounds
+            decisions = decisions.shuffle(on="component", npartitions=max(nparts, 1))
         else:
             decisions, refine_rounds = dedup.read_parts(steps.path("members")), 0
 

@@ -68,11 +68,12 @@ class SetStore:
             return shingles.read_ranges(f, start, count, where)
 
 
-def pair_jaccard(a: np.ndarray, b: np.ndarray, p: int, store: SetStore, budget: int = PAIR_SET_VALUES) -> np.ndarray:
+def pair_jaccard(a: np.ndarray, b: np.ndarray, p: int, store: SetStore, budget: int | None = None) -> np.ndarray:
     """float64 per pair: the true Jaccard similarity of documents ``a[k]`` (all in partition ``p``) and
     ``b[k]`` (anywhere), from their shingle sets (see the module doc for what is held at once)."""
     from curate.stages.dedup import shingles
 
+    budget = PAIR_SET_VALUES if budget is None else budget
     a = np.asarray(a, dtype=np.int64)
     b = np.asarray(b, dtype=np.int64)
     out = np.zeros(len(a), dtype=np.float64)
