@@ -21,6 +21,8 @@ new id turns up), and dedup intermediates (``_work/``) by the document numbers (
 What is rewritten, each file through :class:`curate.stages.output.Output` (temporary, rename,
 checksum) and only when it holds an erased document:
 
+- fuzzy dedup's shingle sets (``_work/shingles/*.u64``, raw): the erased documents' values zeroed in
+  place (the file keeps its size, so the other documents' places stay true);
 - dataset parts, ``_rejects/``, ``_duplicates/`` and ``_work/`` Parquet: the rows dropped with Arrow
   (and dedup's references to an erased document replaced, below), the file written again with the
   compression it had (JSONL: the other lines kept byte for byte). A part is what the stage writes
@@ -522,8 +524,8 @@ def check_units(units: list[Unit], request: Request) -> None:
 
 
 def _erasable(kind: str, rel: str) -> bool:
-    if kind == "dataset":
-        return rel.endswith((".parquet", ".jsonl"))
+    if kind == "dataset":  # and fuzzy dedup's shingle sets, beside the signatures they belong to
+        return rel.endswith((".parquet", ".jsonl")) or (rel.startswith("_work/") and _sets_locator(rel) is not None)
     if kind == "tokens":
         return rel.endswith((".bin", ".idx", ".parquet", ".jsonl"))
     if kind == "pack":
@@ -531,6 +533,12 @@ def _erasable(kind: str, rel: str) -> bool:
     if kind == "shards":
         return rel.endswith((".npy", ".parquet"))
     return False
+
+
+def _sets_locator(rel: str) -> str | None:
+    from curate.stages.dedup import shingles
+
+    return shingles.locator_of(rel)
 
 
 def scan_files(u: Unit) -> list[str]:
@@ -667,6 +675,14 @@ def plan_unit(u: Unit, matcher: Matcher, shrink: dict[str, int] | None = None) -
             k = _shard_number(u, rel)
             first_shard = k if first_shard is None else min(first_shard, k)
             stream_tokens += int(table["length"].combine_chunks().to_numpy()[m].sum())
+    if numbers:  # shingle sets of the documents dedup numbered: a raw file, located by its signatures part
+        for rel in [r["path"] for r in u.manifest.get("outputs") or [] if r["path"].startswith("_work/")]:
+            locator = _sets_locator(rel)
+            if locator is not None:
+                docs = read_table(u.out, locator, ("doc",))["doc"].to_numpy()
+                hit = int(np.isin(docs, np.asarray(sorted(numbers), dtype=np.int64)).sum())
+                if hit:
+                    files.append({"path": rel, "rows": hit, "reasons": {}, "references": 0, "sets": locator})
     if not ids and not files and not pairs:
         return None
     if shrink:
@@ -737,6 +753,13 @@ def apply_dataset(u: Unit, matcher: Matcher, written: dict) -> None:
         rel = f["path"]
         if not u.out.exists(rel):
             continue  # an empty _rejects/ file a killed erase removed
+        if f.get("sets"):
+            from curate.stages.dedup import shingles
+
+            rec = shingles.erase_sets(u.out, rel, f["sets"], numbers)
+            if rec is not None:
+                written[rel] = rec
+            continue
         adjust = (lambda t: shrink_sizes(t, u.plan.get("shrink") or {})) if f.get("shrink") else None
         rec = rewrite_table(u.out, rel, lambda t: matcher.mask(t) | numbers_mask(t, numbers),
                             drop_empty=rel.startswith("_rejects/"), matcher=matcher, adjust=adjust)

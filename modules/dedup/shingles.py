@@ -142,3 +142,36 @@ def jaccard_indexed(va, oa, ia, vb, ob, ib) -> np.ndarray:
     _jaccard_indexed(va, np.asarray(oa, np.int64), np.asarray(ia, np.int64), vb, np.asarray(ob, np.int64),
                      np.asarray(ib, np.int64), out)
     return out
+
+
+# --------------------------------------------------------------------------- curate erase
+
+
+def locator_of(rel: str) -> str | None:
+    """The table that says where each set of a fuzzy dedup run's sets file lies (``.../shingles/part-P.u64``
+    -> ``.../signatures/part-P.parquet``); None for any other file."""
+    folder, _, name = rel.rpartition("/")
+    parent, _, last = folder.rpartition("/")
+    if last != "shingles" or not name.endswith(".u64"):
+        return None
+    return f"{parent}/signatures/{name[:-len('.u64')]}.parquet"
+
+
+def erase_sets(out, rel: str, locator: str, numbers) -> dict | None:
+    """``curate erase`` on a sets file of Output ``out``: every value that is not part of the set of a
+    document its ``locator`` table lists and ``numbers`` does not hold becomes 0 (the file keeps its
+    size, so the other documents' starts stay true). Whether the table still lists the erased
+    documents or not (a resumed erase rewrote it first), the result is the same. The new record, or
+    None when nothing changes."""
+    import pyarrow.parquet as pq
+
+    with out.open_read(locator) as f:
+        table = pq.read_table(f, columns=["doc", "start", "count"])
+    data = np.frombuffer(out.read_bytes(rel), dtype="<u8")
+    stay = ~np.isin(table.column("doc").to_numpy(), np.asarray(sorted(numbers), dtype=np.int64))
+    start, count = table.column("start").to_numpy()[stay], table.column("count").to_numpy()[stay].astype(np.int64)
+    keep = np.zeros(len(data), dtype=bool)
+    keep[np.repeat(start - (np.cumsum(count) - count), count) + np.arange(int(count.sum()))] = True
+    if not (data[~keep] != 0).any():
+        return None
+    return write_sets(out, rel, np.where(keep, data, 0).astype("<u8"))

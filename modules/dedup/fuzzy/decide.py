@@ -59,13 +59,12 @@ def group_sizes(df: pd.DataFrame) -> np.ndarray:
 # --------------------------------------------------------------------------- false-positive check of removals
 # Edges that pass the check are similar pairs, but a component is their transitive closure: along a
 # chain A ~ B ~ C, A and C can be far apart. With the check on, a document is removed only when its
-# own similarity to the document it is removed for reaches the threshold, and kept documents are
-# never close to each other among the pairs compared. Round 1 keeps each component's first member by
-# the keep rank and removes the members close to it; every later round k samples up to
-# candidates_in_round(k) of the undecided members of each component (by a hash of their document
-# numbers), keeps those candidates not close to an earlier kept one and removes every undecided member
-# close to a kept candidate. A component of n undecided members costs n x candidates comparisons a
-# round, and the number of rounds grows with the logarithm of a chain's length, not with its length.
+# own similarity to the document it is removed for reaches the threshold. Round 1 keeps each
+# component's first member by the keep rank and removes the members close to it; every later round
+# compares the undecided members with a few candidates (undecided ones and pool documents, sampled
+# by a hash of their document numbers) and decides every candidate (the rule in words: the package
+# doc). A component of n undecided members costs at most n x (MAX_CANDIDATES + POOL_SIZE)
+# comparisons a round.
 
 #: after this many rounds the still undecided documents are kept (never removed unverified); the
 #: doubling candidates decide a chain of L documents in about log2(L) rounds, so this is a safety net
