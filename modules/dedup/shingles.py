@@ -19,6 +19,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+# the kernel's pieces: the set computed with the signature shares its shingles and their first hash
+from curate.stages.dedup.minhash import _count_units, _fmix32, _minhash_row, _shingle_spans, _xxh32
+
 #: two wanted sets less than this many values apart are read in one go (the gap is read and dropped)
 READ_GAP = 1 << 16
 #: the most values one read brings in (8 MiB), however densely the wanted sets lie: bounds a read's buffer
@@ -142,6 +145,68 @@ def jaccard_indexed(va, oa, ia, vb, ob, ib) -> np.ndarray:
     _jaccard_indexed(va, np.asarray(oa, np.int64), np.asarray(ia, np.int64), vb, np.asarray(ob, np.int64),
                      np.asarray(ib, np.int64), out)
     return out
+
+
+# --------------------------------------------------------------------------- computed with the signatures
+
+
+@njit(cache=True)
+def _signatures_and_sets(data, offsets, ngram, word, a, b, out, counts, values, sizes):
+    """minhash._signatures, and each document's shingle set (minhash._shingle_set) into ``values`` one
+    after the other (``sizes[d]``: its length), from one pass over the shingles: their spans and the
+    seed-0 hash (the signature's, and the high half of the set's) are computed once."""
+    n = len(offsets) - 1
+    cap = 1024
+    starts = np.empty(cap, dtype=np.int64)
+    ends = np.empty(cap, dtype=np.int64)
+    hv = np.empty(cap, dtype=np.uint32)
+    row = np.empty(len(a), dtype=np.uint32)
+    o = 0
+    for d in range(n):
+        s0, e0 = offsets[d], offsets[d + 1]
+        need = _count_units(data, s0, e0, word)
+        if need > cap:
+            cap = max(need, 2 * cap)
+            starts = np.empty(cap, dtype=np.int64)
+            ends = np.empty(cap, dtype=np.int64)
+            hv = np.empty(cap, dtype=np.uint32)
+        m = _shingle_spans(data, s0, e0, ngram, word, starts, ends)
+        for j in range(m):
+            x0 = _xxh32(data, starts[j], ends[j], 0)
+            hv[j] = np.uint32(_fmix32(x0))
+            values[o + j] = (x0 << np.uint64(32)) | _xxh32(data, starts[j], ends[j], 1)
+        row[:] = np.uint32(0xFFFFFFFF)
+        _minhash_row(hv, 0, m, a, b, row)
+        out[d, :] = row
+        counts[d] = m
+        h = values[o:o + m]
+        h.sort()
+        u = 0
+        for j in range(m):
+            if j == 0 or h[j] != h[j - 1]:
+                h[u] = h[j]
+                u += 1
+        sizes[d] = u
+        o += u
+
+
+def signatures_and_sets(texts, num_perm: int, seed: int, ngram: int, kind: str, normalised: bool = False):
+    """(signatures (n, num_perm), shingle counts, set values, set offsets (n + 1)): what
+    ``minhash.signatures`` and ``minhash.shingle_sets`` give, in one pass (the signatures step's)."""
+    from curate.stages.dedup import minhash
+
+    arr = minhash.as_large_strings(texts) if normalised else minhash.normalise(texts)
+    data, offsets = minhash._buffers(arr)
+    a, b = minhash.permutations(num_perm, seed)
+    n = len(arr)
+    out = np.empty((n, num_perm), dtype=np.uint32)
+    counts = np.zeros(n, dtype=np.int64)
+    values = np.empty(max(int(offsets[-1] - offsets[0]) + n, 1), dtype=np.uint64)  # <= one shingle a byte, + 1
+    sizes = np.zeros(n, dtype=np.int64)
+    _signatures_and_sets(data, offsets, ngram, kind == minhash.WORD, a, b, out, counts, values, sizes)
+    set_offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sizes, out=set_offsets[1:])
+    return out, counts, values[:set_offsets[-1]], set_offsets
 
 
 # --------------------------------------------------------------------------- curate erase

@@ -55,11 +55,12 @@ def _centers_task(buckets, joint, folder, i):
     return {"partition": i, "rows": 0, "centers": stats["rows"], "outputs": stats.get("outputs", [])}
 
 
-def _star_edges_of_run(buckets, joint):
-    """Star edges to the ``ANCHORS`` smallest documents of each bucket; against indexes, only those that
-    reach this run's documents (index documents were compared with each other by the runs that made
-    the indexes)."""
-    edges = star_edges(buckets, ANCHORS)
+def _star_edges_of_run(buckets, joint, anchors=ANCHORS):
+    """Star edges to the ``anchors`` smallest documents of each bucket (without the check one is enough:
+    a second anchor adds no connection, only retries a failed check); against indexes, only those
+    that reach this run's documents (index documents were compared with each other by the runs that
+    made the indexes)."""
+    edges = star_edges(buckets, anchors)
     if joint.bases:
         edges = edges[joint.mine(edges["u"].to_numpy(dtype=np.int64))]
     return edges

@@ -21,19 +21,17 @@ def signatures_and_sets(df: pd.DataFrame, partition: int, settings: FuzzyDedupSe
     (doc, id, sig, key, weight, start, count) and the uint64 values of their shingle sets, one after
     the other in document order (``key``: the keep policy's, smaller is kept; ``weight``: what the
     document stands for; the set of a row is ``values[start:start + count]``, see
-    :mod:`curate.stages.dedup.shingles`). The texts are normalised once for both."""
+    :mod:`curate.stages.dedup.shingles`), computed in one pass over the shingles."""
     import pyarrow as pa
 
     from curate.stages.dataset import STRING
-    from curate.stages.dedup import minhash
+    from curate.stages.dedup import shingles
 
     pos = dedup.good_rows(df)
-    texts = minhash.normalise(df["text"].iloc[pos])
-    sig, counts = minhash.signatures(texts, settings.num_perm, settings.seed, settings.ngram, settings.shingle,
-                                     normalised=True)
+    sig, counts, values, offsets = shingles.signatures_and_sets(df["text"].iloc[pos], settings.num_perm, settings.seed,
+                                                                settings.ngram, settings.shingle)
     keep = counts > 0
-    sets = minhash.shingle_sets(texts.filter(pa.array(keep)), settings.ngram, settings.shingle, normalised=True)
-    values, offsets = minhash.list_buffers(sets)
+    offsets = np.r_[offsets[:-1][keep], offsets[-1]]  # documents without shingles have empty sets: no gap
     sig = np.ascontiguousarray(sig[keep])
     width = 4 * settings.num_perm
     arr = pa.FixedSizeBinaryArray.from_buffers(pa.binary(width), len(sig), [None, pa.py_buffer(sig.astype("<u4"))])

@@ -14,7 +14,7 @@ from curate.stages.dedup.fuzzy.against import (
     _matched_task,
     attach_members,
 )
-from curate.stages.dedup.fuzzy.candidates import _centers_task, _dedupe_edges, _star_edges_of_run
+from curate.stages.dedup.fuzzy.candidates import ANCHORS, _centers_task, _dedupe_edges, _star_edges_of_run
 from curate.stages.dedup.fuzzy.decide import _duplicates_task, _members_task, attach_ids
 from curate.stages.dedup.fuzzy.rounds import refine_removals
 from curate.stages.dedup.fuzzy.saved_index import save_index
@@ -98,7 +98,8 @@ class FuzzyDedupStage(Stage):
 
         def edges(folder):
             shuffled = buckets.shuffle(on="bucket")
-            star = shuffled.map_partitions(_star_edges_of_run, joint, meta=EDGE_META)
+            anchors = ANCHORS if settings.false_positive_check else 1
+            star = shuffled.map_partitions(_star_edges_of_run, joint, anchors, meta=EDGE_META)
             tasks = dedup.save_tasks(star.shuffle(on="u"), folder, _dedupe_edges)
             if new_centers is not None:
                 task = dask.delayed(_centers_task, pure=False)
