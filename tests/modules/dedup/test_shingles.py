@@ -55,3 +55,14 @@ def test_jaccard_indexed_equals_the_texts():
     got = shingles.jaccard_indexed(values, offsets, ia, values, offsets, ib)
     want = minhash.jaccard([texts[i] for i in ia], [texts[i] for i in ib], 3)
     assert got.tolist() == want.tolist() and got[3] == 1.0 and got[2] == 0.0
+
+
+@pytest.mark.parametrize("kind,ngram", [("word", 5), ("char", 4)])
+def test_signatures_and_sets_in_one_pass_equal_the_two_kernels(kind, ngram):
+    texts = ["The quick brown fox jumps over the lazy dog. " * 3, "", None, "short", "a b c d e f g h i j k",
+             "Übergrößenträger straße — ñandú, 東京 タワー", "  ..  "]
+    sig, counts, values, offsets = shingles.signatures_and_sets(texts, 32, 7, ngram, kind)
+    want_sig, want_counts = minhash.signatures([t or "" for t in texts], 32, 7, ngram, kind)
+    sets = minhash.shingle_sets([t or "" for t in texts], ngram, kind).to_pylist()
+    assert (sig == want_sig).all() and (counts == want_counts).all()
+    assert [values[offsets[k]:offsets[k + 1]].tolist() for k in range(len(texts))] == sets
