@@ -6,14 +6,19 @@ similarities are computed where the first document of a pair lives, from shingle
 ranges (:mod:`.verify`); no text is read.
 
 - Round 1, on the ``members`` step (every component within one partition, in rank order):
-  components of two are one verified edge and are decided without sets; every member of a larger
-  component is paired with its first member by rank, the pairs go to the members' input partitions,
-  where their similarity is computed and each member decided on its own row.
+  components of two joined by a verified edge are decided without sets; every member of the others
+  is paired with its first member by rank, the pairs go to the members' input partitions, where
+  their similarity is computed and each member decided on its own row.
 - Round k >= 2 on the members round k - 1 left undecided, in three steps:
-  ``refine/round-NN-pairs`` (a shuffle on the component; each member paired with the candidates of
-  its component), ``refine/round-NN-close`` (the pairs at their members' input partitions: those at
-  or above the threshold) and ``refine/round-NN`` (the members and their close pairs, shuffled on the
-  component again: :func:`.decide.decide_round`).
+  ``refine/round-NN-pairs`` (the undecided members and the pool, shuffled on the component; each
+  member paired with the candidates of its component; beside it ``-pool``, the pool of the
+  components still undecided, which the next round reads instead of the whole pool),
+  ``refine/round-NN-close`` (the pairs at their members' input partitions: those at or above the
+  threshold) and ``refine/round-NN`` (the members, the pool and the close pairs, shuffled on the
+  component again: :func:`.decide.decide_round`). Every shuffle has as many partitions as the input.
+
+A document a round keeps again (promotes) was decided removed by an earlier round: its last decision
+(the ``round`` column) is the one the ``duplicates`` step keeps.
 
 Rounds stop when no member is undecided, or after ``MAX_REFINE_ROUNDS`` (the rest are kept).
 """
@@ -77,7 +82,10 @@ def _decide_round_task(df, k, last, folder, i):
     cand = df["cand"].to_numpy()
     members = df[cand == UNDECIDED].drop(columns=["cand"])
     pool = df[cand == POOL].drop(columns=["cand"])
-    return _round_stats(decide_round(members, pool, df[cand >= 0][["doc", "cand"]], k, last), folder, i)
+    out = decide_round(members, pool, df[cand >= 0][["doc", "cand"]], k, last)
+    stats = _round_stats(out, folder, i)
+    stats["kept_again"] = int((~out["doc"].isin(members["doc"])).sum())
+    return stats
 
 
 #: ``cand`` of the member rows that travel with a round's close pairs: undecided members, pool documents

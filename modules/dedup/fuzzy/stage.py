@@ -199,6 +199,11 @@ class FuzzyDedupStage(Stage):
                 "kept_in_components": mine - removed,
                 "removed": removed,
                 "refine_rounds": refine_rounds,
+                # documents joined by a loose edge, and removed ones a later round kept again
+                "loose_edges": sum(p.get("loose", 0) for p in steps.done("verified")["parts"])
+                if settings.false_positive_check else None,
+                "kept_again": sum(p.get("kept_again", 0) for k in range(2, refine_rounds + 1)
+                                  for p in steps.done(f"refine/round-{k:02d}")["parts"]),
                 "connected_components": cc,
             },
             "steps": steps.timings,
