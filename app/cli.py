@@ -33,7 +33,27 @@ COMMANDS = {
     "train-classifier": "curate.app.commands.train_classifier",
     "bench": "curate.app.commands.bench",
     "reproduce": "curate.app.commands.reproduce",
+    "filters": "curate.app.commands.filters",
 }
+
+
+def version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("curate-llm")
+    except metadata.PackageNotFoundError:  # a checkout that was never installed
+        return "unknown (not installed)"
+
+
+def plain(doc: str | None) -> str | None:
+    """A docstring as terminal text: reStructuredText's ``code`` and :role:`target` markup dropped."""
+    import re
+
+    if not doc:
+        return doc
+    doc = re.sub(r":\w+:`~?([^`]+)`", r"\1", doc)
+    return re.sub(r"``([^`]+)``", r"\1", doc)
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -115,6 +135,7 @@ def build_parser() -> ArgumentParser:
     parser = ArgumentParser(prog="curate", description="Turn raw text data into Megatron token files, on Dask.")
     parser.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument("--version", action="version", version=f"curate {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
 
     p = sub.add_parser("run", help="run a job: a YAML list of stages")
@@ -148,26 +169,37 @@ def build_parser() -> ArgumentParser:
                 groups[words[0]] = gp.add_subparsers(dest=f"{words[0]}_kind", metavar="KIND",
                                                      parser_class=ArgumentParser, required=True)
             parent = groups[words[0]]
-        sp = parent.add_parser(words[-1], help=cls.help or name, description=cls.__doc__)
-        if cls.takes_input:
-            sp.add_argument("--input", nargs="+", required=True, metavar="PATH",
-                            help="files, directories or globs")
-        sp.add_argument("--output", required=True, help="output directory")
-        sp.add_argument("--force", action="store_true", help="rerun even when the output is up to date")
-        add_settings_arguments(sp, cls.Settings, f"{name} settings")
-        add_settings_arguments(sp, IOSettings, "input/output",
-                               skip={f.name for f in dataclasses.fields(cls.Settings)})
-        add_cluster_arguments(sp)
-        sp.set_defaults(handler=cmd_stage, stage=name)
+        sp = parent.add_parser(words[-1], help=cls.help or name, description=plain(cls.__doc__),
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+        _stage_arguments(sp, name, cls)
+        if words != (name,):  # the job YAML's name works as a command too: curate fuzzy_dedup = curate dedup fuzzy
+            alias = sub.add_parser(name, description=plain(cls.__doc__),
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+            _stage_arguments(alias, name, cls)
 
     for name, module in COMMANDS.items():
         if not registry._exists(module):
             continue
         mod = importlib.import_module(module)
-        sp = sub.add_parser(name, help=mod.HELP, description=mod.__doc__)
+        sp = sub.add_parser(name, help=mod.HELP, description=plain(mod.__doc__),
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
         mod.add_arguments(sp)
         sp.set_defaults(handler=mod.main)
     return parser
+
+
+def _stage_arguments(sp, name: str, cls) -> None:
+    """A stage command's options: input, output, the stage's settings, input/output, cluster."""
+    if cls.takes_input:
+        sp.add_argument("--input", nargs="+", required=True, metavar="PATH",
+                        help="files, directories or globs")
+    sp.add_argument("--output", required=True, help="output directory")
+    sp.add_argument("--force", action="store_true", help="rerun even when the output is up to date")
+    add_settings_arguments(sp, cls.Settings, f"{name} settings")
+    add_settings_arguments(sp, IOSettings, "input/output",
+                           skip={f.name for f in dataclasses.fields(cls.Settings)})
+    add_cluster_arguments(sp)
+    sp.set_defaults(handler=cmd_stage, stage=name)
 
 
 def add_io_overrides(p) -> None:

@@ -174,10 +174,51 @@ def connect(settings: ClusterSettings):
 
 @contextlib.contextmanager
 def _local(settings: ClusterSettings):
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     n = settings.workers or os.cpu_count() or 1
-    cluster = LocalCluster(
+    with _children_ignore_sigint():
+        cluster = _start_local(settings, n)
+    try:
+        with Client(cluster) as client:
+            announce(client, f"local cluster: {n} worker(s) x {settings.threads_per_worker} thread(s), "
+                             f"scheduler {client.scheduler.address} (TLS)")
+            yield client
+    except KeyboardInterrupt:
+        _quiet_distributed()  # the cancelled tasks and closing comms would each log a traceback
+        raise
+    finally:
+        _close_local(cluster)
+
+
+@contextlib.contextmanager
+def _children_ignore_sigint():
+    """Processes started within ignore SIGINT (they inherit the disposition, and Python then installs no
+    handler of its own): Ctrl-C in a terminal reaches the whole process group, and each nanny and
+    worker would print its own KeyboardInterrupt traceback. This process stops them when it is
+    interrupted, so Ctrl-C is one line and exit 130."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def _quiet_distributed() -> None:
+    for name in ("distributed", "tornado", "asyncio"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def _start_local(settings: ClusterSettings, n: int):
+    from distributed import LocalCluster
+
+    return LocalCluster(
         n_workers=n,
         threads_per_worker=settings.threads_per_worker,
         processes=True,
@@ -190,13 +231,6 @@ def _local(settings: ClusterSettings):
         memory_limit=_memory_per_worker(n, settings.memory_limit),
         local_directory=settings.local_directory,
     )
-    try:
-        with Client(cluster) as client:
-            announce(client, f"local cluster: {n} worker(s) x {settings.threads_per_worker} thread(s), "
-                             f"scheduler {client.scheduler.address} (TLS)")
-            yield client
-    finally:
-        _close_local(cluster)
 
 
 def _close_local(cluster) -> None:

@@ -193,7 +193,10 @@ class Tracker:
     # setup ---------------------------------------------------------------------------------------
 
     def start(self) -> Tracker:
-        """Register the page on the scheduler and start publishing; a failure only loses the page."""
+        """Register the page on the scheduler and start publishing; a failure only loses the page.
+        Without a client (threads in this process) the state only feeds the progress line."""
+        if self.client is None:
+            return self
         try:
             self.client.register_plugin(DashboardPlugin())
             link = self.client.dashboard_link
@@ -260,6 +263,17 @@ class Tracker:
                 counts = future.result(timeout=30)
             except Exception:  # the job reports the failure itself; the page only misses a count
                 counts = None
+        self.finished(counts)
+
+    def expect(self, n: int) -> None:
+        """``n`` more tasks in the current step (threads in this process: no futures to watch)."""
+        with self.lock:
+            p = self.state["progress"] or self._fresh_progress()
+            p["partitions_total"] = p.get("partitions_total", 0) + n
+            self.state["progress"] = p
+
+    def finished(self, counts) -> None:
+        """One task of the current step finished; ``counts`` is a dataset writer task's result."""
         with self.lock:
             p = self.state["progress"]
             if not p:
@@ -290,6 +304,8 @@ class Tracker:
                 p["docs_per_s"] = p["documents"] / p["elapsed"] if p["elapsed"] and p["documents"] else None
             self.state["updated"] = time.time()
             state = copy.deepcopy(self.state)
+        if self.client is None:
+            return
         try:
             self.client.set_metadata(METADATA_KEY, state)
         except Exception as e:  # a closing client: nothing left to show

@@ -26,7 +26,7 @@ import logging
 import os
 import time
 
-from curate.app.commands.report import load_manifest, stage_dirs
+from curate.app.run_folders import load_manifest, stage_dirs
 
 log = logging.getLogger("curate.report")
 
@@ -369,7 +369,7 @@ def score_chart(name: str, f: dict, entry: dict):
 
 
 def threshold_text(f: dict) -> str:
-    from curate.app.commands.report import threshold_text as t
+    from curate.app.run_folders import threshold_text as t
 
     return t(f)
 
@@ -461,7 +461,10 @@ def render(data: dict) -> str:
         resumed = (f" (from the {part[0]} of {part[1]} partitions this run wrote; an interrupted run wrote "
                    "the others)") if part[0] < part[1] else ""
         filt.append(f"<p class='muted'>histograms of a uniform sample of {sample['sampled']:,} of "
-                    f"{sample['documents']:,} scored documents{resumed}; dashed lines: thresholds</p>")
+                    f"{sample['documents']:,} scored documents{resumed}; dashed lines: thresholds. Counts are of "
+                    "every scored document: would reject, whatever the other filters say; dropped first, in "
+                    "chain order; only it rejects, no other filter of the chain does (a filter that repeats "
+                    "part of another's rule has few)</p>")
         keys = []
         for f in m["filters"]:
             entry = sample["filters"].get(f["reason"]) or {}
@@ -473,9 +476,10 @@ def render(data: dict) -> str:
         filt.append("<div class='grid'>" + "".join(_slot(k) for k in keys) + "</div>")
         rows = [[_e(f["reason"]), _e(threshold_text(f)), _fmt(sample["filters"].get(f["reason"], {}).get("scored")),
                  _fmt(sample["filters"].get(f["reason"], {}).get("rejected")),
-                 _fmt(s["dropped"].get(f["reason"], 0)) if s["stage"] != "tag" else "- (tag drops none)"]
+                 _fmt(s["dropped"].get(f["reason"], 0)) if s["stage"] != "tag" else "- (tag drops none)",
+                 _fmt(sample["filters"].get(f["reason"], {}).get("only"))]  # None (older manifest): "-"
                 for f in m["filters"]]
-        filt.append(_table(["filter", "keeps", "scored", "rejects alone", "dropped first"], rows))
+        filt.append(_table(["filter", "keeps", "scored", "would reject", "dropped first", "only it rejects"], rows))
     if filt:
         sections.append("<h2 id='filters'>Filters</h2>" + "".join(filt))
 

@@ -13,13 +13,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import sys
 import time
 from dataclasses import dataclass, field
 
 from curate.app.errors import WorkerKilled
-from curate.stages import dataset, registry
-from curate.stages import output as output_mod
+from curate.stages import dataset, output as output_mod, registry
 from curate.stages.errors import SettingsError
 from curate.stages.paths import glob_paths
 from curate.stages.settings import shown
@@ -88,7 +86,10 @@ def load_job(path: str, io_overrides: dict | None = None) -> Job:
             raise SettingsError(f"job file {path}: stage {k} must be a name or a one-key mapping")
         where = f"{path}: stage {k} ({name})"
         stage_input = _as_inputs(values.pop("input"), f"{where}.input") if "input" in values else None
-        cls = registry.get(name)
+        try:
+            cls = registry.get(name)
+        except SettingsError as e:
+            raise SettingsError(f"job file {path}: stage {k}: {e}") from None
         stages.append(StageSpec(name, settings_from_mapping(cls.Settings, values, where), stage_input))
     job_input = _as_inputs(doc["input"], f"{path}: input") if "input" in doc else ()
     if not job_input and stages[0].input is None and registry.get(stages[0].name).takes_input:
@@ -156,6 +157,10 @@ def preflight_stage(name: str, settings, inputs, output: str, io: IOSettings, jo
     (the lock first: a run in progress explains its own files)."""
     check_output_path(output)
     check_inputs(name, inputs, io)
+    if not registry.get(name).reads_raw_files and registry.get(name).takes_input:
+        from curate.stages.dataset.input_check import check_columns
+
+        check_columns(inputs, io)
     registry.get(name)().check(settings, tuple(inputs))
     output_mod.check_not_input(output, inputs)
     registry.get(name)().check_output(settings, tuple(inputs), output)
@@ -191,12 +196,15 @@ def run_stage(name: str, settings, inputs, output: str, io: IOSettings, compute=
         log.info("stage %s: %s -> %s", name, ", ".join(inputs), output)
         started = time.perf_counter()
         ctx = StageContext(input=inputs, output=output, io=io, fingerprint=fp, compute=compute, force=force,
-                           owner=stage_owner(name, job))
+                           owner=stage_owner(name, job), started=time.time())
         try:
             manifest = cls().run(settings, ctx)
         except WorkerKilled as e:
             raise e.in_stage(name, inputs, io) from None
-        return StageOutcome(name, output, manifest, False, time.perf_counter() - started)
+        # one time for the stage, the same in the terminal, the manifest and the report
+        seconds = (manifest.get("timings") or {}).get("seconds")
+        return StageOutcome(name, output, manifest, False,
+                            seconds if seconds is not None else time.perf_counter() - started)
 
 
 def warn_pending_inputs(name: str, inputs) -> None:
@@ -231,6 +239,10 @@ def preflight_job(job: Job, output: str, stop_after: int | None = None, check_lo
     first_inputs = plan[0][2]
     check_output_path(output)
     check_inputs(plan[0][1].name, first_inputs, job.io)
+    if not registry.get(plan[0][1].name).reads_raw_files and registry.get(plan[0][1].name).takes_input:
+        from curate.stages.dataset.input_check import check_columns
+
+        check_columns(first_inputs, job.io)
     for _k, spec, inputs, out in plan:  # a stage whose inputs exist already (the first, or given its own)
         if not any(_is_stage_dir(i, plan) for i in inputs):
             registry.get(spec.name)().check(spec.settings, tuple(inputs))
@@ -243,6 +255,16 @@ def preflight_job(job: Job, output: str, stop_after: int | None = None, check_lo
     for _k, spec, _inputs, out in plan:
         output_mod.check_claim(output_mod.Output.at(out, unit_of(spec.name, spec.settings)),
                                stage_owner(spec.name, job.name))
+
+
+def stage_io(io: IOSettings, inputs, plan) -> IOSettings:
+    """The input/output settings of a job's stage: the job's, but a stage reading an earlier stage's
+    output reads curate's own columns (``text``, ``id``), whatever the job's input called them."""
+    import dataclasses
+
+    if any(_is_stage_dir(i, plan) for i in inputs) and (io.text_field, io.id_field) != ("text", "id"):
+        return dataclasses.replace(io, text_field="text", id_field="id")
+    return io
 
 
 def _is_stage_dir(path: str, plan) -> bool:
@@ -267,17 +289,26 @@ def run_job(job: Job, output: str, compute=None, force: bool = False, stop_after
         started = time.time()
         root.begin(job_owner(job))
         plan = job_plan(job, output, stop_after)
-        live = getattr(compute, "tracker", None)  # the live dashboard page (app/live.py), when on a cluster
+        live = getattr(compute, "tracker", None)  # the live dashboard page (app/live.py) and the progress line
+        line = None
         if live is not None:
             live.job(os.path.basename(job.source), output, [(spec.name, os.path.basename(out))
                                                            for _k, spec, _i, out in plan])
-        for k, spec, inputs, out in plan:
-            if live is not None:
-                live.stage_started(k - 1)
-            outcomes.append(run_stage(spec.name, spec.settings, inputs, out, job.io, compute, force,
-                                      job=job.name, lock=False))
-            if live is not None:
-                live.stage_finished(k - 1, outcomes[-1].manifest, outcomes[-1].skipped, outcomes[-1].seconds)
+            if getattr(compute, "show_progress", True):
+                from curate.app.progress import ProgressLine
+
+                line = ProgressLine(live).start()
+        try:
+            for k, spec, inputs, out in plan:
+                if live is not None:
+                    live.stage_started(k - 1)
+                outcomes.append(run_stage(spec.name, spec.settings, inputs, out, stage_io(job.io, inputs, plan),
+                                          compute, force, job=job.name, lock=False))
+                if live is not None:
+                    live.stage_finished(k - 1, outcomes[-1].manifest, outcomes[-1].skipped, outcomes[-1].seconds)
+        finally:
+            if line is not None:
+                line.close()
         root.finish({
             "job": job.name, "source": os.path.abspath(job.source) if os.path.exists(job.source) else job.source,
             "stages": [{"name": o.name, "output": os.path.basename(o.output), "skipped": o.skipped,
@@ -346,12 +377,14 @@ def dry_run(job: Job, output: str, stop_after: int | None = None, force: bool = 
     preflight_job(job, output, stop_after)
     planned: dict[str, str] = {}  # stage folder -> the fingerprint its output will have
     rows = [("#", "stage", "folder", "input", "plan")]
-    for k, spec, inputs, out in job_plan(job, output, stop_after):
+    plan = job_plan(job, output, stop_after)
+    for k, spec, inputs, out in plan:
         identity = []
         for spec_in in inputs:
             key = os.path.abspath(spec_in)
             identity += [{"dataset": planned[key]}] if key in planned else dataset.input_identity([spec_in], job.io.allow_incomplete)
-        fp = fingerprint(spec.name, spec.settings, identity + dataset.input_identity(settings_files(spec.settings)), job.io)
+        fp = fingerprint(spec.name, spec.settings, identity + dataset.input_identity(settings_files(spec.settings)),
+                         stage_io(job.io, inputs, plan))
         planned[os.path.abspath(out)] = fp
         unit = output_mod.Output.at(out, unit_of(spec.name, spec.settings))
         manifest = unit.manifest() if unit.exists() else None
@@ -406,37 +439,48 @@ def summary_table(outcomes: list[StageOutcome]) -> str:
 
 
 def make_compute(client, show_progress: bool | None = None):
-    """A compute function for stages: submit to the client, show a progress bar on a terminal."""
-    if show_progress is None:
-        show_progress = sys.stderr.isatty()
-    tracker = None
-    if client is not None:
-        from curate.app.live import Tracker
+    """A compute function for stages: submit to the client (or run on this process's threads), and
+    count the finished tasks for the job's progress line and the live page (:mod:`curate.app.live`).
+    ``show_progress=False``: no progress line (benchmarks)."""
+    from curate.app.live import Tracker
 
-        tracker = Tracker(client).start()
+    tracker = Tracker(client).start()
 
     def compute(*collections):
-        import dask
 
         if client is None:
-            return dask.compute(*collections)
+            return _compute_here(collections, tracker)
         from distributed import KilledWorker
 
         futures = client.compute(list(collections))
-        if tracker is not None:
-            tracker.watch(futures)
+        tracker.watch(futures)
         try:
-            if show_progress:
-                from distributed import progress
-
-                progress(futures)
-                print(file=sys.stderr)
             return tuple(client.gather(futures))
         except KilledWorker as e:  # names a task key only; run_stage adds the stage and the input
             raise WorkerKilled.from_killed(e) from e
 
     compute.tracker = tracker
+    compute.show_progress = show_progress is not False
     return compute
+
+
+def _compute_here(collections, tracker):
+    """``dask.compute`` on this process's threads, telling ``tracker`` of each finished output task."""
+    import dask
+    from dask.callbacks import Callback
+
+    keys = set()
+    for c in collections:
+        keys.update(k for k in dask.core.flatten(c.__dask_keys__()) if not isinstance(k, list))
+    tracker.expect(len(keys))
+
+    class Count(Callback):
+        def _posttask(self, key, result, dsk, state, worker_id):
+            if key in keys:
+                tracker.finished(result if isinstance(key, str) and key.startswith("write-") else None)
+
+    with Count():
+        return dask.compute(*collections)
 
 
 @contextlib.contextmanager

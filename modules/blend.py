@@ -228,7 +228,9 @@ def token_manifest(spec: str) -> dict | None:
         except (OSError, ValueError):
             continue
         if m.get("stage") == "tokenize" and os.path.exists(os.path.join(spec, "_SUCCESS" + unit)):
-            found.append(m)
+            from curate.stages.output import check_paths
+
+            found.append(check_paths(m, path))
     if not found:
         return None
     files = [f for m in found for f in m.get("files", [])]

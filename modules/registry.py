@@ -6,6 +6,7 @@ The job YAML and the CLI both look stages up here. Entries are imported lazily s
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 
@@ -68,10 +69,28 @@ def get(name: str):
         return cls
     target = STAGES.get(name)
     if target is None or name not in available():
+        import difflib
+
+        near = difflib.get_close_matches(str(name), available(), n=1)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
         raise SettingsError(f"unknown stage {name!r} (known: {', '.join(available())}; "
-                            "or a stage of your own as module:Class)")
+                            f"or a stage of your own as module:Class){hint}")
     module, cls = target.split(":")
     return getattr(importlib.import_module(module), cls)
+
+
+def recorded(name, allowed=(), where: str = "") -> type:
+    """The stage class a manifest names, for rerunning it (``curate reproduce``). A manifest is data:
+    only a registered stage, or a user's own class the user named (``allowed``: ``module:Class``
+    targets from the command line), is imported; a ``module:Class`` written in a file never is."""
+    for target in allowed:
+        cls = get(target)  # named by the user: importing it is their choice
+        if name in (target, cls.name):
+            return cls
+    if isinstance(name, str) and ":" not in name and name in STAGES:
+        return get(name)
+    raise SettingsError(f"{where}: stage {name!r} is not a registered stage; curate never imports code a manifest "
+                        "names (a stage of your own is rerun when you name it: --stage-class module:Class)")
 
 
 def _stage_base():
@@ -80,15 +99,38 @@ def _stage_base():
     return Stage
 
 
+#: while set (:func:`only_named`), the ``module:Class`` targets that may be imported; None: any the
+#: user wrote in a job file, a chain or the command line
+_NAMED: frozenset | None = None
+
+
+@contextlib.contextmanager
+def only_named(targets):
+    """Within: a user's class is imported only when its ``module:Class`` is among ``targets`` (what
+    the user named on the command line). For commands that take settings from manifests, which are
+    data: a filter chain or stage a manifest leads to must not import code of a file's choosing."""
+    global _NAMED
+    before, _NAMED = _NAMED, frozenset(targets)
+    try:
+        yield
+    finally:
+        _NAMED = before
+
+
 def user_class(target: str, what: str, base: type):
     """The class ``module:Class`` (a user's own stage or filter), checked to subclass ``base``."""
     module, _, qualname = target.partition(":")
     if not module or not qualname:
         raise SettingsError(f"{what} {target!r}: expected module:Class")
+    if _NAMED is not None and target not in _NAMED:
+        raise SettingsError(f"{what} {target!r}: code named by a file is imported only when you name it "
+                            "(--stage-class module:Class)")
     try:
         obj = importlib.import_module(module)
     except ImportError as e:
         raise SettingsError(f"{what} {target!r}: cannot import {module!r} ({e})") from None
+    except SyntaxError as e:  # the user's file: a setting to fix, exit 2 naming the line
+        raise SettingsError(f"{what} {target!r}: {e.filename}, line {e.lineno}: {e.msg}") from None
     for part in qualname.split("."):
         obj = getattr(obj, part, None)
         if obj is None:

@@ -36,6 +36,7 @@ class StageCheck:
     differences: list[tuple[str, str, str]] = field(default_factory=list)  # (file, recorded, now)
     problems: list[str] = field(default_factory=list)
     versions: dict = field(default_factory=dict)
+    erasures: list = field(default_factory=list)  # what curate erase recorded in the manifest since the run
 
     @property
     def ok(self) -> bool:
@@ -64,8 +65,17 @@ def _settings(cls, recorded: dict, where: str):
     return settings, changed
 
 
-def check_stage(folder: str, sample: int, seed: int, scratch: str, compute=None) -> StageCheck:
+def stage_class(folder: str, allowed=()):
+    """The class of the stage that wrote ``folder``: a registered one, or one the user named
+    (:func:`curate.stages.registry.recorded`); None when the manifest names none."""
     from curate.stages import registry
+    from curate.stages.dataset import read_manifest
+
+    name = (read_manifest(folder) or {}).get("stage")
+    return registry.recorded(name, allowed, os.path.join(folder, "manifest.json")) if name else None
+
+
+def check_stage(folder: str, sample: int, seed: int, scratch: str, compute=None, allowed=()) -> StageCheck:
     from curate.stages.dataset import read_manifest
     from curate.stages.settings import IOSettings
     from curate.stages.versions import changed
@@ -74,10 +84,11 @@ def check_stage(folder: str, sample: int, seed: int, scratch: str, compute=None)
     name = manifest.get("stage")
     check = StageCheck(os.path.basename(folder.rstrip("/")), name or "?")
     check.versions = changed(manifest.get("versions"))
+    check.erasures = list(manifest.get("erasures") or [])
     if not name or "settings" not in manifest:
         check.problems.append("the manifest records no stage and settings (written before reproduce existed?)")
         return check
-    cls = registry.get(name)
+    cls = stage_class(folder, allowed)
     settings, settings_changed = _settings(cls.Settings, manifest["settings"], f"{folder}: settings")
     for key in settings_changed:
         check.problems.append(f"settings: {key} differs from the run's (a settings file changed since?)")
@@ -94,7 +105,7 @@ def check_stage(folder: str, sample: int, seed: int, scratch: str, compute=None)
     if issubclass(cls, MapStage) and cls.run is MapStage.run:
         _partitions(cls, settings, io, inputs, manifest, recorded, sample, rng, scratch, check)
     else:
-        _whole(name, settings, io, inputs, recorded, sample, rng, scratch, check, compute)
+        _whole(cls, settings, io, inputs, recorded, sample, rng, scratch, check, compute)
     return check
 
 
@@ -121,16 +132,16 @@ def _partitions(cls, settings, io, inputs, manifest, recorded, sample, rng, scra
             _compare(rec, recorded.get(rec["path"]), check)
 
 
-def _whole(name, settings, io, inputs, recorded, sample, rng, scratch, check, compute) -> None:
-    from curate.stages import registry
+def _whole(cls, settings, io, inputs, recorded, sample, rng, scratch, check, compute) -> None:
     from curate.stages.dataset import read_manifest
     from curate.stages.output import Output
     from curate.stages.stage import StageContext
 
+    name = cls.name
     unit = "" if getattr(settings, "prefix", "part") == "part" or name != "tokenize" else settings.prefix
     ctx = StageContext(input=inputs, output=scratch, io=io, fingerprint="reproduce", compute=compute,
                        force=True, owner={"kind": "stage", "stage": name, "job": None})
-    registry.get(name)().run(settings, ctx)
+    cls().run(settings, ctx)
     now = {r["path"]: r for r in (Output.at(scratch, unit).manifest() or read_manifest(scratch) or {}).get("outputs", [])}
     # the data files: what the stage wrote for its readers (not its journal or manifest)
     paths = sorted(p for p in recorded if not p.startswith(("_state", "_reports")))

@@ -82,6 +82,9 @@ class StageContext:
     force: bool = False
     #: who owns the output (recorded in its manifest): {"kind": "stage", "stage": name, "job": job or None}
     owner: dict | None = None
+    #: when the stage began (epoch seconds, set by the runner): the manifest's time covers all of the
+    #: stage's work (a dedup's steps, an extraction's downloads), not only its final write
+    started: float | None = None
 
     def run_compute(self, *collections):
         import dask

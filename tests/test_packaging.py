@@ -55,13 +55,13 @@ def test_pyproject_lists_every_package_folder():
 
 
 def test_checkout_maps_app_and_stages_onto_the_folders():
-    code = ("import curate, curate.stages.output as o, curate.app.runner as r, sys;"
+    code = ("import curate, curate.stages.stage as o, curate.app.runner as r, sys;"
             "print(o.__file__); print(r.__file__);"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('app', 'modules')))")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          env=env, check=True).stdout.splitlines()
-    assert out[0] == str(ROOT / "modules" / "output.py")
+    assert out[0] == str(ROOT / "modules" / "stage.py")
     assert out[1] == str(ROOT / "app" / "runner.py")
     assert out[2] == "[]"
 

@@ -3,8 +3,10 @@
 DIR is a job output (``01-normalize/``, ``02-clean/``, ... each with a manifest.json) or one stage
 output. The report prints one table of the manifests' counts: documents in and out per stage, the
 documents dropped per reason, and the PII redacted per kind. For filter stages run with
-``--keep-scores`` it also prints, per filter, its thresholds, how many documents it rejects on its
-own (in any order) and how many it dropped as the first rejecting filter; and it writes a PNG with
+``--keep-scores`` it also prints, per filter, its thresholds, how many documents it would reject on
+its own (whatever the other filters decide), how many it dropped as the first rejecting filter, and
+how many only it rejects (no other filter of the chain does: without it they would be kept, so a
+filter that repeats part of another's rule shows); and it writes a PNG with
 one histogram per filter score, thresholds marked (``--png``, default ``DIR/_reports/scores.png``).
 
 It also writes one self-contained HTML page of the run (``--html``, default
@@ -18,8 +20,8 @@ from __future__ import annotations
 import glob
 import json
 import os
-import re
 
+from curate.app.run_folders import load_manifest, stage_dirs, threshold_text  # noqa: F401 (curate report's own)
 from curate.stages.errors import DataError, SettingsError
 
 HELP = "counts per stage and reason; an HTML page of the run (funnel, scores, rejects, dedup, tokens, time)"
@@ -33,28 +35,6 @@ def add_arguments(p) -> None:
                    help="the HTML page of the run (default: DIR/_reports/report.html)")
     p.add_argument("--no-verify", dest="verify", action="store_false",
                    help="do not run verify on the tokenizer output for the page (it reads every token)")
-
-
-def stage_dirs(folder: str) -> list[str]:
-    manifest = os.path.join(folder, "manifest.json")
-    if os.path.isfile(manifest) and (load_manifest(folder).get("owner") or {}).get("kind") != "job":
-        return [folder]  # one stage's output (a job's root has a manifest of its own: its stages follow)
-    if not os.path.isdir(folder):
-        raise SettingsError(f"report: {folder}: no such folder")
-    subs = sorted(d for d in glob.glob(os.path.join(folder, "*"))
-                  if re.match(r"\d\d-", os.path.basename(d)) and os.path.isfile(os.path.join(d, "manifest.json")))
-    if not subs:
-        raise SettingsError(f"report: {folder}: no manifest.json, and no NN-stage folders with one")
-    return subs
-
-
-def load_manifest(folder: str) -> dict:
-    path = os.path.join(folder, "manifest.json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except ValueError as e:
-        raise DataError(f"{path}: not valid JSON: {e}") from None
 
 
 def table(rows: list[tuple], header: tuple) -> str:
@@ -144,6 +124,7 @@ class ScoreSummary:
         self.f = f
         self.scored = 0
         self.rejected = 0
+        self.only = 0  # documents no other filter of the chain rejects (see summarize)
         self.lo = float("inf")  # finite scores only
         self.hi = float("-inf")
         self.edges = self.kept = self.bad = None
@@ -187,11 +168,18 @@ class ScoreSummary:
 
 def summarize(folder: str, filters: list[dict], bins: int | None) -> dict[str, ScoreSummary]:
     """Column -> summary of each filter's scores in ``folder``; histograms too when ``bins``."""
+    import numpy as np
+
     summaries = {f["column"]: ScoreSummary(f) for f in filters}
     columns = list(summaries)
     for batch in score_batches(folder, columns):
+        bad = {}
         for c, v in batch.items():
             summaries[c].add(v)
+            bad[c] = ~np.isnan(v) & rejects(v, summaries[c].f)  # unscored: not rejected by this filter
+        rejecters = np.sum(list(bad.values()), axis=0)
+        for c, b in bad.items():
+            summaries[c].only += int((b & (rejecters == 1)).sum())
     scored = [s for s in summaries.values() if s.scored]
     if bins and scored:
         for s in scored:
@@ -202,15 +190,6 @@ def summarize(folder: str, filters: list[dict], bins: int | None) -> dict[str, S
                 if c in batch:
                     summaries[c].add_to_histogram(batch[c])
     return summaries
-
-
-def threshold_text(f: dict) -> str:
-    parts = []
-    if f.get("min") is not None:
-        parts.append(f"{'>' if f.get('strict_min') else '>='} {f['min']:g}")
-    if f.get("max") is not None:
-        parts.append(f"{'<' if f.get('strict_max') else '<='} {f['max']:g}")
-    return " and ".join(parts) or "-"
 
 
 def plot(panels: list[tuple[str, ScoreSummary]], path: str) -> None:
@@ -248,13 +227,23 @@ def plot(panels: list[tuple[str, ScoreSummary]], path: str) -> None:
 
 
 def main(args) -> int:
-    from curate.stages.output import refuse_link
+    import contextlib
+
+    from curate.stages.output import Lock, Output, refuse_link
 
     if args.bins <= 0:
         raise SettingsError(f"--bins must be positive; got {args.bins}")
     png = args.png or os.path.join(args.dir, "_reports", "scores.png")
-    for path in (png, args.html or os.path.join(args.dir, "_reports", "report.html")):
+    pages = (png, args.html or os.path.join(args.dir, "_reports", "report.html"))
+    for path in pages:
         refuse_link(args.dir, path)  # before any work: the page and the plot may not go through a link
+    inside = any(not os.path.relpath(os.path.abspath(p), os.path.abspath(args.dir)).startswith("..") for p in pages)
+    # writing into the output: one writer at a time (a run or an erase holding it is named)
+    with Lock(Output.at(args.dir), "curate report") if inside and os.path.isdir(args.dir) else contextlib.nullcontext():
+        return _report(args, png)
+
+
+def _report(args, png: str) -> int:
     folders = stage_dirs(args.dir)
     stages = [(os.path.basename(os.path.normpath(d)), load_manifest(d)) for d in folders]
     print(counts_table(stages))
@@ -268,18 +257,20 @@ def main(args) -> int:
             first = m.get("counts", {}).get("dropped", {}).get(f["reason"], 0) if m.get("stage") != "tag" else "-"
             s = summaries[f["column"]]
             if not s.scored:
-                rows.append((name, f["reason"], threshold_text(f), "-", "-", first))
+                rows.append((name, f["reason"], threshold_text(f), "-", "-", first, "-"))
                 continue
-            rows.append((name, f["reason"], threshold_text(f), s.scored, s.rejected, first))
+            rows.append((name, f["reason"], threshold_text(f), s.scored, s.rejected, first, s.only))
             panels.append((f"{name}: {f['reason']}", s))
     if rows:
         print()
-        print(table(rows, ("folder", "filter", "keeps", "scored", "rejects alone", "dropped first")))
+        print(table(rows, ("folder", "filter", "keeps", "scored", "would reject", "dropped first",
+                           "only it rejects")))
     if panels:
         plot(panels, png)
         print(f"curate report: score distributions in {os.path.abspath(png)}")
     elif rows:
-        print("curate report: no score columns; run the filter stage with --keep-scores for the plot")
+        print("curate report: the parts hold no score columns, so no PNG here (the HTML page's histograms come "
+              "from each filter's score sample in its manifest; --keep-scores also writes the columns)")
     from curate.app.report_html import write_report
 
     page = write_report(args.dir, args.html, verify=args.verify)

@@ -83,16 +83,28 @@ def what_is(path: str) -> str:
     return "output"
 
 
+def link_problems(path: str) -> list[str]:
+    """A line per symbolic link below a local output: verify reads nothing through one."""
+    from curate.stages.output import Output, link_target
+
+    if "://" in path or not os.path.isdir(path):
+        return []
+    out = Output.at(path)
+    return [f"{out.path(rel)}: link: a symbolic link (to {link_target(out.path(rel))}); curate makes none, "
+            "and reads, writes, renames and deletes nothing through one" for rel in out.links()]
+
+
 def output_problems(path: str, checksums: bool, skip_pairs: bool = False) -> list[str]:
     """Every unit of the directory against its manifest, files no manifest lists, and links."""
-    from curate.stages.output import Output, link_target, units_in, unlisted, verify_unit
+    from curate.stages.output import Output, units_in, unlisted, verify_unit
     from curate.stages.tokenize.docs import DOCS_SUFFIX
 
     out = Output.at(path)
     listing = out.listing()
     units = units_in(listing) or [""]
-    problems = [f"{out.path(rel)}: link: a symbolic link (to {link_target(out.path(rel))}); curate makes none, "
-                "and writes, renames and deletes nothing through one" for rel in out.links()]
+    problems = link_problems(path)
+    if problems:  # a manifest, journal or part behind a link is not read at all
+        return problems
     for unit in units:
         for line in verify_unit(Output(out.url, unit), checksums, listing):
             # pairs and their document sidecars have their own, deeper checks (structure, counts, checksums)
@@ -124,6 +136,9 @@ def main(args) -> int:
 
     if args.vocab_size is not None and args.vocab_size <= 0:
         raise SettingsError(f"--vocab-size must be positive; got {args.vocab_size}")
+    links = link_problems(args.dir)
+    if links:
+        return fail(args.dir, links)
     kind = what_is(args.dir)
     if kind == "job":
         return verify_job(args)

@@ -297,6 +297,12 @@ class ExtractArxivStage(Stage):
     help = "arXiv source tarballs to documents (safe archive reading, LaTeX cleaned)"
     reads_raw_files = True
 
+    def check_output(self, settings, inputs, output) -> None:
+        # here, not in check: a job runs this for every stage, also one whose input a download makes
+        from curate.stages.extract.sandbox import probe_limits
+
+        probe_limits(settings, PAPER_TEXT)  # an --extract-memory the child cannot start in, refused now
+
     def run(self, settings, ctx):
         from curate.stages.dataset import write_dataset
 

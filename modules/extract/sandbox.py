@@ -3,18 +3,31 @@
 Extraction libraries (resiliparse, jusText and trafilatura on lxml, mwparserfromhell, our LaTeX
 cleaner) run on untrusted pages; pathological markup can make them loop for minutes, take gigabytes
 or crash the process. A Python thread cannot be stopped and a Dask worker's thread is not the main
-thread (no ``SIGALRM``), so the pages of one task are extracted in a child process of its own:
+thread (no ``SIGALRM``), so the pages of one task are extracted in a child process of its own
+(:mod:`curate.stages.extract.sandbox_child`, which also says how it dies with its parent):
 
 - :class:`Sandbox` starts ``python -c "...serve()"`` (a plain subprocess: Dask worker processes are
   daemons and may not use multiprocessing) with ``RLIMIT_AS`` set to ``memory`` bytes and one thread
   per native library, and talks to it over its stdin/stdout in length-prefixed pickle frames: the
   function (``module:name``), the arguments, then the result or the exception.
-- :meth:`Sandbox.call` waits ``timeout`` seconds for the answer. On timeout the child is killed
-  (``SIGKILL``) and :class:`PageTimeout` raised; a ``MemoryError`` in the child, or a child that dies
-  (the kernel's OOM killer, a segfault in a C library), raises :class:`PageTooLarge` /
-  :class:`PageCrashed`. The next call starts a fresh child; the task goes on with its next page.
+- **Each page has ``timeout`` seconds from its own start**, read from the clock the child stamps as it
+  begins each call: the child's start-up, its imports and the pages before it are never counted (a
+  cold start gives the same output as a warm one). At the timeout the child is killed (``SIGKILL``)
+  and the page is :class:`PageTimeout`, once: the pages whose answers the child still held go to
+  the next child and are not judged again. One exception, for what the clock cannot see: the first
+  page a sandbox ever runs may time out on first-use costs inside the library (stop lists, models
+  loaded on the first call); such a page is tried once more, alone, in a fresh child, before it is a
+  reject (at most one retry per sandbox, so ten hanging pages cost eleven timeouts, not twenty).
+- A ``MemoryError`` in the child is :class:`PageTooLarge`; a child that dies in a page (the kernel's
+  OOM killer, a segfault in a C library) is :class:`PageCrashed`. The task goes on with its next page.
 - Any other exception of the function comes back as itself (re-raised in the parent), so the
   callers' reject logic is unchanged.
+- The replacement child is started while a page that is likely to time out still runs (at half its
+  timeout), so a kill is followed by the next page at once, not by a child's start-up.
+- A child that cannot start (a memory bound too small to import the extractor) is
+  :class:`SandboxError`, never a page reject: :func:`probe_limits` refuses such settings before any
+  work. When the process exits (SIGINT included) every child is killed first and running calls end
+  with :class:`SandboxError`, so the worker threads are not waited for.
 
 A thread's child serves every task of that thread (:func:`sandbox_for`), so its start (~0.4 s) is
 paid once per worker thread, not per file. Pages go to it in batches, one frame each way per batch of
@@ -23,24 +36,23 @@ paid once per worker thread, not per file. Pages go to it in batches, one frame 
 
 from __future__ import annotations
 
-import atexit
-import functools
-import importlib
 import os
 import pickle
 import select
 import signal
-import struct
 import subprocess
 import sys
 import threading
 import time
 
-_HEADER = struct.Struct("<Q")
+from curate.stages.extract.sandbox_child import HEADER, Clock, frame, function
+
 #: pipe buffers to and from the child: a batch of pages crosses in a few writes instead of dozens
 PIPE_BYTES = 1 << 20
-#: the child sends its answers in groups at most this far apart (and at a batch's end)
-FLUSH_SECONDS = 0.05
+#: how long a child may take to start (imports on a busy or networked file system) before it is an error
+START_SECONDS = 300.0
+#: how often the parent looks at the clock while no call of its batch has begun yet
+POLL_SECONDS = 0.05
 
 
 def timeout_field(what: str = "page"):
@@ -48,8 +60,9 @@ def timeout_field(what: str = "page"):
     from dataclasses import field
 
     return field(default=5.0, metadata={
-        "help": f"seconds one {what} may take to extract before it is a timeout reject ({what}s are extracted "
-                f"in a child process of the task); 0: no sandbox, extract in the task's own process",
+        "help": f"seconds one {what} may take to extract, from the start of its own extraction, before it is a "
+                f"timeout reject ({what}s are extracted in a child process of the task); 0: no sandbox, "
+                f"extract in the task's own process",
         "metavar": "SECONDS"})
 
 
@@ -57,7 +70,8 @@ def memory_field(what: str = "page"):
     from dataclasses import field
 
     return field(default="2GiB", metadata={
-        "help": f"address space of the extraction process; a {what} that needs more is a too_large reject",
+        "help": f"address space of the extraction process; a {what} that needs more is a too_large reject "
+                f"(a size too small to start the process is refused before any work)",
         "metavar": "SIZE"})
 
 
@@ -69,15 +83,35 @@ def check_limits(settings) -> None:
     parse_bytes(settings.extract_memory, "extract_memory")
 
 
+def probe_limits(settings, target: str) -> None:
+    """Refuse, before any work, an ``extract_memory`` under which the child cannot start and import
+    ``target`` (every page would be lost): one line naming the option (a stage's ``check``)."""
+    from curate.stages.errors import SettingsError
+    from curate.stages.settings import parse_bytes
+
+    if not settings.extract_timeout:
+        return
+    box = Sandbox(settings.extract_timeout, parse_bytes(settings.extract_memory, "extract_memory"))
+    try:
+        box.start(target)
+    except SandboxError as e:
+        why = e.reason.removeprefix("it could not start: ")
+        raise SettingsError(f"--extract-memory {settings.extract_memory}: too small for the extraction "
+                            f"process to start ({why}); give it more (the default is 2GiB)") from None
+    finally:
+        box.close()
+
+
 _LOCAL = threading.local()
-_ALL: list[Sandbox] = []  # every shared child this process started, stopped at exit
+_ALL: list[Sandbox] = []  # every shared child this process started, killed as it exits
+_STOPPING = threading.Event()
 
 
 def sandbox_for(settings) -> Sandbox:
     """This thread's Sandbox for the settings' timeout and memory bound (in-process when
     ``extract_timeout`` is 0). Shared by every task the thread runs, so a worker starts its child once,
-    not once per file; the caller must not close it (it stops when the process exits, or when its
-    parent goes: EOF on its stdin)."""
+    not once per file; the caller must not close it (it stops when the process exits, and dies with
+    its parent)."""
     from curate.stages.settings import parse_bytes
 
     key = (settings.extract_timeout, parse_bytes(settings.extract_memory, "extract_memory"))
@@ -88,20 +122,30 @@ def sandbox_for(settings) -> Sandbox:
     if box is None:
         box = boxes[key] = Sandbox(*key)
         if not _ALL:
-            atexit.register(_stop_all)
+            _at_exit(_stop_all)
         _ALL.append(box)
     return box
 
 
+def _at_exit(fn) -> None:
+    """Run ``fn`` as the interpreter exits, before it waits for the worker threads (``threading``'s
+    own exit hooks, as concurrent.futures uses): a thread waiting on a page must not hold up a Ctrl-C."""
+    register = getattr(threading, "_register_atexit", None)
+    try:
+        if register is not None:
+            register(fn)
+            return
+    except RuntimeError:  # the interpreter is already shutting down
+        pass
+    import atexit
+
+    atexit.register(fn)
+
+
 def _stop_all() -> None:
-    for box in _ALL:
-        box.close()
-
-
-@functools.lru_cache(maxsize=32)
-def _function(target: str):
-    module, _, name = target.partition(":")
-    return getattr(importlib.import_module(module), name)
+    _STOPPING.set()
+    for box in list(_ALL):
+        box.kill_children()
 
 
 class PageTimeout(Exception):
@@ -116,59 +160,119 @@ class PageCrashed(Exception):
     """The child died while extracting (a signal: a crash, the kernel's OOM killer)."""
 
 
-def _write(stream, obj, flush: bool = True) -> None:
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(_HEADER.pack(len(data)))
-    stream.write(data)
-    if flush:
-        stream.flush()
+class SandboxError(RuntimeError):
+    """The child could not start, or went away while no page was running: not any page's fault."""
+
+    def __init__(self, reason: str):
+        super().__init__(f"the extraction process failed: {reason}")
+        self.reason = reason
 
 
-def _read_exact(stream, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = stream.read(n - len(buf))
+class _Ran(Exception):
+    """Internal: the child is gone (or must go) after ``answered`` answers of its batch; ``call`` is the
+    call of the batch that was running (None: none was); ``code`` its exit code, or "memory"."""
+
+    def __init__(self, call: int | None, timed_out: bool, code=None):
+        self.call, self.timed_out, self.code = call, timed_out, code
+        self.answered = 0
+
+
+class _Child:
+    """One started child: its process, its clock, the answer bytes read and not yet taken."""
+
+    def __init__(self, memory: int | None, preload: str | None):
+        clock, fd = Clock.create()
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+               # one thread per native library: thread pools reserve address space the bound counts
+               "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+               "CURATE_SANDBOX_MEMORY": str(memory or 0), "CURATE_SANDBOX_CLOCK": str(fd),
+               "CURATE_SANDBOX_PARENT": str(os.getpid()), "CURATE_SANDBOX_PRELOAD": preload or ""}
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", "from curate.stages.extract.sandbox_child import serve; serve()"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, pass_fds=(fd,))
+        finally:
+            os.close(fd)
+        self.clock = clock
+        for stream in (self.proc.stdin, self.proc.stdout):  # fewer switches per batch (Linux; else as is)
+            try:
+                import fcntl
+
+                fcntl.fcntl(stream.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+            except OSError:
+                pass
+        self.buf = bytearray()
+        self.ready = False
+        self.batch = 0  # batches sent, as the child counts them on its clock
+
+    def take(self):
+        """The next whole frame among the bytes read, or None."""
+        if len(self.buf) < HEADER.size:
+            return None
+        (n,) = HEADER.unpack_from(self.buf)
+        if len(self.buf) < HEADER.size + n:
+            return None
+        with memoryview(self.buf) as view:
+            obj = pickle.loads(view[HEADER.size:HEADER.size + n])
+        del self.buf[:HEADER.size + n]
+        return obj
+
+    def read(self, seconds: float) -> bool:
+        """Bytes of the child within ``seconds`` (False: none yet); EOFError when it is gone."""
+        fd = self.proc.stdout.fileno()
+        if not select.select([fd], [], [], max(seconds, 0.0))[0]:
+            return False
+        chunk = os.read(fd, 1 << 20)
         if not chunk:
             raise EOFError
-        buf += chunk
-    return bytes(buf)
+        self.buf += chunk
+        return True
 
-
-def serve() -> None:
-    """The child's loop: read (function, args) frames from stdin, answer on stdout, until EOF."""
-    memory = int(os.environ.get("CURATE_SANDBOX_MEMORY") or 0)
-    if memory:  # set here, not in a preexec_fn: those are unsafe in a threaded parent (a Dask worker)
-        import resource
-
-        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
-    sys.stdout = sys.stderr  # a library that prints must not corrupt the frames
-    while True:
-        try:
-            (n,) = _HEADER.unpack(_read_exact(stdin, _HEADER.size))
-        except EOFError:
-            return
-        target, calls = pickle.loads(_read_exact(stdin, n))
-        fn = _function(target)
-        flushed = time.monotonic()
-        for k, args in enumerate(calls):
+    def wait_ready(self) -> None:
+        """Its ``ready`` frame (SandboxError with the child's reason when it cannot start)."""
+        deadline = time.monotonic() + START_SECONDS
+        while not self.ready:
+            answer = self.take()
+            if answer is not None:
+                if answer[0] != "ready":
+                    raise SandboxError(f"it could not start: {answer[1]}")
+                self.ready = True
+                return
             try:
-                answer = ("ok", fn(*args))
-            except MemoryError:
-                answer = ("memory", None)
-            except Exception as e:  # the caller's to judge: sent back as itself when it pickles
-                try:
-                    pickle.loads(pickle.dumps(e))  # both ways: an exception whose __init__ takes other args fails
-                    answer = ("error", e)
-                except Exception:
-                    answer = ("error", RuntimeError(f"{type(e).__name__}: {e}"))
-            _write(stdout, answer, flush=False)
-            # answers go out every FLUSH_SECONDS, and at the batch's end: the parent wakes once per group,
-            # not once per page (a page that hangs can hold back the answers of the last few; see map)
-            now = time.monotonic()
-            if k == len(calls) - 1 or answer[0] != "ok" or now - flushed >= FLUSH_SECONDS:
-                stdout.flush()
-                flushed = now
+                if not self.read(min(deadline - time.monotonic(), 1.0)) and time.monotonic() >= deadline:
+                    raise SandboxError(f"it did not start within {START_SECONDS:g} s")
+            except EOFError:
+                raise SandboxError(f"it ended as it started ({_exit(self.proc.wait())})") from None
+            if _STOPPING.is_set():
+                raise SandboxError("curate is exiting")
+
+    def kill(self) -> None:
+        try:
+            self.proc.kill()
+        except OSError:
+            pass
+
+    def close(self, graceful: bool = False) -> None:
+        proc = self.proc
+        if graceful and proc.poll() is None:
+            try:
+                proc.stdin.close()  # EOF: the child's loop returns
+                proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        self.clock.close()
+
+
+def _exit(code: int) -> str:
+    return f"signal {-code}" if code < 0 else f"exit {code}"
 
 
 class Sandbox:
@@ -178,41 +282,47 @@ class Sandbox:
     def __init__(self, timeout: float, memory: int | None):
         self.timeout = timeout
         self.memory = memory
-        self._proc: subprocess.Popen | None = None
-        self._buf = bytearray()
+        self._child: _Child | None = None
+        self._spare: _Child | None = None  # started ahead, for when the current child is killed
+        self._lock = threading.Lock()  # the owner thread and the exit hook both touch the children
         self.started = 0  # children started, for tests and the manifest
+        self.retried = False  # the one retry of a first page that timed out (see the module's docstring)
+        self._warm = False  # some child of this sandbox has answered a call
 
-    def _start(self) -> subprocess.Popen:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
-               # one thread per native library: thread pools reserve address space the bound counts
-               "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-               "CURATE_SANDBOX_MEMORY": str(self.memory or 0)}
-        self._proc = subprocess.Popen(
-            [sys.executable, "-c", "from curate.stages.extract.sandbox import serve; serve()"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
-        for stream in (self._proc.stdin, self._proc.stdout):  # fewer switches per batch (Linux; else as is)
-            try:
-                import fcntl
+    @property
+    def _proc(self):
+        """The current child's process (jobs/bench_sandbox.py reads its CPU time)."""
+        return None if self._child is None else self._child.proc
 
-                fcntl.fcntl(stream.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
-            except OSError:
-                pass
-        self._buf = bytearray()  # answer bytes read from this child and not yet taken
-        self.started += 1
-        return self._proc
+    def _new(self, target: str | None) -> _Child:
+        with self._lock:
+            if _STOPPING.is_set():
+                raise SandboxError("curate is exiting")
+            child = _Child(self.memory, target)
+            self.started += 1
+            return child
 
-    def _kill(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        for stream in (proc.stdin, proc.stdout):
-            try:
-                stream.close()
-            except OSError:
-                pass
+    def start(self, target: str | None = None) -> None:
+        """The current child, started and ready (``target`` imported in it)."""
+        if self._child is None or self._child.proc.poll() is not None:
+            self._drop()
+            spare, self._spare = self._spare, None
+            self._child = spare if spare is not None and spare.proc.poll() is None else self._new(target)
+            if spare is not None and spare is not self._child:
+                spare.close()
+        self._child.wait_ready()
+
+    def _drop(self) -> None:
+        child, self._child = self._child, None
+        if child is not None:
+            child.close()
+
+    def kill_children(self) -> None:
+        """Kill the children from any thread (the exit hook); the owner thread reaps them."""
+        with self._lock:
+            for child in (self._child, self._spare):
+                if child is not None:
+                    child.kill()
 
     def call(self, target: str, *args):
         """``target(*args)`` in the child; PageTimeout / PageTooLarge / PageCrashed when it fails so."""
@@ -222,13 +332,13 @@ class Sandbox:
         return result
 
     def map(self, target: str, calls: list[tuple]) -> list:
-        """``target(*args)`` for each ``args`` of ``calls``, each within the timeout: the results, an
-        exception instance in place of a call that failed (PageTimeout, PageTooLarge, PageCrashed, or
-        the function's own). The calls go to the child in one frame and come back one by one, so a
-        batch costs one round trip, not one per page; after a call that kills the child the rest go
-        to a fresh one."""
+        """``target(*args)`` for each ``args`` of ``calls``, each within the timeout from its own start:
+        the results, an exception instance in place of a call that failed (PageTimeout, PageTooLarge,
+        PageCrashed, or the function's own). The calls go to the child in one frame and come back one
+        by one, so a batch costs one round trip, not one per page; after a call that kills the child
+        the rest go to a fresh one."""
         if not self.timeout:
-            fn = _function(target)
+            fn = function(target)
             out = []
             for args in calls:
                 try:
@@ -236,84 +346,119 @@ class Sandbox:
                 except Exception as e:
                     out.append(e)
             return out
-        results: list = []
-        todo = list(calls)
+        results: list = [None] * len(calls)
+        todo = list(range(len(calls)))  # calls without a result, in order
+        idle_deaths, alone, one_by_one = 0, False, False
         while todo:
-            proc = self._proc if self._proc is not None and self._proc.poll() is None else self._start()
+            # a retried first page goes alone; after a batch too big for the bound, every page does
+            part = todo[:1] if alone or one_by_one else todo
             try:
-                _write(proc.stdin, (target, todo))
-            except (BrokenPipeError, OSError):  # it died before reading (e.g. the bound is too small to start)
-                code = proc.wait()
-                self._kill()
-                results.append(PageCrashed(f"the extraction process ended before the page (exit {code})"))
-                todo = todo[1:]
+                self.start(target)
+                self._batch(target, calls, part, results)
+            except _Ran as ran:
+                self._drop()
+                if _STOPPING.is_set():
+                    raise SandboxError("curate is exiting: the pages in hand were not extracted") from None
+                rest, idle_deaths, alone = self._after(ran, part, results, idle_deaths)
+                one_by_one = one_by_one or ran.code == "split"
+                todo = rest + todo[len(part):]
                 continue
-            for k in range(len(todo)):
-                try:
-                    kind, value = self._answer()
-                except (PageTimeout, PageCrashed) as e:  # the child is gone: the rest go to a new one
-                    # with others after it, this call's answer may only have been held back (the child
-                    # sends answers in groups): it is judged again alone, where nothing is held back
-                    results.append(e if len(todo) == 1 else self._alone(target, todo[k]))
-                    todo = todo[k + 1:]
-                    break
-                if kind == "memory":
-                    self._kill()  # a child that hit the bound may be left fragmented: start afresh
-                    results.append(PageTooLarge(f"more than the {self.memory / 2**20:,.0f} MiB bound"))
-                    todo = todo[k + 1:]
-                    break
-                results.append(value)
-            else:
-                todo = []
+            except BaseException:  # an interrupt mid-batch: its answers must not reach the next batch
+                self._drop()
+                raise
+            todo, alone = todo[len(part):], False
         return results
 
-    def _alone(self, target: str, args: tuple):
-        """``target(*args)`` as the only call of a batch: its result or the exception it ends in."""
-        return self.map(target, [args])[0]
+    def _after(self, ran: _Ran, part: list[int], results: list, idle_deaths: int):
+        """The calls of ``part`` still to run after the child went away while running them (the one
+        that was running gets its result), the deaths outside a page so far, whether the first goes alone."""
+        if ran.code == "split":
+            return part, idle_deaths, False
+        if ran.call is None:  # between calls: not a page's doing
+            if idle_deaths:
+                raise SandboxError(f"it died twice while no page was running ({_exit(ran.code)})")
+            return part[ran.answered:], idle_deaths + 1, False
+        k = part[ran.call]
+        # the answers it held back (those calls ran to the end: they are not judged again), the calls after
+        rest = part[ran.answered:ran.call] + part[ran.call + 1:]
+        if ran.timed_out:
+            if not self.retried and not self._warm:
+                self.retried = True  # a cold first page: once more, alone, in a fresh child
+                return [k] + rest, 0, True
+            results[k] = PageTimeout(f"no result after {self.timeout:g} s (the extraction was stopped)")
+        elif ran.code == "memory":
+            results[k] = PageTooLarge(f"more than the {self.memory / 2**20:,.0f} MiB bound")
+        else:
+            results[k] = PageCrashed(f"the extraction process died ({_exit(ran.code)})" if ran.code < 0
+                                     else f"the extraction process ended ({_exit(ran.code)})")
+        return rest, 0, False
 
-    def _answer(self):
-        """The next answer frame of the child, within the timeout."""
-        proc = self._proc
-        fd = proc.stdout.fileno()
-        deadline = time.monotonic() + self.timeout
-        buf = self._buf
-        need = _HEADER.size
-        header = True
+    def _batch(self, target: str, calls: list[tuple], part: list[int], results: list) -> None:
+        """Send ``part``'s calls to the current child and take their answers in order. _Ran when the
+        child is gone, killed at a timeout, or to be replaced after a page that ran out of memory."""
+        child = self._child
+        child.batch += 1
+        try:
+            child.proc.stdin.write(frame((target, [calls[k] for k in part])))
+            child.proc.stdin.flush()
+        except OSError:  # it died before reading: its exit says why (the next start too, if it cannot start)
+            raise _Ran(None, False, child.proc.wait()) from None
+        for pos, k in enumerate(part):
+            try:
+                kind, value = self._answer(child, target, pos)
+                if kind == "unread" and len(part) > 1:  # the batch did not fit: its pages go one by one
+                    raise _Ran(None, False, "split")
+                if kind in ("memory", "unread"):  # a child that hit the bound may be fragmented: start afresh
+                    raise _Ran(pos, False, "memory")
+            except _Ran as ran:
+                ran.answered = pos
+                raise
+            self._warm = True
+            results[k] = value
+
+    def _answer(self, child: _Child, target: str, pos: int):
+        """The next answer frame of the child: waits while the clock says a call is running and
+        within its timeout, or while no call of the batch has begun (reading it, importing)."""
+        timeout_ns = int(self.timeout * 1e9)
+        idle_since = time.monotonic()
         while True:
-            if len(buf) >= need:
-                if header:
-                    (n,) = _HEADER.unpack(bytes(buf[:_HEADER.size]))
-                    del buf[:_HEADER.size]
-                    need, header = n, False
-                    continue
-                with memoryview(buf) as view:
-                    answer = pickle.loads(view[:need])
-                del buf[:need]
+            answer = child.take()
+            if answer is not None:
                 return answer
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                self._kill()
-                raise PageTimeout(f"no result after {self.timeout:g} s (the extraction was stopped)")
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                code = proc.wait()
-                self._kill()
-                if code < 0:
-                    raise PageCrashed(f"the extraction process died (signal {-code})")
-                raise PageCrashed(f"the extraction process ended (exit {code})")
-            buf += chunk
+            batch, call, began = child.clock.read()
+            now = time.monotonic_ns()
+            if batch == child.batch and call >= pos:  # (call pos - 1 until the child stamps pos)
+                idle_since = time.monotonic()
+                left = began + timeout_ns - now
+                if left <= 0:
+                    child.kill()
+                    raise _Ran(call, True)
+                if left < timeout_ns / 2:
+                    self._prestart(target)
+                    wait = left / 1e9
+                else:  # wake at half the timeout to start the replacement, then at the timeout
+                    wait = (left - timeout_ns / 2) / 1e9 + 1e-3
+            else:
+                if time.monotonic() - idle_since > START_SECONDS:
+                    child.kill()
+                    raise SandboxError(f"no page began within {START_SECONDS:g} s of the batch")
+                wait = POLL_SECONDS
+            try:
+                child.read(wait)
+            except EOFError:
+                code = child.proc.wait()
+                batch, call, _ = child.clock.read()
+                raise _Ran(call if batch == child.batch and call >= pos else None, False, code) from None
+
+    def _prestart(self, target: str) -> None:
+        if self._spare is None:
+            self._spare = self._new(target)
 
     def close(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        try:
-            proc.stdin.close()  # EOF: the child's loop returns
-            proc.wait(timeout=5)
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        self._proc = proc
-        self._kill()
+        for child in (self._child, self._spare):
+            if child is not None:
+                child.close(graceful=child is self._child)
+        self._child = self._spare = None
 
     def __enter__(self) -> Sandbox:
         return self

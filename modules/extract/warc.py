@@ -190,6 +190,8 @@ class PageExtractor:
             return reject({**row, "language": language[1], "language_score": language[2]}, "no_stoplist",
                           f"{where}: language {language[0].title()} has no stop list "
                           f"(--unlisted-languages keep extracts it without the stop-word test)")
+        except MemoryError:  # the sandbox's bound: too_large there, not a library's error
+            raise
         except Exception as e:  # a library failing on one page must not lose the file: reject the page, say why
             return reject(row, "extract_error", f"{where}: {self.algorithm}: {type(e).__name__}: {e}")
         if not text:
@@ -384,6 +386,12 @@ class ExtractWarcStage(Stage):
     cli = ("extract", "warc")
     help = "WARC files to documents (HTML text extraction, language id)"
     reads_raw_files = True
+
+    def check_output(self, settings, inputs, output) -> None:
+        # here, not in check: a job runs this for every stage, also one whose input a download makes
+        from curate.stages.extract.sandbox import probe_limits
+
+        probe_limits(settings, PAGE_ROW)  # an --extract-memory the child cannot start in, refused now
 
     def run(self, settings, ctx):
         from curate.stages.dataset import write_dataset

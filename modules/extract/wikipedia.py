@@ -395,6 +395,12 @@ class ExtractWikipediaStage(Stage):
     help = "Wikipedia XML dumps to articles (streamed, wikitext to plain text)"
     reads_raw_files = True
 
+    def check_output(self, settings, inputs, output) -> None:
+        # here, not in check: a job runs this for every stage, also one whose input a download makes
+        from curate.stages.extract.sandbox import probe_limits
+
+        probe_limits(settings, WIKITEXT_TO_TEXT)  # an --extract-memory the child cannot start in, refused now
+
     def run(self, settings, ctx):
         from curate.stages.dataset import write_dataset
 

@@ -456,7 +456,7 @@ class PornographicUrls(Filter):
 
 
 def _c4_lines(t: Texts) -> dict:
-    """C4's line rules, shared by the three C4 filters: which lines survive, and their flags."""
+    """C4's line rules, shared by the three C4 filters: which lines count, and each filter's own flag."""
     import pyarrow.compute as pc
 
     lines = t.lines
@@ -478,7 +478,7 @@ def _c4_lines(t: Texts) -> dict:
     javascript = candidate & has(lower, "javascript")
     curly = candidate & ~javascript & has(text, r"\{")
     policy = candidate & has(lower, alternation(C4_POLICY_SUBSTRINGS))
-    kept = candidate & ~javascript & ~policy & ~curly
+    kept = candidate & ~javascript & ~policy  # C4's filter with filter_curly_bracket=False counts { lines
     sentences = np.maximum(pc.count_substring_regex(text, r"[.!?]+[\"')\]]*(?:\s|$)").to_numpy(), 1)
     return {"lines": lines, "lorem": lorem, "curly": curly, "sentences": np.where(kept, sentences, 0)}
 
@@ -510,7 +510,7 @@ class C4CurlyBracket(Filter):
 
 @dataclass(frozen=True)
 class C4Sentences(Filter):
-    """Sentences in the lines C4 keeps (end with . ? ! " ', 3+ words, no javascript or policy text)."""
+    """Sentences in the lines C4 keeps (end with . ? ! " ', 3+ words, no javascript or policy text; ``{`` too)."""
 
     kind: ClassVar[str] = "c4_sentences"
     threshold_range: ClassVar[tuple] = (0, None)

@@ -9,8 +9,9 @@ out) is part of the settings, so editing the YAML reruns the stage, and the mani
 thresholds that were used. Each dropped document goes to ``_rejects/`` with the reason of the first
 filter rejecting it; the manifest counts them per reason and lists the filters.
 
-The manifest also holds ``score_sample``: per filter, how many documents it scored and would reject on
-its own, and a histogram (kept / rejected by that filter) of the scores of a uniform sample of at most
+The manifest also holds ``score_sample``: per filter, how many documents it scored, would reject on
+its own (``rejected``, whatever the other filters decide) and is the only filter of the chain to reject
+(``only``: without it they would be kept, so a coupling between two filters shows), and a histogram (kept / rejected by that filter) of the scores of a uniform sample of at most
 :data:`SAMPLE_SIZE` documents, so ``curate report`` can draw the distributions around the thresholds
 without ``--keep-scores``. The sample is bottom-k by a hash of the id: each partition keeps its k
 smallest, the merge keeps the k smallest of those, so memory is bounded by k per task and the sample
@@ -116,11 +117,17 @@ def partition_sample(df: pd.DataFrame, chain, size: int | None = None) -> dict:
     filters = build_chain(chain)
     first = df[filters[0].score_column].to_numpy(dtype=np.float64)
     rows = df[~np.isnan(first)]  # the first filter scores every document that reached the stage
-    counts = {}
+    counts, bad = {}, {}
     for f in filters:
         s = rows[f.score_column].to_numpy(dtype=np.float64)
         scored = ~np.isnan(s)
-        counts[f.reason] = {"scored": int(scored.sum()), "rejected": int((~f.keep(s[scored])).sum())}
+        bad[f.reason] = np.zeros(len(s), dtype=bool)
+        bad[f.reason][scored] = ~np.asarray(f.keep(s[scored]), dtype=bool)
+        counts[f.reason] = {"scored": int(scored.sum()), "rejected": int(bad[f.reason].sum())}
+    # a filter that did not score a document (a model filter after one that rejected it) does not reject it
+    rejecters = np.sum(list(bad.values()), axis=0) if bad else np.zeros(len(rows), dtype=np.int64)
+    for f in filters:
+        counts[f.reason]["only"] = int((bad[f.reason] & (rejecters == 1)).sum())
     priority = pd.util.hash_pandas_object(rows["id"].astype(str), index=False).to_numpy()
     pick = np.argsort(priority, kind="stable")[:size]
     small = rows.iloc[pick]
@@ -146,7 +153,7 @@ def merge_samples(parts: list[dict], chain, size: int | None = None, bins: int =
     out = {"documents": int(sum(p["documents"] for p in parts)), "sampled": len(sample), "bins": bins,
            "filters": {}}
     for f in filters:
-        entry = {k: int(sum(p["counts"][f.reason][k] for p in parts)) for k in ("scored", "rejected")}
+        entry = {k: int(sum(p["counts"][f.reason][k] for p in parts)) for k in ("scored", "rejected", "only")}
         if len(sample):
             s = sample[f.score_column].to_numpy(dtype=np.float64)
             keep = sample["keep_" + f.reason].to_numpy(dtype=bool)

@@ -221,6 +221,38 @@ def check_spec(spec: str) -> None:
         raise SettingsError(f"tokenizer {spec}: no such directory")
 
 
+def check_loadable(spec: str) -> None:
+    """Before any work (preflight, ``--dry-run``): a hub tokenizer that is not in the local Hugging Face
+    cache must be reachable. With ``HF_HUB_OFFLINE`` set it cannot be, and without a network the hub
+    does not answer: either is one line naming the tokenizer, not a failure after earlier stages ran.
+    Nothing is downloaded here (the stage resolves the name when it runs)."""
+    if not is_hub_name(spec):
+        return  # tiktoken encodings and directories: check_spec
+    from huggingface_hub import constants, snapshot_download
+
+    try:
+        cached = snapshot_download(spec, allow_patterns=list(HUB_TOKENIZER_FILES), local_files_only=True)
+    except Exception:  # not (completely) cached
+        cached = None
+    if cached is not None and _has_tokenizer_files(cached):
+        return
+    if constants.HF_HUB_OFFLINE:
+        raise SettingsError(f"tokenizer {spec}: not in the local Hugging Face cache, and HF_HUB_OFFLINE is set; "
+                            "download it first (hf download NAME) or name a tokenizer directory")
+    from huggingface_hub import HfApi
+
+    try:
+        HfApi().model_info(spec, timeout=HUB_CHECK_SECONDS)
+    except Exception as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise SettingsError(f"tokenizer {spec}: not in the local Hugging Face cache, and the hub does not answer "
+                            f"for it ({first[:200]})") from None
+
+
+#: how long preflight waits for the hub to say a tokenizer that is not cached exists
+HUB_CHECK_SECONDS = 10
+
+
 def _looks_like_path(spec: str) -> bool:
     # hub names are NAME or ORG/NAME; anything else is meant as a directory
     return spec.startswith(("/", "./", "../", "~")) or spec.count("/") > 1

@@ -81,7 +81,7 @@ def _load_units(fs, root: str, names: list[str], target: Target) -> None:
     """Read every unit manifest among ``names`` (files of the folder) into ``target``."""
     import re
 
-    from curate.stages.output import unit_files
+    from curate.stages.output import check_paths, unit_files
 
     for base in sorted(names):
         m = re.match(r"^manifest(?:\.(.+))?\.json$", base)
@@ -93,8 +93,10 @@ def _load_units(fs, root: str, names: list[str], target: Target) -> None:
         except ValueError as e:
             target.problems.append(f"{root}/{base}: manifest: not valid JSON ({e})")
             continue
-        if manifest.get("stage") not in ("tokenize", "merge"):
+        stage = manifest.get("stage") or (manifest.get("owner") or {}).get("stage")  # a running one names its owner
+        if stage not in ("tokenize", "merge"):
             continue
+        check_paths(manifest, f"{root}/{base}")
         target.units[unit] = manifest
         for f in manifest.get("files") or []:
             if isinstance(f, dict) and f.get("name"):
@@ -169,7 +171,10 @@ def discover(path: str, prefix: str | None = None) -> Target:
                 target.problems.append(
                     f"{target.path(p.name + '.bin')}: stray pair: listed in no manifest here (a copy, another "
                     "run's pair or a merge written inside the set)")
-    if not target.pairs:
+    emptied = [m for m in target.units.values() if m.get("erasures") and not m.get("files")]
+    if not target.pairs and not (emptied and len(emptied) == len(target.units)):
+        # (a token set whose every document was erased holds no pair, as tokenize writes none: its
+        # manifest says so, and that is complete, not broken)
         target.problems.append(f"{path}: no pairs: no .bin/.idx files here")
     for p in target.pairs:
         if not p.has_idx:

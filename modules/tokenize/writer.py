@@ -424,6 +424,13 @@ class TokenizeStage(Stage):
     Settings = TokenizeSettings
     help = "tokenize into Megatron .bin/.idx pairs (one per partition)"
 
+    def check_output(self, settings, inputs, output) -> None:
+        # here, not in check: a job calls this for every stage before any work, also for a tokenize whose
+        # input is a later stage's output (a hub name not in the cache failed after four stages had run)
+        from curate.stages.tokenize.load import check_loadable
+
+        check_loadable(settings.tokenizer)
+
     def run(self, settings: TokenizeSettings, ctx) -> dict:
         from curate.stages import dataset
         from curate.stages.tokenize.load import is_hub_name, load_tokenizer, resolve_hub

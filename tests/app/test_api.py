@@ -18,8 +18,7 @@ import pandas as pd
 import pytest
 
 import curate
-from tests.conftest import ROOT, read_output, write_jsonl
-from tests.conftest import curate as curate_cli
+from tests.conftest import ROOT, curate as curate_cli, read_output, write_jsonl
 
 EXAMPLES = ROOT / "docs" / "examples"
 TEXTS = ["The quick brown fox jumps over the lazy dog near the river bank today.",

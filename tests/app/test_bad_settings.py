@@ -134,3 +134,13 @@ def test_a_pack_pad_id_beyond_the_vocabulary(data):
     assert "pad_id 10000000 is outside the vocabulary (size 100,277)" in lines[0]
     assert time.perf_counter() - started < 20
     assert not (data / "out").exists()
+
+
+def test_a_syntax_error_in_a_users_module_exits_2_naming_the_line(capsys, no_cluster, data, monkeypatch):
+    """Issue 29, point 10: it exited 1 with a traceback."""
+    (data / "broken_stage.py").write_text("from curate import MapStage\n\nclass Mine(MapStage)\n    name = 'mine'\n")
+    monkeypatch.syspath_prepend(str(data))
+    (data / "job.yaml").write_text(f"name: j\ninput: {data / 'in' / '*.jsonl'}\nstages:\n  - 'broken_stage:Mine': {{}}\n")
+    line = refused(capsys, data, "run", data / "job.yaml", "--output", data / "out",
+                   message="broken_stage.py, line 3: expected ':'")
+    assert "'broken_stage:Mine'" in line

@@ -1,6 +1,7 @@
 """The command line: help, bad usage (exit 2, one line), a stage subcommand end to end."""
 
 import json
+import re
 
 import pytest
 
@@ -102,3 +103,53 @@ def test_a_small_run_stays_in_process(tmp_path):
     assert "cluster: auto chose threads (input 0.0 MiB <= 64 MiB" in proc.stderr
     assert "dashboard" not in proc.stderr.lower()
     assert json.loads((tmp_path / "out" / "manifest.json").read_text())["counts"]["out"] == 20
+
+
+# --------------------------------------------------------------------------- discoverability (issue 31, point 6)
+
+
+def test_version(capsys):
+    from curate.app.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    assert re.fullmatch(r"curate \S+\n", capsys.readouterr().out)
+
+
+def test_a_stage_typo_in_a_job_says_did_you_mean_and_names_the_file(tmp_path, capsys):
+    from curate.app.cli import main
+
+    job = tmp_path / "job.yaml"
+    job.write_text(f"name: x\ninput: {tmp_path}/a.jsonl\nstages:\n  - clean: {{}}\n  - fuzy_dedup: {{}}\n")
+    assert main(["run", str(job), "--output", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"job file {job}: stage 2: unknown stage 'fuzy_dedup' (known: " in err
+    assert err.strip().endswith("; did you mean 'fuzzy_dedup'?")
+
+
+@pytest.mark.parametrize("argv", [["fuzzy_dedup", "--help"], ["dedup", "fuzzy", "--help"],
+                                  ["extract_warc", "--help"], ["download_urls", "--help"]])
+def test_yaml_names_and_commands_both_work_and_help_is_plain_text(argv, capsys):
+    from curate.app.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "--output" in out and "``" not in out and ":mod:" not in out
+
+
+def test_curate_filters_lists_every_filter_with_its_defaults(capsys):
+    from curate.app.cli import main
+    from curate.stages.filters import FILTERS
+
+    assert main(["filters"]) == 0
+    out = capsys.readouterr().out
+    for name in FILTERS:
+        assert re.search(rf"^{name} ", out, re.M), name
+    assert re.search(r"^word_count +Number of words\.\n +keeps: score >= 50 and <= 100000", out, re.M)
+    assert main(["filters", "c4_sentences"]) == 0
+    assert "c4_sentences:" in capsys.readouterr().out
+    assert main(["filters", "word_cont"]) == 2
+    assert "did you mean 'word_count'?" in capsys.readouterr().err

@@ -199,3 +199,33 @@ def test_exit_codes_of_the_mpi_ranks(monkeypatch):
         monkeypatch.setattr(cli, "cmd_run", fake)
         assert cli.main(["run", "jobs/sample.yaml"]) == code
     assert cluster.ClusterLost("x").exit_code == cluster.EXIT_CLUSTER_LOST == 3
+
+
+@pytest.mark.parametrize("mode", ["local", "threads"])
+def test_ctrl_c_is_one_line_and_exit_130_with_the_workers_gone(tmp_path, mode):
+    """Issue 31, point 5: Ctrl-C of a local-cluster run printed 85-113 lines with up to ten tracebacks
+    (a terminal sends SIGINT to the whole process group: every nanny and worker got it too)."""
+    import signal
+
+    import psutil
+
+    proc = subprocess.Popen([*CURATE, "run", "jobs/sample.yaml", "--output", str(tmp_path / "out"), "--cluster", mode,
+                             "--workers", "2"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    err = []
+    for line in proc.stderr:  # until the second stage starts: the workers are busy
+        err.append(line)
+        if "stage clean:" in line:
+            break
+    children = psutil.Process(proc.pid).children(recursive=True)
+    os.killpg(proc.pid, signal.SIGINT)
+    started = time.monotonic()
+    _out, tail = proc.communicate(timeout=60)
+    err.append(tail or "")
+    text = "".join(err)
+    assert proc.returncode == 130, text[-3000:]
+    assert time.monotonic() - started < 20
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text, text[-3000:]
+    assert text.rstrip().splitlines()[-1] == "curate: interrupted"
+    _gone, alive = psutil.wait_procs(children, timeout=15)
+    assert not alive, [c.pid for c in alive]

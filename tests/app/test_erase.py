@@ -242,7 +242,7 @@ def test_a_held_lock_and_a_foreign_root_are_refused(small, tmp_path, capsys):
 #: ``curate erase`` killed by SIGKILL right after the first pair's new .bin is in place
 KILLED_ERASE = """
 import os, signal, sys
-from curate.stages import erase as e
+from curate.stages.erase import rewrite as e  # where rewrite_pair looks it up
 
 real = e.copy_sequences
 def killed(*args, **kwargs):

@@ -43,7 +43,7 @@ def test_job_folder_table_and_png(job, capsys):
     assert any("redacted: email" in line and line.split()[-1] == "1" for line in lines)
     assert next(line for line in lines if line.startswith("03-filter  filter")).split()[2:5] == ["4", "2", "2"]
     numbers = next(line for line in lines if line.startswith("03-filter  numbers"))
-    assert numbers.split()[-3:] == ["4", "1", "1"]  # scored, rejects alone, dropped first
+    assert numbers.split()[-4:] == ["4", "1", "1", "0"]  # scored, would reject, dropped first, only it rejects
     png = job / "_reports" / "scores.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert f"score distributions in {png}" in out
@@ -301,3 +301,74 @@ def test_a_job_root_with_its_own_manifest_lists_its_stages(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps({"owner": {"kind": "job", "job": "j"}}))
     assert report.stage_dirs(str(tmp_path)) == [str(tmp_path / "01-clean"), str(tmp_path / "02-filter")]
     assert report.stage_dirs(str(tmp_path / "02-filter")) == [str(tmp_path / "02-filter")]
+
+
+def test_report_waits_for_no_one_and_writes_nothing_while_another_command_holds_the_output(tmp_path, capsys):
+    """Issue 29, point 10: ``curate report`` wrote into a job root while erase held its lock."""
+    from curate.app.cli import main as cli_main
+    from curate.stages.output import Lock, Output
+    from tests.conftest import run_stage as run, write_jsonl as write
+
+    write(tmp_path / "in" / "a.jsonl", [{"id": f"a{k}", "text": f"alpha {k} " * 20} for k in range(4)])
+    out = tmp_path / "out"
+    run("clean", {}, [str(tmp_path / "in" / "a.jsonl")], out)
+    before = sorted(p.name for p in out.rglob("*"))
+    with Lock(Output.at(out), "curate erase ids.txt"):
+        assert cli_main(["report", str(out)]) == 2
+    assert "curate erase ids.txt" in capsys.readouterr().err
+    assert sorted(p.name for p in out.rglob("*")) == before
+    assert cli_main(["report", str(out)]) == 0
+
+
+def test_each_filter_shows_the_documents_only_it_rejects(tmp_path, capsys):
+    """Issue 36.3: per filter, the documents no other filter of the chain rejects (its rejects that
+    would be kept without it), in the manifest, in ``curate report``'s table and on the HTML page."""
+    import json
+    import re
+
+    docs = [{"id": "good", "text": GOOD},
+            {"id": "short", "text": "Too short."},
+            {"id": "digits", "text": "1 2 3 4 5 6 7 8 9 " * 9},
+            {"id": "nums", "text": GOOD + " " + "1234567890" * 12},
+            {"id": "spaced", "text": "a  b  c  d  e  f  g  h  i  j  k"},
+            {"id": "short_digits", "text": "12 34"},
+            {"id": "tiny", "text": "Just a few words here."}]
+    write_jsonl(tmp_path / "in" / "a.jsonl", docs[:4])
+    write_jsonl(tmp_path / "in" / "b.jsonl", docs[4:])  # two partitions
+    chain = tmp_path / "chain.yaml"
+    chain.write_text("filters:\n  - {filter: word_count, min: 10}\n  - {filter: numbers, max: 0.15}\n"
+                     "  - {filter: whitespace, max: 0.3}\n")
+    out = tmp_path / "f"
+    manifest = run_stage("filter", {"config": str(chain), "keep_scores": True}, str(tmp_path / "in" / "*.jsonl"), out)
+
+    # the oracle: each filter's rule in plain Python, then the documents exactly one filter rejects
+    def rejecting(text):
+        return {name for name, bad in (
+            ("word_count", len(text.split()) < 10),
+            ("numbers", sum(c in "0123456789" for c in text) / len(text) > 0.15),
+            ("whitespace", sum(c in " \t\n\r\b" for c in text) / len(text) > 0.3)) if bad}
+
+    by_doc = {d["id"]: rejecting(d["text"]) for d in docs}
+    assert by_doc == {"good": set(), "short": {"word_count"}, "digits": {"numbers", "whitespace"},
+                      "nums": {"numbers"}, "spaced": {"whitespace"}, "short_digits": {"word_count", "numbers"},
+                      "tiny": {"word_count"}}
+    only = {f: sum(s == {f} for s in by_doc.values()) for f in ("word_count", "numbers", "whitespace")}
+    would = {f: sum(f in s for s in by_doc.values()) for f in only}
+    assert only == {"word_count": 2, "numbers": 1, "whitespace": 1}
+
+    sample = manifest["score_sample"]["filters"]
+    assert {f: (sample[f]["rejected"], sample[f]["only"]) for f in only} == {f: (would[f], only[f]) for f in only}
+    text = run(capsys, out, "--html", tmp_path / "page.html", "--no-verify")
+    lines = text.splitlines()
+    header = next(line for line in lines if line.startswith("folder  filter"))
+    assert header.split("  ")[-3:] == ["would reject", "dropped first", "only it rejects"]
+    for f in only:
+        row = next(line for line in lines if line.split()[:2] == ["f", f])
+        assert row.split()[-4:] == [str(len(docs)), str(would[f]), str(manifest["counts"]["dropped"].get(f, 0)),
+                                    str(only[f])], row
+    page = (tmp_path / "page.html").read_text()
+    assert "<th>only it rejects</th>" in page
+    for f in only:
+        [cells] = re.findall(rf"<tr><td>{f}</td>((?:<td>[^<]*</td>)+)</tr>", page)
+        assert re.findall(r"<td>([^<]*)</td>", cells)[-1] == str(only[f])
+    assert json.loads((out / "manifest.json").read_text())["score_sample"]["filters"]["numbers"]["only"] == 1

@@ -83,3 +83,76 @@ def test_the_scratch_is_removed_through_its_outputs_and_a_users_file_stays(job, 
     (scratch / "mine.txt").write_text("the user's own\n")
     assert main(["reproduce", str(job / "out"), "--scratch", str(scratch)]) == 0
     assert sorted(p.name for p in scratch.iterdir()) == ["mine.txt"]  # every rerun's files gone, nothing else
+
+
+# --------------------------------------------------------------------------- manifests are data (issue 29, point 2)
+
+EVIL = "import pathlib\npathlib.Path({marker!r}).write_text('imported')\nclass Stage:\n    pass\n"
+MINE = """
+from curate import MapStage
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Settings:
+    suffix: str = "!"
+
+
+class Shout(MapStage):
+    name = "shout"
+    Settings = Settings
+
+    def transform(self, df, settings):
+        return df.assign(text=df["text"] + settings.suffix)
+"""
+
+
+def _set_stage(folder, stage):
+    path = folder / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["stage"] = stage
+    path.write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("target", ["this:Anything", "evil:Stage", "evil"])
+def test_reproduce_never_imports_code_a_manifest_names(job, tmp_path, target):
+    import subprocess
+    import sys
+
+    marker = tmp_path / "imported.txt"
+    (job / "out" / "evil.py").write_text(EVIL.format(marker=str(marker)))
+    _set_stage(job / "out" / "01-clean", target)
+    # python -m curate puts the working directory on sys.path: evil.py there would be importable
+    proc = subprocess.run([sys.executable, "-m", "curate", "reproduce", "out", "--sample", "1"], cwd=job,
+                          capture_output=True, text=True, env={**__import__("os").environ,
+                                                               "PYTHONPATH": str(__import__("tests.conftest").conftest.ROOT)})
+    assert proc.returncode == 2, proc.stderr
+    assert f"stage {target!r} is not a registered stage" in proc.stderr
+    assert "01-clean/manifest.json" in proc.stderr
+    assert "Beautiful is better than ugly" not in proc.stdout + proc.stderr  # the standard library's `this`
+    assert not marker.exists()
+
+
+def test_a_users_own_stage_reruns_when_the_user_names_it(tmp_path, capsys, monkeypatch):
+    (tmp_path / "mine.py").write_text(MINE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    write_jsonl(tmp_path / "in" / "a.jsonl", [{"id": f"d{i}", "text": f"words {i}"} for i in range(4)])
+    write_jsonl(tmp_path / "in" / "b.jsonl", [{"id": f"e{i}", "text": f"more {i}"} for i in range(4)])
+    (tmp_path / "job.yaml").write_text(f"name: mine\ninput: {tmp_path / 'in' / '*.jsonl'}\nstages:\n"
+                                       "  - 'mine:Shout': {}\n")
+    assert main(["run", str(tmp_path / "job.yaml"), "--output", str(tmp_path / "out"), "--cluster", "threads"]) == 0
+    capsys.readouterr()
+    assert main(["reproduce", str(tmp_path / "out")]) == 2
+    assert "--stage-class module:Class" in capsys.readouterr().err
+    assert main(["reproduce", str(tmp_path / "out"), "--stage-class", "mine:Shout"]) == 0
+    assert "identical" in capsys.readouterr().out
+
+
+def test_an_erased_output_names_the_erasure(job, capsys):
+    """Issue 29, point 10: reproduce said "differences found" without naming the recorded erasure."""
+    (job / "ids.txt").write_text("d3\n")
+    assert main(["erase", str(job / "out"), "--ids", str(job / "ids.txt")]) == 0
+    capsys.readouterr()
+    assert main(["reproduce", str(job / "out"), "--sample", "0"]) == 1
+    out = capsys.readouterr().out
+    assert "erased since the run: 1 document(s) by ids at" in out and "expected to differ" in out

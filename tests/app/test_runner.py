@@ -82,3 +82,25 @@ def test_kill_after_stage_one_then_rerun_equals_uninterrupted_run(tmp_path):
         assert all(x.read_bytes() == y.read_bytes() for x, y in zip(a, b))
     assert len(read_output(killed / "02-normalize")) == 80000
     assert not list(killed.rglob(".*.tmp-*"))
+
+
+def test_a_stages_time_covers_all_its_work_everywhere(tmp_path, capsys):
+    """Issue 31, point 2: fuzzy_dedup recorded 0.03 s (its final write) while its steps took 6 s."""
+    import json
+
+    from curate.app.cli import main
+    from tests.conftest import write_jsonl
+
+    words = "river valley stone bread oven flour library shelf loan quiet garden rain seed harvest".split()
+    docs = [{"id": f"d{i}", "text": " ".join(words[(i + k) % len(words)] for k in range(60))} for i in range(40)]
+    write_jsonl(tmp_path / "in" / "a.jsonl", docs[:20])
+    write_jsonl(tmp_path / "in" / "b.jsonl", docs[20:])
+    (tmp_path / "job.yaml").write_text(f"name: t\ninput: '{tmp_path / 'in' / '*.jsonl'}'\nstages:\n"
+                                       "  - fuzzy_dedup: {}\n")
+    assert main(["run", str(tmp_path / "job.yaml"), "--output", str(tmp_path / "out"), "--cluster", "threads"]) == 0
+    m = json.loads((tmp_path / "out" / "01-fuzzy_dedup" / "manifest.json").read_text())
+    steps = sum(m["steps"].values()) if isinstance(next(iter(m["steps"].values())), (int, float)) else \
+        sum(s["seconds"] for s in m["steps"].values())
+    assert m["timings"]["seconds"] >= steps
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("01-fuzzy_dedup"))
+    assert f"{m['timings']['seconds']:.1f}" in row.split()

@@ -97,3 +97,25 @@ def test_a_rerun_removes_what_a_killed_merge_left(tokenized, tmp_path):
     assert not [p for p in out.rglob("*") if ".curate-tmp-" in p.name]
     assert "OK" in curate("verify", out / "all").stdout
     assert "OK" in curate("verify", out).stdout
+
+
+@pytest.mark.parametrize("stage", ["clean", "tokenize"])
+def test_a_half_written_output_is_called_unfinished_once(tmp_path, capsys, stage):
+    """Issue 31, point 6: verify said both "missing manifest" and "written by an older curate?" of a
+    folder whose run was killed, though its manifest.json (status running) was there."""
+    import json
+
+    from curate.app.cli import main
+    from curate.stages.output import Output
+    from tests.conftest import run_stage, write_jsonl
+
+    write_jsonl(tmp_path / "in" / "a.jsonl", [{"id": f"a{k}", "text": f"alpha {k} " * 20} for k in range(4)])
+    out = tmp_path / "out"
+    settings = {"tokenizer": "tiktoken:cl100k_base"} if stage == "tokenize" else {}
+    run_stage(stage, settings, [str(tmp_path / "in" / "a.jsonl")], out)
+    Output.at(out).begin(json.loads((out / "manifest.json").read_text())["owner"])  # a rerun killed right after
+    capsys.readouterr()
+    assert main(["verify", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "did not finish" in err
+    assert "older curate" not in err and "missing manifest" not in err

@@ -11,6 +11,7 @@ import random
 import pandas as pd
 import pytest
 
+from curate.stages import select
 from curate.stages.dataset import STRING
 from curate.stages.errors import SettingsError
 from curate.stages.select import (
@@ -580,3 +581,49 @@ def test_cli_runs(two_files):
            "--cluster", "threads")
     m = json.loads((tmp / "out" / "manifest.json").read_text())
     assert m["counts"]["out"] == 10 and m["counts"]["details"] == {"select": {"score is null": 30}}
+
+
+# --------------------------------------------------------------------------- depth (issue 29, point 8)
+
+
+@pytest.mark.parametrize("text,where", [
+    ("(" * 125 + "a > 1" + ")" * 125, 65),
+    ("not " * 1000 + "a > 1", 1 + 4 * 64),
+    ("a" + " + a" * 1000 + " > 1", None),
+    ("-" * 500 + "a > 1", 65),
+])
+def test_deep_expressions_are_syntax_errors_with_a_position(text, where):
+    with pytest.raises(select.SelectSyntaxError, match=r"syntax error at character \d+ .*nested too deeply") as e:
+        select.parse(text)
+    if where is not None:
+        assert f"at character {where} " in str(e.value)
+
+
+def test_deep_but_allowed_expressions_evaluate():
+    df = pd.DataFrame({"a": [1.0, 2.0, None]})
+    text = "(" * 30 + "a" + " + a" * 150 + " > 200" + ")" * 30  # 30 + 30 levels of nesting, a tree 182 deep
+    out = select.select_frame(df, "not " * 31 + text)  # not (151 a > 200): a = 1 passes, a = 2 fails, null fails
+    assert out["_reason"].isna().tolist() == [True, False, False]
+
+
+def test_a_deep_expression_through_the_cli_exits_2(tmp_path, capsys):
+    from curate.app import cli
+    from tests.conftest import write_jsonl
+
+    write_jsonl(tmp_path / "in.jsonl", [{"id": "a", "text": "x", "n": 1}])
+    code = cli.main(["select", "--input", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "out"),
+                     "--where", "(" * 200 + "n > 0" + ")" * 200])
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert "nested too deeply" in err and "\n" not in err
+
+
+def test_a_column_only_later_files_hold_is_seen_by_the_check_and_kept(tmp_path):
+    """Issue 29, point 10: the schema came from the first JSONL file only, so ``score`` (in b.jsonl
+    alone) was unknown to select and dropped from b's rows by the reader."""
+    write_jsonl(tmp_path / "in" / "a.jsonl", [{"id": "a", "text": "x"}, {"id": "b", "text": "y"}])
+    write_jsonl(tmp_path / "in" / "b.jsonl", [{"id": "c", "text": "z", "score": 5}, {"id": "d", "text": "w", "score": 0}])
+    out = tmp_path / "out"
+    run_stage("select", {"where": "score > 1"}, [str(tmp_path / "in" / "*.jsonl")], out, format="parquet")
+    kept = read_output(out)
+    assert kept["id"].tolist() == ["c"] and kept["score"].tolist() == [5]

@@ -80,8 +80,7 @@ def _index_docs_task(p, joint, sig_files, run_sets, folder, shingles, listed):
     (``run_sets``: that folder; the texts are not read again)."""
     import pyarrow.parquet as pq
 
-    from curate.stages.dedup import index
-    from curate.stages.dedup import shingles as sets_files
+    from curate.stages.dedup import index, shingles as sets_files
 
     if p < joint.offset:
         b = joint.base_of(p)

@@ -57,3 +57,57 @@ def hanging_paper_text(sources, max_chars):
     if any(b"HANG-ME" in data for data in sources.values()):
         sleep_forever()
     return paper_text(sources, max_chars)
+
+
+def slow_first_call(marker, value):
+    """Slow once per machine (a cold disk cache, a model loaded on first use): the first call sleeps 3 s."""
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        time.sleep(3)
+    return value
+
+
+def hang_if(value):
+    if value == "hang":
+        sleep_forever()
+    return value
+
+
+def announced_hanging_page_row(settings, row, payload, charset, where):
+    """hanging_page_row that first writes the child's pid to the file ``CURATE_TEST_HANG_FILE`` names."""
+    if b"HANG-ME" in payload:
+        with open(os.environ["CURATE_TEST_HANG_FILE"] + ".tmp", "w") as f:
+            f.write(str(os.getpid()))
+        os.replace(os.environ["CURATE_TEST_HANG_FILE"] + ".tmp", os.environ["CURATE_TEST_HANG_FILE"])
+    return hanging_page_row(settings, row, payload, charset, where)
+
+
+def memory_error_page_row(settings, row, payload, charset, where):
+    """The real page extraction, with the extractor itself running out of memory on marked pages
+    (as resiliparse or lxml do under the bound: a MemoryError from inside the library)."""
+    from curate.stages.extract import warc
+
+    if b"EAT-MEMORY" in payload:
+        def exhausted(*args, **kwargs):
+            raise MemoryError
+
+        original = warc.extract_resiliparse
+        warc.extract_resiliparse = exhausted
+        try:
+            return warc.page_row(settings, row, payload, charset, where)
+        finally:
+            warc.extract_resiliparse = original
+    return warc.page_row(settings, row, payload, charset, where)
+
+
+def address_space():
+    """This process's address space in bytes (what RLIMIT_AS bounds), from /proc."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmSize")
+
+
+def size_of(data):
+    return len(data)

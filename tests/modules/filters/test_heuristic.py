@@ -284,3 +284,78 @@ def test_histogram_from_a_user_sample(tmp_path):
     sample.unlink()
     rebuilt = build_chain(chain)[0]  # the sample is gone: the characters came with the chain
     assert rebuilt.chars and set(rebuilt.chars) <= set(GOOD)
+
+
+# Pages with code lines for C4's sentence count, each kept line with the sentences NLTK's punkt finds
+# in it (counted by hand: plain sentences ending in . or !)
+C4_CODE_LINES = {
+    "To print a value, call print(x) in your code.": 1,
+    "Use the map {a: 1} when you need a lookup.": 1,
+    "Write if (x) { return; } to leave early.": 1,
+    "A set looks like {1, 2, 3} in Python. It has no order.": 2,
+    "Braces {} group statements in C. They open a block.": 2,
+    "The first line has one sentence here.": 1,
+    "Config files use {key: value} pairs. Keep them short.": 2,
+    "Short line {x}.": 1,
+    "Two more sentences sit here. They end well!": 2,
+    "One sentence {x} here.": 1,
+    "Two sentences here. Three here.": 2,
+}
+C4_CODE_PAGES = {
+    "code": "\n".join([*list(C4_CODE_LINES)[:5], "fn main() {", "    let x = 1;", "}"]),
+    "config": "\n".join([*list(C4_CODE_LINES)[5:7],
+                         "Our privacy policy lives at {url} today.",  # a policy line: not counted
+                         "Please enable javascript {here} to continue.",  # a javascript line: not counted
+                         *list(C4_CODE_LINES)[7:9]]),
+    "short": "\n".join([*list(C4_CODE_LINES)[9:], "A {b} c"]),  # 3 sentences; the last line has no end mark
+}
+
+
+def datatrove_c4_sentences(text: str) -> int:
+    """Sentences as datatrove's C4QualityFilter(filter_curly_bracket=False) counts them, in plain
+    Python: a line counts when, stripped, it has no word over 1000 characters, ends with . ? ! " ' (not
+    ...) once citations are removed, has 3+ words and mentions neither javascript nor a policy phrase;
+    its sentences are the hand counts above."""
+    import re
+
+    from curate.stages.filters.heuristic import C4_POLICY_SUBSTRINGS
+
+    n = 0
+    for line in text.splitlines():
+        line = line.strip()
+        if any(len(w) > 1000 for w in line.split()):
+            continue
+        line = re.sub(r"\[\d*]|\[edit]|\[citation needed]", "", line)
+        if not line.endswith((".", "?", "!", '"', "'")) or line.endswith("..."):
+            continue
+        if len(line.split()) < 3:
+            continue
+        lower = line.lower()
+        if "javascript" in lower or any(p in lower for p in C4_POLICY_SUBSTRINGS):
+            continue
+        n += C4_CODE_LINES[line]
+    return n
+
+
+def test_c4_sentences_counts_code_lines_when_the_curly_rule_is_not_in_the_chain(tmp_path):
+    """Whether lines with ``{`` count is c4_curly_bracket's business: without it in the chain, pages of
+    code and prose are kept with the sentence count of C4's own rule (issue 36)."""
+    from tests.conftest import read_output, run_stage, write_jsonl
+
+    oracle = {k: datatrove_c4_sentences(v) for k, v in C4_CODE_PAGES.items()}
+    assert oracle == {"code": 7, "config": 6, "short": 3}  # by hand, line by line
+    chain = tmp_path / "chain.yaml"
+    chain.write_text("filters:\n  - {filter: c4_lorem_ipsum, max: 0}\n  - {filter: c4_sentences, min: 5}\n")
+    docs = [{"id": k, "text": v} for k, v in C4_CODE_PAGES.items()]
+    write_jsonl(tmp_path / "in" / "a.jsonl", docs[:1])
+    write_jsonl(tmp_path / "in" / "b.jsonl", docs[1:])  # two partitions
+    manifest = run_stage("filter", {"config": str(chain), "keep_scores": True}, str(tmp_path / "in" / "*.jsonl"),
+                         tmp_path / "out")
+    assert manifest["counts"] == {"in": 3, "out": 2, "dropped": {"c4_sentences": 1}}
+    out = read_output(tmp_path / "out")
+    assert dict(zip(out["id"], out["score_c4_sentences"])) == {"code": 7, "config": 6}
+    flt = get_filter("c4_sentences")()
+    assert {k: flt.score(v) for k, v in C4_CODE_PAGES.items()} == oracle
+    # the curly rule, when it is in the chain, still drops the pages whose counted lines hold a {
+    curly = get_filter("c4_curly_bracket")()
+    assert {k: curly.score(v) for k, v in C4_CODE_PAGES.items()} == {"code": 1, "config": 1, "short": 1}

@@ -422,3 +422,149 @@ def test_a_sidecar_that_disagrees_with_its_idx_is_refused(tmp_path):
     with pytest.raises(DataError, match=r"part_00000.docs.parquet: rows: 3, but part_00000.idx has 4"):
         erase.erase([out], request(tmp_path, "ids", ["d1"]))
     assert snapshot(out) == before
+
+
+# --------------------------------------------------------------------------- killed at every file operation
+
+
+class Killed(BaseException):
+    """Stands for SIGKILL: nothing of curate's catches it."""
+
+
+def _timeless(obj):
+    if isinstance(obj, dict):
+        return {k: _timeless(v) for k, v in obj.items() if k not in ("at", "seconds", "timings")}
+    if isinstance(obj, list):
+        return [_timeless(v) for v in obj]
+    return obj
+
+
+def _normalised(folder: Path) -> dict[str, bytes]:
+    """Every file below ``folder`` (temporaries a kill left included: they must be gone), JSON
+    without times (when the erasure ran, how long a rebuilt shard took): the only things a rerun may
+    change."""
+    found = {}
+    for p in sorted(folder.rglob("*")):
+        if not p.is_file():
+            continue
+        rel = p.relative_to(folder).as_posix()
+        data = p.read_bytes()
+        if p.suffix == ".json":  # manifests and journal records: times are not results
+            data = json.dumps(_timeless(json.loads(data)), sort_keys=True).encode()
+        found[rel] = data
+    return found
+
+
+@pytest.fixture
+def job_chain(tmp_path):
+    """A job root (exact_dedup, whose e1 duplicates d1, then tokenize), and packed rows and shards of
+    its token set: every kind of unit erase rewrites."""
+    from curate.app.cli import main
+
+    src = write_input(tmp_path / "in")
+    (tmp_path / "job.yaml").write_text(f"name: chain\ninput: '{src}'\nio: {{format: parquet}}\nstages:\n"
+                                       f"  - exact_dedup: {{}}\n  - tokenize: {{tokenizer: '{TOK}'}}\n")
+    root = tmp_path / "work" / "job"
+    assert main(["run", str(tmp_path / "job.yaml"), "--output", str(root), "--cluster", "threads"]) == 0
+    run_stage("pack", PACK, [root / "02-tokenize"], tmp_path / "work" / "pack")
+    run_stage("shards", SHARDS, [root / "02-tokenize"], tmp_path / "work" / "shards")
+    return tmp_path / "work"
+
+
+def test_an_erase_killed_after_any_file_operation_then_rerun_equals_a_clean_erase(job_chain, tmp_path, monkeypatch):
+    """Issue 29, point 3: erasing e1 (the removed duplicate of d1: d1's dup_cluster_size goes 2 -> 1)
+    and d2, killed after the 1st, 2nd, ... file operation (a file in place, a file removed), then run
+    again, gives the files of a clean erase; so does a second kill during the rerun."""
+    import contextlib
+
+    pristine = tmp_path / "pristine"
+    shutil.copytree(job_chain, pristine)
+    roots = [job_chain / "job", job_chain / "pack", job_chain / "shards"]
+    req = request(tmp_path, "ids", ["e1", "d2"])
+
+    def restore():
+        shutil.rmtree(job_chain)
+        shutil.copytree(pristine, job_chain)
+
+    erase.erase(roots, req)
+    clean = _normalised(job_chain)
+    sizes = pd.concat([pd.read_parquet(p) for p in sorted((job_chain / "job" / "01-exact_dedup").glob("part-*"))])
+    assert dict(zip(sizes["id"], sizes["dup_cluster_size"]))["d1"] == 1
+
+    real_open, real_remove = Output.open, Output.remove
+    ops = {"n": 0, "kill_at": None}
+
+    def tick():
+        ops["n"] += 1
+        if ops["n"] == ops["kill_at"]:
+            raise Killed(ops["n"])
+
+    @contextlib.contextmanager
+    def counted_open(self, rel):
+        with real_open(self, rel) as f:
+            yield f
+        tick()
+
+    def counted_remove(self, rel, owned=None):
+        real_remove(self, rel, owned)
+        tick()
+
+    monkeypatch.setattr(Output, "open", counted_open)
+    monkeypatch.setattr(Output, "remove", counted_remove)
+    restore()
+    erase.erase(roots, req)
+    total = ops["n"]
+    assert total > 20  # journal records, manifests, sentinels, parts, pairs, rows, shards
+    for kill_at in range(1, total + 1):
+        restore()
+        ops.update(n=0, kill_at=kill_at)
+        with pytest.raises(Killed):
+            erase.erase(roots, req)
+        ops.update(n=0, kill_at=kill_at // 2 + 1 if kill_at % 3 == 0 else None)  # killed again, sometimes
+        with contextlib.suppress(Killed):
+            erase.erase(roots, req)
+        ops.update(n=0, kill_at=None)
+        erase.erase(roots, req)
+        assert _normalised(job_chain) == clean, f"killed after file operation {kill_at} of {total}"
+
+
+# --------------------------------------------------------------------------- what a request names (issue 29, point 7)
+
+
+def test_ids_and_urls_are_taken_exactly_as_written(tmp_path):
+    path = tmp_path / "ids.txt"
+    path.write_bytes(b" spaced\r\nplain \n\n   \nlast")
+    assert erase.read_request(str(path), "ids").entries == (" spaced", "plain ", "last")
+    table = pa.table({"id": ["spaced", " spaced", "plain", "plain "]})
+    m = erase.Matcher(erase.read_request(str(path), "ids"), [" spaced", "plain ", "last"])
+    assert m.mask(table).tolist() == [False, True, False, True]
+
+
+def test_domains_match_unicode_and_idna_hosts_alike(tmp_path):
+    table = pa.table({"url": ["https://bücher.de/a", "https://xn--bcher-kva.de/b", "https://shop.BÜCHER.de/c",
+                              "https://buecher.de/d", "https://bucher.de/e"]})
+    for entry in ("bücher.de", "xn--bcher-kva.de", "BÜCHER.DE."):
+        m = erase.Matcher(request(tmp_path, "domains", [entry]), [])
+        assert m.mask(table).tolist() == [True, True, True, False, False], entry
+        assert m.found(table) == {"xn--bcher-kva.de"}
+    with pytest.raises(SettingsError, match="not a domain name"):
+        request(tmp_path, "domains", ["bü cher.de"])
+
+
+def test_an_ip_host_matches_only_whole(tmp_path):
+    table = pa.table({"url": ["http://10.0.0.1/x", "http://0.1/y", "http://[::1]/z", "http://a.10.0.0.1.example/"]})
+    assert erase.Matcher(request(tmp_path, "domains", ["0.1"]), []).mask(table).tolist() == [False, True, False, False]
+    assert erase.Matcher(request(tmp_path, "domains", ["10.0.0.1"]), []).mask(table).tolist() == [True, False, False, False]
+    assert erase.Matcher(request(tmp_path, "domains", ["0.0.1"]), []).mask(table).tolist() == [False] * 4
+
+
+def test_a_token_set_whose_every_document_was_erased_verifies(tmp_path, capsys):
+    """Issue 29, point 10: verify said "no pairs" of a token set erase had emptied, as tokenize leaves none."""
+    from curate.app.cli import main
+
+    out = tmp_path / "tokens"
+    tokenize(write_input(tmp_path / "in"), out)
+    erase.erase([out], request(tmp_path, "ids", [d["id"] for g in DOCS for d in g]))
+    assert not list(out.glob("*.bin"))
+    capsys.readouterr()
+    assert main(["verify", str(out), "--checksums"]) == 0, capsys.readouterr().err

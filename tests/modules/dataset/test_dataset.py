@@ -176,8 +176,10 @@ def test_files_with_different_keys_share_one_schema(tmp_path):
     manifest = run_stage("normalize", {}, str(tmp_path / "in" / "*.jsonl"), out)
     assert manifest["counts"]["out"] == 2
     back = read_output(out)
-    assert list(back.columns) == ["id", "text", "stars", "url"]
+    # a key only a later file holds is a column too (issue 29: it was dropped silently)
+    assert list(back.columns) == ["id", "text", "stars", "url", "extra"]
     assert back["stars"].tolist()[0] == 3 and pd.isna(back["stars"][1])
+    assert pd.isna(back["extra"][0]) and back["extra"].tolist()[1] == 1
 
 
 def test_a_column_whose_type_changes_names_the_file(tmp_path):

@@ -1,0 +1,45 @@
+"""The folders of a run as the report reads them: a job root's stage folders, one stage folder, their
+manifests (paths in them checked: they are data), and how a filter's thresholds read. Shared by
+``curate report`` and the HTML page, so neither imports the other."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+
+from curate.stages.errors import DataError, SettingsError
+from curate.stages.output import check_paths
+
+
+def stage_dirs(folder: str) -> list[str]:
+    manifest = os.path.join(folder, "manifest.json")
+    if os.path.isfile(manifest) and (load_manifest(folder).get("owner") or {}).get("kind") != "job":
+        return [folder]  # one stage's output (a job's root has a manifest of its own: its stages follow)
+    if not os.path.isdir(folder):
+        raise SettingsError(f"report: {folder}: no such folder")
+    subs = sorted(d for d in glob.glob(os.path.join(folder, "*"))
+                  if re.match(r"\d\d-", os.path.basename(d)) and os.path.isfile(os.path.join(d, "manifest.json")))
+    if not subs:
+        raise SettingsError(f"report: {folder}: no manifest.json, and no NN-stage folders with one")
+    return subs
+
+
+def load_manifest(folder: str) -> dict:
+    path = os.path.join(folder, "manifest.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            manifest = json.load(f)
+    except ValueError as e:
+        raise DataError(f"{path}: not valid JSON: {e}") from None
+    return check_paths(manifest, path)
+
+
+def threshold_text(f: dict) -> str:
+    parts = []
+    if f.get("min") is not None:
+        parts.append(f"{'>' if f.get('strict_min') else '>='} {f['min']:g}")
+    if f.get("max") is not None:
+        parts.append(f"{'<' if f.get('strict_max') else '<='} {f['max']:g}")
+    return " and ".join(parts) or "-"

@@ -1,0 +1,42 @@
+"""The dataset contract's names: the internal columns a stage marks drops with, the control file names, the input suffixes and the schema sample sizes."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+#: column that marks a dropped row with the reason; NA for kept rows
+REASON = "_reason"
+
+
+#: every string column uses Dask's own string dtype (Arrow-backed, NA for missing), so a frame we
+#: build and the meta Dask derives always agree
+STRING = pd.StringDtype("pyarrow")
+
+
+DETAIL = "_detail"
+
+
+INTERNAL = (REASON, DETAIL)
+
+
+SUCCESS = "_SUCCESS"
+
+
+MANIFEST = "manifest.json"
+
+
+REJECTS = "_rejects"
+
+
+JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".json.gz", ".ndjson")
+
+
+PARQUET_SUFFIXES = (".parquet",)
+
+
+#: how many good records of the first input piece are read to infer the schema
+SCHEMA_SAMPLE = 1000
+
+
+#: records read from the start of each further JSONL file (up to ``infer_meta``'s ``max_pieces`` files)
+SCHEMA_PEEK = 64

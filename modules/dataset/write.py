@@ -1,0 +1,163 @@
+"""Writing a stage's output: each partition's part and rejects through Output, then the manifest (counts by reason, schema, timings), then _SUCCESS."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+
+import pandas as pd
+
+from curate.stages.dataset.contract import DETAIL, INTERNAL, REASON, REJECTS
+from curate.stages.dataset.frames import split_rejects
+from curate.stages.settings import settings_dict
+
+log = logging.getLogger('curate.stages.dataset')
+
+
+def part_name(i: int, fmt: str) -> str:
+    return f"part-{i:05d}.{'parquet' if fmt == 'parquet' else 'jsonl'}"
+
+
+def atomic_write(path: str, write) -> None:
+    """Local files that are not part of an output (see :func:`curate.stages.output.atomic_write`)."""
+    from curate.stages.output import atomic_write as write_atomically
+
+    write_atomically(path, write)
+
+
+def write_json(path: str, obj) -> None:
+    def _w(p):
+        with open(p, "w", encoding="utf-8") as f:
+            json.dump(obj, f, indent=2, sort_keys=False, default=str)
+            f.write("\n")
+
+    atomic_write(path, _w)
+
+
+def stage_output(ctx, unit: str = ""):
+    """The :class:`curate.stages.output.Output` a stage writes (``ctx.output``)."""
+    from curate.stages.output import Output
+
+    return Output.at(ctx.output, unit)
+
+
+def stage_owner(ctx, stage: str) -> dict:
+    return getattr(ctx, "owner", None) or {"kind": "stage", "stage": stage}
+
+
+def write_partition(df: pd.DataFrame, i: int, out, fmt: str, reject_columns=None, run: str = "",
+                    count_details: tuple[str, ...] = ()) -> dict:
+    """Write partition ``i`` (kept rows, and rejected rows into _rejects/) through ``out``, journaled;
+    return its counts and file records. For the reasons in ``count_details`` the rejected rows are
+    also counted per ``_detail`` (``select``'s failed clause: a few distinct values, unlike the
+    file and line of a reader's reject)."""
+    kept, rejected = split_rejects(df)
+    key = f"part-{i:05d}"
+    names = [part_name(i, fmt)] + ([f"{REJECTS}/{part_name(i, fmt)}"] if len(rejected) else [])
+    out.intend(key, names)
+    files = [out.write_frame(names[0], kept, fmt)]
+    dropped = {}
+    if len(rejected):
+        cols = [c for c in rejected.columns if reject_columns is None or c in reject_columns or c in INTERNAL]
+        files.append(out.write_frame(names[1], rejected[cols], fmt))
+        dropped = {str(k): int(v) for k, v in rejected[REASON].value_counts().items()}
+    stats = {"partition": i, "in": len(df), "out": len(kept), "dropped": dropped}
+    if count_details:
+        stats["details"] = detail_counts(rejected, count_details)
+    out.record_done(key, run, files, stats=stats)
+    return {**stats, "outputs": files}
+
+
+def detail_counts(rejected: pd.DataFrame, reasons) -> dict[str, dict[str, int]]:
+    """{reason: {detail: rows}} of the rejected rows with one of ``reasons``."""
+    if not len(rejected) or DETAIL not in rejected.columns:
+        return {}
+    mine = rejected[rejected[REASON].isin(list(reasons))]
+    counts: dict[str, dict[str, int]] = {}
+    for (reason, detail), n in mine.groupby([REASON, DETAIL], dropna=False, observed=True).size().items():
+        counts.setdefault(str(reason), {})["" if pd.isna(detail) else str(detail)] = int(n)
+    return counts
+
+
+def write_dataset(ddf, ctx, *, stage: str, settings, reject_columns=None, extra: dict | None = None,
+                  records: list[dict] | None = None, count_details: tuple[str, ...] = ()) -> dict:
+    """Write every partition (one task each), then manifest.json, then _SUCCESS.
+
+    Partitions a killed run of the same settings finished (journal records of this fingerprint whose
+    files are all there) are not recomputed. ``records`` are further files the stage wrote into its
+    output (dedup intermediates), listed in the manifest with the parts.
+    """
+    import dask
+
+    started = time.time()
+    out = stage_output(ctx)
+    out.begin(stage_owner(ctx, stage))
+    fmt = ctx.io.format
+    parts = ddf.to_delayed()
+    listing = out.listing()
+    done = {}
+    if not ctx.force:
+        for i in range(len(parts)):
+            rec = out.finished(f"part-{i:05d}", ctx.fingerprint, listing)
+            if rec is not None:
+                done[i] = {**rec["stats"], "outputs": rec["files"]}
+    if done:
+        log.info("%s: %d of %d partitions already written; skipped", ctx.output, len(done), len(parts))
+    tasks = [
+        dask.delayed(write_partition, pure=False)(part, i, out, fmt, reject_columns, ctx.fingerprint,
+                                                   count_details, dask_key_name=f"write-{stage}-{i:05d}")
+        for i, part in enumerate(parts) if i not in done
+    ]
+    stats = sorted([*done.values(), *ctx.run_compute(*tasks)], key=lambda s: s["partition"])
+    schema = {c: str(t) for c, t in ddf._meta.dtypes.items() if c not in INTERNAL}
+    return finish_output(ctx, stage=stage, settings=settings, partition_stats=stats, schema=schema,
+                         started=started, extra=extra, records=records)
+
+
+def finish_output(ctx, *, stage: str, settings, partition_stats: list[dict], schema: dict | None,
+                  started: float, extra: dict | None = None, records: list[dict] | None = None,
+                  unit: str = "", run: str | None = None) -> dict:
+    """Write manifest.json (listing every file with size and checksum) and then ``_SUCCESS``."""
+    dropped: dict[str, int] = {}
+    details: dict[str, dict[str, int]] = {}
+    for s in partition_stats:
+        for k, v in s.get("dropped", {}).items():
+            dropped[k] = dropped.get(k, 0) + v
+        for reason, per in s.get("details", {}).items():
+            mine = details.setdefault(reason, {})
+            for detail, v in per.items():
+                mine[detail] = mine.get(detail, 0) + v
+    finished = time.time()
+    if getattr(ctx, "started", None):
+        started = min(started, ctx.started)
+    manifest = {
+        "stage": stage,
+        "owner": stage_owner(ctx, stage),
+        "fingerprint": ctx.fingerprint,
+        "settings": settings_dict(settings),
+        "io": settings_dict(ctx.io),
+        "input": list(ctx.input),
+        "output": ctx.output if "://" in ctx.output else os.path.abspath(ctx.output),
+        "counts": {
+            "in": int(sum(s.get("in", 0) for s in partition_stats)),
+            "out": int(sum(s.get("out", 0) for s in partition_stats)),
+            "dropped": dict(sorted(dropped.items())),
+            **({"details": {r: dict(sorted(d.items(), key=lambda kv: (-kv[1], kv[0])))
+                            for r, d in sorted(details.items())}} if details else {}),
+        },
+        "partitions": len(partition_stats),
+        "schema": schema,
+        "timings": {
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(started)) + "Z",
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(finished)) + "Z",
+            "seconds": round(finished - started, 3),
+        },
+        "host": socket.gethostname(),
+    }
+    if extra:
+        manifest.update(extra)
+    files = [f for s in partition_stats for f in s.get("outputs", [])]
+    return stage_output(ctx, unit).finish(manifest, files + list(records or []), run=run)
