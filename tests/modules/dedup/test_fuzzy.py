@@ -326,9 +326,18 @@ def test_texts_are_read_by_the_signatures_step_and_the_output_only(tmp_path, mon
     chain = [texts[0], texts[0].replace(texts[0].split(". ")[2], "One sentence differs.", 1), texts[0].upper()]
     pq.write_table(pa.table({"id": ["p0", "p1", "p2"], "text": chain}), tmp_path / "a.parquet")
     write_jsonl(tmp_path / "b.jsonl", [{"id": f"j{k}", "text": t} for k, t in enumerate(texts[1:] + chain[:1])])
+    import sys
+
     reads = []
     original = dataset.read_piece
-    monkeypatch.setattr(dataset, "read_piece", lambda piece, *a, **kw: reads.append(piece.path) or original(piece, *a, **kw))
+
+    def counting(piece, *a, **kw):
+        reads.append(piece.path)
+        return original(piece, *a, **kw)
+
+    for module in (dataset, sys.modules.get("curate.stages.dataset.read")):  # the package and its reader
+        if module is not None and hasattr(module, "read_piece"):
+            monkeypatch.setattr(module, "read_piece", counting)
     manifest = run_stage("fuzzy_dedup", {"false_positive_check": True, "in_memory_edges": 0},
                          [tmp_path / "a.parquet", tmp_path / "b.jsonl"], tmp_path / "out")
     assert manifest["dedup"]["removed"] == 3 and manifest["dedup"]["refine_rounds"] >= 1
