@@ -2,7 +2,9 @@
 
     .venv/bin/python jobs/bench_dedup.py accuracy [--docs 3000]
     .venv/bin/python jobs/bench_dedup.py speed [--docs 20000]
-    .venv/bin/python jobs/bench_dedup.py scale [--sizes 250000,500000,1000000] [--workers 2]
+    .venv/bin/python jobs/bench_dedup.py scale [--sizes 250000,1000000,4000000] [--giant K] [--workers 2]
+    .venv/bin/python jobs/bench_dedup.py giant [--unrelated 18000] [--copies 2000] [--workers 2]
+    .venv/bin/python jobs/bench_dedup.py synthetic [--sizes 250000,500000,1000000] [--workers 2]
     .venv/bin/python jobs/bench_dedup.py incremental [--docs 500000] [--fraction 0.1] [--workers 2]
 
 accuracy: a labelled set built from the Rust book sentences of jobs/data/sample.jsonl.gz: base
@@ -22,7 +24,19 @@ speed: MinHash signatures per second per core (one process, Arrow limited to one
   datasketch.MinHash(128, seed, hashfunc=xxhash.xxh32_intdigest).update_batch per document over the
   same shingles, precomputed (its most favourable case); and the same loop including a plain Python
   shingler (lower, regex, split, join).
-scale: synthetic documents (~1 kB, Zipf words; 10% exact copies and 10% near copies with 1% of the
+scale (issue 30, as a new user runs it): news-like documents (8 to 25 real sentences of the sample,
+  about 1.3 kB), one in ten a near copy of an earlier document (0.5-2% of the words changed; copies of
+  copies form chains and trees), optionally --giant K copies of one 620-word page with 1% of the words
+  changed (issue 35's giant cluster), as Parquet; then ``curate dedup fuzzy`` through the CLI with
+  --workers and --memory-limit (2 and 2GiB) and every other setting at its default, in a subprocess.
+  The process tree is sampled every 0.2 s (psutil): wall, CPU seconds of the whole tree (getrusage of
+  the reaped children), peak RSS per process, worker restarts (worker processes beyond --workers, and
+  the log's restart lines), MB of text per CPU second; from the manifest: rounds, survivors, removed.
+giant (issue 35): --copies copies of one 620-word page (1% of the words changed at random: pairwise
+  Jaccard 0.7-0.95, a quarter of the pairs below 0.8) among --unrelated unrelated documents, through
+  the CLI as scale runs it; reports copies kept, unrelated documents removed, rounds, wall, CPU
+  seconds and peak RSS per process. --unrelated 900000 --copies 100000 is the 1M case.
+synthetic (formerly scale): synthetic documents (~1 kB, Zipf words; 10% exact copies and 10% near copies with 1% of the
   words changed), Parquet, through exact_dedup then fuzzy_dedup (defaults; connected components
   forced onto the distributed path) on a LocalCluster of --workers single-threaded workers. Per
   step: wall time; per worker: peak RSS (getrusage of each worker process, fresh per size). The
@@ -427,7 +441,7 @@ def peak_rss() -> int:
     return 0
 
 
-def bench_scale(args) -> None:
+def bench_synthetic(args) -> None:
     from distributed import Client, LocalCluster
 
     from curate.app.runner import make_compute, run_stage
@@ -489,6 +503,180 @@ def bench_scale(args) -> None:
             "peak RSS/worker exact MiB", "peak RSS/worker fuzzy MiB"),
            *[(f"{n:,}", f"{gb:.2f}", p, f"{te:.0f}", f"{tf:.0f}", f"{pe:,.0f}", f"{pf:,.0f}")
              for n, gb, p, te, tf, pe, pf in results]])
+
+
+# --------------------------------------------------------------------------- scale and giant (issues 30 and 35)
+
+#: words of the giant cluster's page (issue 35's case)
+GIANT_WORDS = 620
+
+
+def news_corpus(folder: str, n: int, near: float = 0.1, giant: int = 0, seed: int = 0, per_file: int = 100_000) -> dict:
+    """``n`` news-like documents (8 to 25 sentences of the sample) as Parquet, ``near`` of them near copies
+    of an earlier one (0.5-2% of the words changed: copies of copies form chains), and ``giant`` copies
+    of one GIANT_WORDS-word page with 1% of the words changed (ids ``giant-*``), in random order. Made
+    once per folder; returns its summary (documents, text bytes)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    done = os.path.join(folder, "_DONE")
+    if os.path.exists(done):
+        with open(done) as f:
+            return json.load(f)
+    os.makedirs(folder, exist_ok=True)
+    rng = random.Random(seed)
+    pool = sentences(os.path.join(ROOT, "jobs/data/sample.jsonl.gz"))
+    vocab = sorted({w for s in pool for w in s.split()})
+    texts: list[str] = []
+    for _ in range(n):
+        if texts and rng.random() < near:
+            words = rng.choice(texts).split()
+            rate = rng.choice((0.005, 0.01, 0.02))
+            texts.append(" ".join(rng.choice(vocab) if rng.random() < rate else w for w in words))
+        else:
+            texts.append(" ".join(rng.sample(pool, rng.randint(8, 25))))
+    ids = [f"n{k:08d}" for k in range(n)]
+    if giant:
+        page = []
+        while len(page) < GIANT_WORDS:
+            page += rng.choice(pool).split()
+        page = page[:GIANT_WORDS]
+        texts += [" ".join(rng.choice(vocab) if rng.random() < 0.01 else w for w in page) for _ in range(giant)]
+        ids += [f"giant-{k:07d}" for k in range(giant)]
+    order = list(range(len(texts)))
+    rng.shuffle(order)
+    text_bytes = 0
+    for f, start in enumerate(range(0, len(order), per_file)):
+        part = order[start:start + per_file]
+        chunk = [texts[i] for i in part]
+        text_bytes += sum(len(t.encode()) for t in chunk)
+        pq.write_table(pa.table({"id": [ids[i] for i in part], "text": chunk}),
+                       os.path.join(folder, f"news-{f:04d}.parquet"), row_group_size=10_000)
+    info = {"documents": len(texts), "text_bytes": text_bytes, "giant": giant}
+    with open(done, "w") as f:
+        json.dump(info, f)
+    return info
+
+
+def run_cli_measured(args_list: list[str], workers: int) -> dict:
+    """Run ``curate ARGS`` in a subprocess and sample its process tree every 0.2 s: wall, CPU seconds of
+    the tree, peak RSS per process, worker restarts (and the log's restart lines), exit code."""
+    import resource
+    import subprocess
+
+    import psutil
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "curate", *args_list], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    peaks: dict[int, tuple[str, int]] = {}
+    cpu: dict[int, float] = {}
+    workers_seen: set[int] = set()
+    root = psutil.Process(proc.pid)
+    import threading
+
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+    reader.start()
+    while proc.poll() is None:
+        try:
+            tree = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            break
+        for q in tree:
+            try:
+                with q.oneshot():
+                    rss = q.memory_info().rss
+                    times = q.cpu_times()
+                    cmd = " ".join(q.cmdline())
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+            kind = "main" if q.pid == proc.pid else ("worker" if "spawn_main" in cmd or "forkserver" in cmd else "other")
+            if kind == "worker" and "resource_tracker" not in cmd:
+                workers_seen.add(q.pid)
+            peaks[q.pid] = (kind, max(rss, peaks.get(q.pid, (kind, 0))[1]))
+            cpu[q.pid] = times.user + times.system
+        time.sleep(0.2)
+    wall = time.perf_counter() - t
+    reader.join(timeout=5)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    tree_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    restart_lines = [x for x in lines if re.search(r"[Rr]estart|was killed|exceeded .*memory|KilledWorker", x)]
+    return {"exit": proc.returncode, "wall": wall, "cpu": max(tree_cpu, sum(cpu.values())),
+            "peaks": sorted(((k, v) for k, v in peaks.values()), key=lambda kv: -kv[1]),
+            "restarts": max(0, len(workers_seen) - workers), "restart_lines": len(restart_lines),
+            "log_tail": "".join(lines[-15:])}
+
+
+def fuzzy_cli(data: str, out: str, args) -> dict:
+    run = run_cli_measured(["--log-level", "WARNING", "dedup", "fuzzy", "--input", os.path.join(data, "*.parquet"),
+                            "--output", out, "--workers", str(args.workers), "--memory-limit", args.memory_limit,
+                            "--force", *(["--blocksize", args.blocksize] if args.blocksize else [])], args.workers)
+    manifest = {}
+    if run["exit"] == 0:
+        with open(os.path.join(out, "manifest.json")) as f:
+            manifest = json.load(f)
+    else:
+        print(f"curate exited {run['exit']}:\n{run['log_tail']}", flush=True)
+    return {**run, "manifest": manifest}
+
+
+def _peaks(run) -> str:
+    return ", ".join(f"{kind} {rss / 2**20:,.0f}" for kind, rss in run["peaks"][:1 + 2 * 2] if rss > 50 * 2**20)
+
+
+def _kept_ids(out: str, prefix: str) -> int:
+    import pyarrow.parquet as pq
+
+    return sum(sum(1 for i in pq.read_table(os.path.join(out, f), columns=["id"]).column("id").to_pylist()
+                   if i.startswith(prefix)) for f in os.listdir(out) if f.startswith("part-"))
+
+
+def bench_scale(args) -> None:
+    rows = [("documents", "GB", "wall s", "CPU s", "MB/CPU-s", "peak RSS MiB (largest processes)", "restarts",
+             "rounds", "removed", "kept", *(["giant copies kept"] if args.giant else []))]
+    for n in [int(x) for x in args.sizes.split(",")]:
+        data = os.path.join(args.workdir, f"news-{n}-giant{args.giant}")
+        t = time.perf_counter()
+        info = news_corpus(data, n, giant=args.giant)
+        print(f"\n{info['documents']:,} documents, {info['text_bytes'] / 1e9:.2f} GB of text "
+              f"(made in {time.perf_counter() - t:.0f}s)", flush=True)
+        out = os.path.join(args.workdir, f"out-news-{n}-giant{args.giant}")
+        run = fuzzy_cli(data, out, args)
+        d = run["manifest"].get("dedup", {})
+        counts = run["manifest"].get("counts", {})
+        rows.append((f"{info['documents']:,}", f"{info['text_bytes'] / 1e9:.2f}", f"{run['wall']:.0f}",
+                     f"{run['cpu']:.0f}", f"{info['text_bytes'] / 1e6 / max(run['cpu'], 1e-9):.2f}", _peaks(run),
+                     f"{run['restarts']} ({run['restart_lines']} log lines)", d.get("refine_rounds", "-"),
+                     f"{d.get('removed', 0):,}", f"{counts.get('out', 0):,}",
+                     *([f"{_kept_ids(out, 'giant-'):,} of {args.giant:,}"] if args.giant and run["exit"] == 0 else
+                       (["-"] if args.giant else []))))
+        table(rows[:1] + rows[-1:])
+    print()
+    table(rows)
+    print(f"\n{args.workers} workers, --memory-limit {args.memory_limit}, every other setting at its default; "
+          f"CPU: the whole process tree. Load average now: {os.getloadavg()[0]:.2f}")
+
+
+def bench_giant(args) -> None:
+    data = os.path.join(args.workdir, f"giant-{args.unrelated}-{args.copies}")
+    info = news_corpus(data, args.unrelated, near=0.0, giant=args.copies)
+    out = os.path.join(args.workdir, f"out-giant-{args.unrelated}-{args.copies}")
+    print(f"{info['documents']:,} documents ({args.copies:,} copies of one {GIANT_WORDS}-word page, 1% of the words "
+          f"changed; {args.unrelated:,} unrelated), {info['text_bytes'] / 1e9:.3f} GB", flush=True)
+    run = fuzzy_cli(data, out, args)
+    if run["exit"] != 0:
+        return
+    d = run["manifest"]["dedup"]
+    kept_copies = _kept_ids(out, "giant-")
+    kept_other = _kept_ids(out, "n")
+    table([("copies kept", "unrelated removed", "rounds", "loose edges", "kept again", "wall s", "CPU s",
+             "peak RSS MiB", "restarts"),
+           (f"{kept_copies:,} of {args.copies:,} ({kept_copies / max(args.copies, 1):.2%})",
+            f"{args.unrelated - kept_other:,}", d["refine_rounds"], d.get("loose_edges"), d.get("kept_again"),
+            f"{run['wall']:.0f}", f"{run['cpu']:.0f}", _peaks(run), f"{run['restarts']} ({run['restart_lines']} log lines)")])
+    print(f"load average now: {os.getloadavg()[0]:.2f}")
 
 
 # --------------------------------------------------------------------------- incremental
@@ -613,12 +801,25 @@ def main() -> int:
     s.add_argument("--docs", type=int, default=20000)
     s.add_argument("--datasketch-docs", type=int, default=3000)
     s.add_argument("--data", default=os.path.join(ROOT, "jobs/data/sample.jsonl.gz"))
-    c = sub.add_parser("scale")
+    c = sub.add_parser("synthetic")
     c.add_argument("--sizes", default="250000,500000,1000000")
     c.add_argument("--workers", type=int, default=2)
     c.add_argument("--memory-limit", default="8GiB")
     c.add_argument("--blocksize", default="64MiB")
     c.add_argument("--workdir", default="/tmp/curate-bench-dedup")
+    for name, help_ in (("scale", "news-like corpus through the CLI, bounded memory (issue 30)"),
+                        ("giant", "one giant cluster of near-threshold copies (issue 35)")):
+        g = sub.add_parser(name, help=help_)
+        if name == "scale":
+            g.add_argument("--sizes", default="250000,1000000,4000000")
+            g.add_argument("--giant", type=int, default=0, help="add this many copies (1%% changed) of one page")
+        else:
+            g.add_argument("--unrelated", type=int, default=18_000)
+            g.add_argument("--copies", type=int, default=2_000)
+        g.add_argument("--workers", type=int, default=2)
+        g.add_argument("--memory-limit", default="2GiB")
+        g.add_argument("--blocksize", default=None, help="default: curate's")
+        g.add_argument("--workdir", default="/tmp/curate-bench-dedup")
     i = sub.add_parser("incremental")
     i.add_argument("--docs", type=int, default=500_000, help="documents of snapshot A")
     i.add_argument("--fraction", type=float, default=0.1, help="size of snapshot B as a share of A's")
@@ -628,8 +829,8 @@ def main() -> int:
     i.add_argument("--blocksize", default="64MiB")
     i.add_argument("--workdir", default="/tmp/curate-bench-dedup")
     args = p.parse_args()
-    {"accuracy": bench_accuracy, "speed": bench_speed, "scale": bench_scale,
-     "incremental": bench_incremental}[args.part](args)
+    {"accuracy": bench_accuracy, "speed": bench_speed, "scale": bench_scale, "giant": bench_giant,
+     "synthetic": bench_synthetic, "incremental": bench_incremental}[args.part](args)
     return 0
 
 

@@ -34,7 +34,7 @@ STAGES: dict[str, str] = {
     "add_id": "curate.stages.add_id:AddIdStage",
     # deduplication
     "exact_dedup": "curate.stages.dedup.exact:ExactDedupStage",
-    "fuzzy_dedup": "curate.stages.dedup.fuzzy:FuzzyDedupStage",
+    "fuzzy_dedup": "curate.stages.dedup.fuzzy.stage:FuzzyDedupStage",
     "paragraph_dedup": "curate.stages.dedup.spans:ParagraphDedupStage",
     "line_dedup": "curate.stages.dedup.spans:LineDedupStage",
     "sentence_dedup": "curate.stages.dedup.spans:SentenceDedupStage",

@@ -38,3 +38,15 @@ def changed(recorded: dict | None, now: dict | None = None) -> dict[str, tuple[s
     now = output_versions() if now is None else now
     return {k: (recorded.get(k), now.get(k)) for k in sorted(set(recorded) | set(now))
             if recorded.get(k) != now.get(k)}
+
+
+def curate_version() -> str:
+    """This curate's version: the installed distribution's, else (a checkout never installed) the one
+    the top-level package states. Read, not imported: stages never import the top-level package."""
+    import sys
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("curate-llm")
+    except PackageNotFoundError:
+        return getattr(sys.modules.get("curate"), "__version__", "unknown")

@@ -116,3 +116,11 @@ def test_the_notebook_example_runs(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "done:" in proc.stdout
     assert (tmp_path / "out" / "05-tokenize" / "_SUCCESS").exists()
+
+
+def test_the_architecture_diagram_is_current_and_imports_run_one_way():
+    """Issue 32: the house drawn from the code; no stage imports curate.app or the top-level curate, no
+    import circle, app uses no private name of a stage."""
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "docs_architecture.py"), "--check"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr

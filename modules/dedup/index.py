@@ -9,8 +9,9 @@ rows there (:func:`part_of`, one range shuffle)::
 
     exact   hashes/part-NNNNN.parquet      (h1, h2, id)          one row per distinct text the run kept: the
                                                                  128-bit hash's halves and the kept id; by part_of(h1)
-    fuzzy   buckets/part-NNNNN.parquet     (bucket, center)      one row per LSH bucket key: the smallest
-                                                                 document number in that bucket; by part_of(bucket)
+    fuzzy   buckets/part-NNNNN.parquet     (bucket, center, second)  one row per LSH bucket key: its two
+                                                                 smallest document numbers (the anchors of its
+                                                                 star edges; second -1: one document); by part_of(bucket)
             components/part-NNNNN.parquet  (comp, doc)           every member of every component of two or
                                                                  more (comp: its smallest document); by part_of(comp)
             labels/part-PPPPP.parquet      (doc, comp, removed)  the same members, by input partition PPPPP
@@ -25,7 +26,7 @@ rows there (:func:`part_of`, one range shuffle)::
 
 ``NNNNN`` runs over the index's ``parts`` (the number of input partitions of the run that started it),
 ``PPPPP`` over its ``partitions``: documents keep the numbers their run gave them (``input partition
-<< 32 | row``). The manifest's ``index`` entry records the format (:data:`FORMAT`), the curate version,
+<< 32 | row``). The manifest's ``index`` entry records the format (:data:`FORMATS`), the curate version,
 the kind, the settings that made it (:func:`settings_record`), ``parts``, ``partitions``, ``tiers``
 (the partition where each run's documents end: one for a first index, one more per ``--against`` run
 saved on top), the documents, the input it was made from (its identity, as fingerprints see it) and the
@@ -57,8 +58,9 @@ import pandas as pd
 from curate.stages.errors import SettingsError
 
 STAGE = "dedup_index"
-#: the layout above; an index of another format is refused naming both
-FORMAT = 1
+#: the layout above, per kind; an index of another format is refused naming both (fuzzy 2: buckets keep
+#: their second anchor)
+FORMATS = {"exact": 1, "fuzzy": 2}
 OWNER = {"kind": "stage", "stage": STAGE, "job": None}
 TABLES = {"exact": ("hashes",), "fuzzy": ("buckets", "components", "labels", "docs", "shingles")}
 #: tables partitioned by part_of (the others by input partition)
@@ -70,8 +72,6 @@ _M2 = np.uint64(0xC4CEB9FE1A85EC53)
 
 #: the fuzzy index's shingle sets: one raw file per input partition (see the module doc)
 SHINGLES = "shingles"
-#: how far apart two wanted sets of a shingles file may lie and still be read in one go (values)
-READ_GAP = 1 << 16
 
 
 def part_name(table: str, i: int) -> str:
@@ -92,9 +92,9 @@ def part_of(values, n: int) -> np.ndarray:
 
 
 def curate_version() -> str:
-    import curate
+    from curate.stages.versions import curate_version as version
 
-    return curate.__version__
+    return version()
 
 
 def settings_record(kind: str, settings, bands: int | None = None, rows: int | None = None) -> dict:
@@ -167,49 +167,28 @@ class Index:
 
 def read_sets(ix: Index, i: int, docs: np.ndarray):
     """The shingle sets of documents ``docs`` (the index's own numbers, all in its input partition
-    ``i``, any order) as a pyarrow list<uint64> array in that order. Reads the part's (doc, start,
-    count) columns and, of its shingles file, only the byte ranges that hold those sets (nearby
-    ranges together), so a run touching a few documents of a large index reads little of it."""
+    ``i``, any order) as a pyarrow list<uint64> array in that order (:func:`set_buffers`)."""
     import pyarrow as pa
+
+    values, offsets = set_buffers(ix, i, docs)
+    return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values, type=pa.uint64()))
+
+
+def set_buffers(ix: Index, i: int, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(values, offsets) of the shingle sets of documents ``docs`` of the index's input partition ``i``:
+    reads the part's (doc, start, count) columns and, of its shingles file, only the byte ranges that
+    hold those sets (:func:`curate.stages.dedup.shingles.read_ranges`), so a run touching a few
+    documents of a large index reads little of it."""
     import pyarrow.parquet as pq
 
-    from curate.stages.errors import DataError
+    from curate.stages.dedup import shingles
     from curate.stages.output import Output
 
-    docs = np.asarray(docs, dtype=np.int64)
     table = pq.read_table(ix.path("docs", i), columns=["doc", "start", "count"])
-    numbers = table.column("doc").to_numpy()
-    where = np.searchsorted(numbers, docs)
-    found = where < len(numbers)
-    found[found] = numbers[where[found]] == docs[found]
-    if not found.all():
-        raise DataError(f"{ix.path('docs', i)}: no document {int(docs[~found][0])} (the index is damaged: rebuild it)")
-    start = table.column("start").to_numpy()[where]
-    count = table.column("count").to_numpy()[where].astype(np.int64)
-    # the ranges to read: the wanted sets in file order, merged when less than READ_GAP values apart
-    order = np.argsort(start, kind="stable")
-    lo, hi = start[order], start[order] + count[order]
-    cut = np.flatnonzero(lo[1:] > np.maximum.accumulate(hi)[:-1] + READ_GAP) + 1 if len(lo) else np.zeros(0, int)
-    groups = np.split(np.arange(len(lo)), cut)
-    chunks, base = [], np.zeros(len(docs), dtype=np.int64)
-    offset = 0
+    start, count = shingles.locate(table.column("doc").to_numpy(), table.column("start").to_numpy(),
+                                   table.column("count").to_numpy(), docs, f"{ix.path('docs', i)} (an index)")
     with Output(ix.url).open_read(ix.rel(SHINGLES, i)) as f:
-        for group in groups:
-            if not len(group):
-                continue
-            a, b = int(lo[group].min()), int(hi[group].max())
-            f.seek(a * 8)
-            raw = f.read((b - a) * 8)
-            if len(raw) != (b - a) * 8:
-                raise DataError(f"{ix.path(SHINGLES, i)}: shorter than its docs part says (the index is damaged)")
-            chunks.append(np.frombuffer(raw, dtype="<u8"))
-            base[order[group]] = offset - a
-            offset += b - a
-    data = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.uint64)
-    offsets = np.zeros(len(docs) + 1, dtype=np.int64)
-    np.cumsum(count, out=offsets[1:])
-    take = np.repeat(start + base - offsets[:-1], count) + np.arange(offsets[-1])
-    return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(data[take].astype(np.uint64), type=pa.uint64()))
+        return shingles.read_ranges(f, start, count, f"{ix.path(SHINGLES, i)} (an index)")
 
 
 # --------------------------------------------------------------------------- before any work
@@ -238,9 +217,10 @@ def open_index(path: str, kind: str, record: dict, flag: str = "--against", veri
     if not out.complete():
         raise SettingsError(f"{where}: incomplete (no _SUCCESS: the run writing it did not finish); rerun it")
     info = manifest.get("index") or {}
-    if info.get("format") != FORMAT:
+    want = FORMATS.get(info.get("kind"), FORMATS[kind])
+    if info.get("format") != want:
         raise SettingsError(f"{where}: index format {info.get('format')!r} (written by curate "
-                            f"{info.get('curate_version', '?')}); this curate {curate_version()} reads format {FORMAT}: "
+                            f"{info.get('curate_version', '?')}); this curate {curate_version()} reads format {want}: "
                             "rebuild the index with this version")
     if info.get("kind") != kind:
         raise SettingsError(f"{where}: an index of {info.get('kind')} dedup, not of {kind} dedup")
@@ -326,7 +306,7 @@ def info_entry(kind: str, record: dict, *, parts: int, partitions: int, tiers: l
     sources = [s for b in bases for s in b.info.get("sources", [])]
     sources += dataset.input_identity(ctx.input, ctx.io.allow_incomplete)
     contains = sorted({c for b in bases for c in (b.info.get("id"), *b.info.get("contains", []))})
-    return {"format": FORMAT, "curate_version": curate_version(), "kind": kind, "id": ctx.fingerprint,
+    return {"format": FORMATS[kind], "curate_version": curate_version(), "kind": kind, "id": ctx.fingerprint,
             "settings": record, "keep": keep, "parts": parts, "partitions": partitions, "tiers": tiers,
             "documents": documents, "input": list(ctx.input), "sources": sources, "contains": contains,
             "bases": [b.label for b in bases], **(extra or {})}

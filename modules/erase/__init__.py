@@ -23,6 +23,8 @@ new id turns up), and dedup intermediates (``_work/``) by the document numbers (
 What is rewritten, each file through :class:`curate.stages.output.Output` (temporary, rename,
 checksum) and only when it holds an erased document:
 
+- fuzzy dedup's shingle sets (``_work/shingles/*.u64``, raw): the erased documents' values zeroed in
+  place (the file keeps its size, so the other documents' places stay true);
 - dataset parts, ``_rejects/``, ``_duplicates/`` and ``_work/`` Parquet: the rows dropped with Arrow
   (and dedup's references to an erased document replaced, below), the file written again with the
   compression it had (JSONL: the other lines kept byte for byte). A part is what the stage writes

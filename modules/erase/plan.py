@@ -19,7 +19,7 @@ from curate.stages.erase.match import (
     numbers_mask,
 )
 from curate.stages.erase.request import Request
-from curate.stages.erase.units import Unit, scan_files
+from curate.stages.erase.units import Unit, _sets_locator, scan_files
 from curate.stages.errors import DataError, SettingsError
 from curate.stages.output import (
     Output,
@@ -142,6 +142,14 @@ def plan_unit(u: Unit, matcher: Matcher, shrink: dict[str, int] | None = None) -
             k = _shard_number(u, rel)
             first_shard = k if first_shard is None else min(first_shard, k)
             stream_tokens += int(table["length"].combine_chunks().to_numpy()[m].sum())
+    if numbers:  # shingle sets of the documents dedup numbered: a raw file, located by its signatures part
+        for rel in [r["path"] for r in u.manifest.get("outputs") or [] if r["path"].startswith("_work/")]:
+            locator = _sets_locator(rel)
+            if locator is not None:
+                docs = read_table(u.out, locator, ("doc",))["doc"].to_numpy()
+                hit = int(np.isin(docs, np.asarray(sorted(numbers), dtype=np.int64)).sum())
+                if hit:
+                    files.append({"path": rel, "rows": hit, "reasons": {}, "references": 0, "sets": locator})
     if not ids and not files and not pairs:
         return None
     if shrink:

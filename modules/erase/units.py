@@ -133,9 +133,15 @@ def _ours(u: Unit, request: Request) -> bool:
     return bool(rec) and rec.get("run") == request.sha256
 
 
+def _sets_locator(rel: str) -> str | None:
+    from curate.stages.dedup import shingles
+
+    return shingles.locator_of(rel)
+
+
 def _erasable(kind: str, rel: str) -> bool:
-    if kind == "dataset":
-        return rel.endswith((".parquet", ".jsonl"))
+    if kind == "dataset":  # and fuzzy dedup's shingle sets, beside the signatures they belong to
+        return rel.endswith((".parquet", ".jsonl")) or (rel.startswith("_work/") and _sets_locator(rel) is not None)
     if kind == "tokens":
         return rel.endswith((".bin", ".idx", ".parquet", ".jsonl"))
     if kind == "pack":

@@ -89,6 +89,9 @@ def expected_changes(roots, erased: set[str], domain: str, seq_length: int, shar
                     numbers |= {d for d, i in zip(t["doc"].to_pylist(), t["id"].to_pylist()) if i in erased}
             hits = {p for p, t in tables.items()
                     if hit(t) or any(c in t.column_names and numbers & set(t[c].to_pylist()) for c in ("doc", "u", "v"))}
+            for p in folder.glob("_work/shingles/*.u64"):  # fuzzy dedup's shingle sets, located by the signatures
+                if numbers & set(tables[p.parent.parent / "signatures" / (p.stem + ".parquet")]["doc"].to_pylist()):
+                    hits.add(p)
             for p in list(hits):
                 if p.name.endswith(".docs.parquet"):
                     hits |= {p.with_name(p.name.replace(".docs.parquet", ext)) for ext in (".bin", ".idx")}

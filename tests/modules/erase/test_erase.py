@@ -178,6 +178,28 @@ def test_references_to_an_erased_kept_document_are_replaced(tmp_path, fmt):
     _verify_ok(out)
 
 
+def test_fuzzy_shingle_sets_of_an_erased_document_are_zeroed(tmp_path):
+    """Fuzzy dedup keeps each document's shingle set in _work/shingles/*.u64 (raw, located by the
+    signatures part): erase zeroes the erased document's values there and leaves every other set."""
+    src = write_input(tmp_path / "in")
+    out = tmp_path / "fuzzy"
+    run_stage("fuzzy_dedup", {}, [src], out, format="parquet")
+    sig = pd.read_parquet(out / "_work" / "signatures" / "part-00000.parquet")
+    before = np.fromfile(out / "_work" / "shingles" / "part-00000.u64", dtype="<u8")
+    other = np.fromfile(out / "_work" / "shingles" / "part-00001.u64", dtype="<u8")
+    erase.erase([out], request(tmp_path, "ids", ["d2"]))
+    after = np.fromfile(out / "_work" / "shingles" / "part-00000.u64", dtype="<u8")
+    d2 = sig.set_index("id").loc["d2"]
+    gone = np.zeros(len(before), dtype=bool)
+    gone[int(d2["start"]):int(d2["start"]) + int(d2["count"])] = True
+    assert len(after) == len(before) and (after[gone] == 0).all() and (after[~gone] == before[~gone]).all()
+    assert (np.fromfile(out / "_work" / "shingles" / "part-00001.u64", dtype="<u8") == other).all()
+    assert "d2" not in set(pd.read_parquet(out / "_work" / "signatures" / "part-00000.parquet")["id"])
+    _verify_ok(out)
+    again = erase.erase([out], request(tmp_path, "ids", ["d2"]))
+    assert again.units == []
+
+
 def read_rows(path: Path) -> pd.DataFrame:
     if path.suffix == ".parquet":
         return pd.read_parquet(path)
