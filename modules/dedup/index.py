@@ -49,6 +49,8 @@ an input, an ``--against`` index or overlaps the output.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from dataclasses import dataclass, field
 
@@ -224,6 +226,7 @@ def open_index(path: str, kind: str, record: dict, flag: str = "--against", veri
                             "rebuild the index with this version")
     if info.get("kind") != kind:
         raise SettingsError(f"{where}: an index of {info.get('kind')} dedup, not of {kind} dedup")
+    check_fields(info, manifest, out, where)
     diff = differences(info.get("settings") or {}, record)
     if diff:
         raise SettingsError(f"{where}: made with other settings: {', '.join(diff)}; use the index's settings "
@@ -238,6 +241,58 @@ def open_index(path: str, kind: str, record: dict, flag: str = "--against", veri
         more = f" (and {len(problems) - 1} more; curate verify --checksums {path} lists them)" if len(problems) > 1 else ""
         raise SettingsError(f"{where}: damaged: {problems[0]}{more}")
     return Index(path, out.url, info)
+
+
+#: the largest number of parts or input partitions an index may claim (a hostile 2^40 is refused)
+MAX_PARTS = 1_000_000
+
+
+def _digest(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def content_digest(records) -> str:
+    """SHA-256 over the index's files (path, size, checksum): what its ``index`` entry says it holds."""
+    return _digest(sorted((r["path"], r["bytes"], r.get("xxh3_128")) for r in records))
+
+
+def check_fields(info: dict, manifest: dict, out, where: str) -> None:
+    """The ``index`` entry's identity and every field, each a one-line refusal: the entry's own SHA-256
+    (``sha256``, over the rest of it) and the digest of the files it lists (``content``), so a manifest
+    edited to match altered or swapped parts no longer matches itself; ``parts``, ``partitions``,
+    ``tiers`` and ``documents`` in range and consistent with the files listed."""
+    def bad(field, why):
+        return SettingsError(f"{where}: its index entry's {field} {info.get(field)!r} {why} (damaged or edited: "
+                             "rebuild the index)")
+
+    if "sha256" not in info or "content" not in info:
+        raise SettingsError(f"{where}: its index entry carries no digests (written by an earlier curate, or "
+                            "edited): rebuild the index")
+    if _digest({k: v for k, v in info.items() if k != "sha256"}) != info["sha256"]:
+        raise bad("sha256", "is not the digest of the entry: the manifest was edited")
+    if content_digest(manifest.get("outputs") or []) != info["content"]:
+        raise bad("content", "is not the digest of the files the manifest lists: files were swapped or edited")
+    exact = info.get("kind") == "exact"  # hashes only: no input partitions, no tiers
+    for name, low, high in (("parts", 1, MAX_PARTS), ("partitions", 0 if exact else 1, 0 if exact else MAX_PARTS),
+                            ("documents", 0, 2**62)):
+        value = info.get(name)
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise bad(name, "is out of range")
+    tiers = info.get("tiers")
+    ok = isinstance(tiers, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in tiers)
+    if exact:
+        ok = ok and tiers == []
+    else:
+        ok = ok and bool(tiers) and tiers[0] >= 1 and tiers[-1] == info["partitions"] and \
+            all(b > a for a, b in zip(tiers, tiers[1:]))
+    if not ok:
+        raise bad("tiers", f"is not an increasing list ending at partitions ({info['partitions']})")
+    listed = [r["path"] for r in manifest.get("outputs") or []]
+    for table in TABLES.get(info.get("kind"), ()):
+        n = sum(1 for rel in listed if rel.startswith(table + "/"))
+        want = info["parts"] if table in HASHED else info["partitions"]
+        if n != want:
+            raise bad("parts" if table in HASHED else "partitions", f"does not match the {n} {table}/ files listed")
 
 
 def check_against(paths, kind: str, record: dict, inputs, verify: bool = True) -> list[Index]:
@@ -313,12 +368,16 @@ def info_entry(kind: str, record: dict, *, parts: int, partitions: int, tiers: l
 
 
 def finish(steps, info: dict) -> dict:
-    """Write the index's manifest (every table part, with checksums) and then ``_SUCCESS``."""
+    """Write the index's manifest (every table part, with checksums, and the entry's digests: see
+    :func:`check_fields`) and then ``_SUCCESS``."""
     import time
 
+    records = steps.records()
+    info = {**info, "content": content_digest(records)}
+    info["sha256"] = _digest(info)
     manifest = {"stage": STAGE, "owner": OWNER, "fingerprint": steps.ctx.fingerprint, "index": info,
                 "timings": {"finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, "steps": steps.timings}
-    return steps.out.finish(manifest, steps.records(), run=steps.ctx.fingerprint)
+    return steps.out.finish(manifest, records, run=steps.ctx.fingerprint)
 
 
 def write_table(frame: pd.DataFrame, folder, i: int, sort=None) -> dict:

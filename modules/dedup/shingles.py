@@ -82,6 +82,12 @@ def read_ranges(f, start, count, where: str = "") -> tuple[np.ndarray, np.ndarra
 
     start = np.asarray(start, dtype=np.int64)
     count = np.asarray(count, dtype=np.int64)
+    size = f.seek(0, 2) // 8
+    bad = (start < 0) | (count < 0) | (start > size - count)
+    if bad.any():  # a damaged or edited table: never allocate or seek by what it says
+        k = int(np.flatnonzero(bad)[0])
+        raise DataError(f"{where}: a set at values [{int(start[k])}, {int(start[k]) + int(count[k])}) lies outside "
+                        f"the file's {size} values (damaged: rebuild it)")
     offsets = np.zeros(len(start) + 1, dtype=np.int64)
     np.cumsum(count, out=offsets[1:])
     values = np.empty(int(offsets[-1]), dtype=np.uint64)
