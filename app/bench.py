@@ -113,7 +113,9 @@ def record_rows(job_output: str, labels: dict[str, str]) -> list[dict]:
     """One row per stage folder (NN-stage) of a finished job output, from its manifest, plus the total."""
     rows, total = [], 0.0
     for name in sorted(os.listdir(job_output)):
-        path = os.path.join(job_output, name, "manifest.json")
+        from curate.app.run_folders import manifest_file
+
+        path = manifest_file(os.path.join(job_output, name))
         if not (name[:2].isdigit() and os.path.exists(path)):
             continue
         with open(path) as f:

@@ -1,6 +1,6 @@
 """One self-contained HTML page that tells the story of a run (``curate report OUT --html PATH``).
 
-The page reads only what the run left on disk: each stage's ``manifest.json``, ``_rejects/``,
+The page reads only what the run left on disk: each stage's ``_manifest.json``, ``_rejects/``,
 ``_duplicates/`` and the tokenizer's ``.idx`` files, plus ``_reports/run.json`` (cluster, workers and
 the performance report, written by ``curate run``). Sections:
 

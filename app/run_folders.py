@@ -13,21 +13,28 @@ from curate.stages.errors import DataError, SettingsError
 from curate.stages.output import check_paths
 
 
+def manifest_file(folder: str) -> str:
+    """A stage folder's manifest: ``_manifest.json``, or ``manifest.json`` as an earlier curate wrote it."""
+    new = os.path.join(folder, "_manifest.json")
+    old = os.path.join(folder, "manifest.json")
+    return old if not os.path.isfile(new) and os.path.isfile(old) else new
+
+
 def stage_dirs(folder: str) -> list[str]:
-    manifest = os.path.join(folder, "manifest.json")
+    manifest = manifest_file(folder)
     if os.path.isfile(manifest) and (load_manifest(folder).get("owner") or {}).get("kind") != "job":
         return [folder]  # one stage's output (a job's root has a manifest of its own: its stages follow)
     if not os.path.isdir(folder):
         raise SettingsError(f"report: {folder}: no such folder")
     subs = sorted(d for d in glob.glob(os.path.join(folder, "*"))
-                  if re.match(r"\d\d-", os.path.basename(d)) and os.path.isfile(os.path.join(d, "manifest.json")))
+                  if re.match(r"\d\d-", os.path.basename(d)) and os.path.isfile(manifest_file(d)))
     if not subs:
-        raise SettingsError(f"report: {folder}: no manifest.json, and no NN-stage folders with one")
+        raise SettingsError(f"report: {folder}: no _manifest.json, and no NN-stage folders with one")
     return subs
 
 
 def load_manifest(folder: str) -> dict:
-    path = os.path.join(folder, "manifest.json")
+    path = manifest_file(folder)
     try:
         with open(path, encoding="utf-8") as f:
             manifest = json.load(f)

@@ -615,7 +615,7 @@ def fuzzy_cli(data: str, out: str, args) -> dict:
                             "--force", *(["--blocksize", args.blocksize] if args.blocksize else [])], args.workers)
     manifest = {}
     if run["exit"] == 0:
-        with open(os.path.join(out, "manifest.json")) as f:
+        with open(os.path.join(out, "_manifest.json")) as f:
             manifest = json.load(f)
     else:
         print(f"curate exited {run['exit']}:\n{run['log_tail']}", flush=True)

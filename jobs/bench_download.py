@@ -97,7 +97,7 @@ def cli(*args) -> None:
 
 
 def kept(out: str) -> int:
-    with open(os.path.join(out, "manifest.json")) as f:
+    with open(os.path.join(out, "_manifest.json")) as f:
         return json.load(f)["counts"]["out"]
 
 

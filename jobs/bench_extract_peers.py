@@ -275,7 +275,7 @@ def bench_datatrove(folder: str, python: str, repeat: int, workers: int) -> dict
                 cmd = [curate_bin, "extract", "warc", "--input", folder, "--output", out, "--workers", str(workers),
                        "--algorithm", "resiliparse", "--language-id", "none", "--min-stopword-density", "0"]
                 run = run_tree(cmd)
-                with open(os.path.join(out, "manifest.json")) as f:
+                with open(os.path.join(out, "_manifest.json")) as f:
                     docs[name] = json.load(f)["counts"]["out"]
             runs[name].append(run)
             print(f"  run {r} {name:<10} wall {run['wall']:6.1f} s  cpu {run['cpu']:6.1f} s  peak RSS "

@@ -153,7 +153,7 @@ def one_curate(stage: str, work: str, workers: int) -> dict:
     subprocess.run([curate, "--log-level", "WARNING", *cmd, "--input", os.path.join(work, "docs", "*.parquet"), "--output", out, "--workers", str(workers),
                     "--dashboard-address", "127.0.0.1:0"], check=True,
                    stdout=subprocess.DEVNULL)
-    with open(os.path.join(out, "manifest.json")) as f:
+    with open(os.path.join(out, "_manifest.json")) as f:
         manifest = json.load(f)
     counts = manifest.get("counts", {})
     return {"docs": counts.get("in"), "removed": sum(counts.get("dropped", {}).values()), "cores": workers}

@@ -213,15 +213,15 @@ def source_names(settings: BlendSettings, inputs) -> list[str]:
 
 def token_manifest(spec: str) -> dict | None:
     """The tokenize manifest(s) of a directory, one per finished ``--prefix`` unit, as one: their files
-    together (``manifest.json`` and ``manifest.<prefix>.json``, each with its ``_SUCCESS``)."""
+    together (``_manifest.json`` and ``manifest.<prefix>.json``, each with its ``_SUCCESS``)."""
     import glob
     import json
 
     if not os.path.isdir(spec):
         return None
     found = []
-    for path in sorted(glob.glob(os.path.join(spec, "manifest*.json"))):
-        unit = os.path.basename(path)[len("manifest"):-len(".json")]  # "" or ".web"
+    for path in sorted(glob.glob(os.path.join(spec, "manifest*.json")) + glob.glob(os.path.join(spec, "_manifest*.json"))):
+        unit = os.path.basename(path).lstrip("_")[len("manifest"):-len(".json")]  # "" or ".web"
         try:
             with open(path, encoding="utf-8") as f:
                 m = json.load(f)

@@ -6,7 +6,7 @@ Input: a token set written by ``curate tokenize`` (``modules/tokenize/read.py``)
     _docs/part_00000.parquet    its document sidecar: the input pair's, copied byte for byte
     _rejects/part_00000.parquet documents longer than a row under --long-docs drop (pair, document,
                                 tokens, _reason = too_long, _detail)
-    manifest.json               settings, ids (bos, pad, eod), counts, fill ratio, per-file rows/tokens
+    _manifest.json               settings, ids (bos, pad, eod), counts, fill ratio, per-file rows/tokens
     _SUCCESS                    written last
 
 Every document becomes a *segment* ``[BOS] content``: the BOS is the token set's own when tokenize
@@ -702,7 +702,7 @@ def verify(path: str, vocab_size: int | None = None, tokenizer=None, first_token
                     problems.append(f"{where}: dtype: uint16 ids cannot hold a {vocab:,}-id vocabulary "
                                     "(more than 65,535)")
                 if manifest.get("dtype") and str(id_type.value_type) != manifest["dtype"]:
-                    problems.append(f"{where}: dtype: {id_type.value_type}, manifest.json says {manifest['dtype']}")
+                    problems.append(f"{where}: dtype: {id_type.value_type}, _manifest.json says {manifest['dtype']}")
                 bad_rows, row0 = 0, 0
                 for rg in range(pf.num_row_groups):
                     t = pf.read_row_group(rg, columns=list(COLUMNS))
@@ -774,7 +774,7 @@ def _docs_rows(out, manifest: dict, entry: dict, problems: list) -> int | None:
         problems.append(str(e))
         return None
     if table.column_names != list(manifest["docs_columns"]):
-        problems.append(f"{out.path(rel)}: columns: {', '.join(table.column_names)}, manifest.json says "
+        problems.append(f"{out.path(rel)}: columns: {', '.join(table.column_names)}, _manifest.json says "
                         f"{', '.join(manifest['docs_columns'])}")
         return None
     return table.num_rows

@@ -49,7 +49,7 @@ def stage_outputs(root: str) -> list[str]:
 
     manifest = read_manifest(root)
     if manifest is None:
-        raise SettingsError(f"{root}: no manifest.json (not a finished curate output)")
+        raise SettingsError(f"{root}: no _manifest.json (not a finished curate output)")
     if "stages" in manifest and "stage" not in manifest:
         return [os.path.join(root, s["output"]) for s in manifest["stages"]]
     return [root]
@@ -70,9 +70,10 @@ def stage_class(folder: str, allowed=()):
     (:func:`curate.stages.registry.recorded`); None when the manifest names none."""
     from curate.stages import registry
     from curate.stages.dataset import read_manifest
+    from curate.stages.output import Output
 
     name = (read_manifest(folder) or {}).get("stage")
-    return registry.recorded(name, allowed, os.path.join(folder, "manifest.json")) if name else None
+    return registry.recorded(name, allowed, os.path.join(folder, Output.at(folder).manifest_name)) if name else None
 
 
 def check_stage(folder: str, sample: int, seed: int, scratch: str, compute=None, allowed=()) -> StageCheck:

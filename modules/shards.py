@@ -6,7 +6,7 @@ Output directory::
     shard_train_000001.npy    then the training shards; the number counts on across both
     ...
     _docs/shard_val_000000.parquet  each shard's document sidecar: which document each token range is
-    manifest.json             shard size, dtype, eot id, per shard its split, tokens and first document
+    _manifest.json             shard size, dtype, eot id, per shard its split, tokens and first document
     _SUCCESS                  written last
 
 Each shard is exactly what ``np.save(path, array)`` writes for a 1-D array (``.npy`` format 1.0):
@@ -422,7 +422,7 @@ def verify(path: str, vocab_size: int | None = None, tokenizer=None, first_token
                 if dtype.itemsize == 2 and vocab is not None and vocab > UINT16_MAX_VOCAB:
                     problems.append(f"{where}: dtype: uint16 cannot hold a {vocab:,}-id vocabulary (more than 65,535)")
                 if manifest.get("dtype") and np.dtype(manifest["dtype"]) != dtype:
-                    problems.append(f"{where}: dtype: {dtype}, manifest.json says {manifest['dtype']}")
+                    problems.append(f"{where}: dtype: {dtype}, _manifest.json says {manifest['dtype']}")
                 if offset + n * dtype.itemsize != rec["bytes"]:
                     problems.append(f"{where}: size: the header says {n} ids ({offset + n * dtype.itemsize} bytes), "
                                     f"the file has {rec['bytes']}")
@@ -449,7 +449,7 @@ def verify(path: str, vocab_size: int | None = None, tokenizer=None, first_token
                                     f"token {first_bad[0]}, id {first_bad[1]})")
                 entry = per_shard.get(rec["path"], {})
                 if not bad and entry.get("eot") is not None and entry["eot"] != eots:
-                    problems.append(f"{where}: eot: {eots} EOT ids, manifest.json says {entry['eot']}")
+                    problems.append(f"{where}: eot: {eots} EOT ids, _manifest.json says {entry['eot']}")
                 total += n
         except DataError as e:
             problems.append(str(e))

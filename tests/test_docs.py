@@ -98,7 +98,7 @@ def test_quickstart_and_walkthrough_run_as_written(tmp_path):
     import json
 
     mine = home / "curate-try"
-    dedup = json.loads((mine / "out" / "my-corpus" / "03-exact_dedup" / "manifest.json").read_text())
+    dedup = json.loads((mine / "out" / "my-corpus" / "03-exact_dedup" / "_manifest.json").read_text())
     assert dedup["counts"]["dropped"] == {"exact_duplicate": 1}
     assert (mine / "out" / "my-corpus" / "_reports" / "report.html").exists()
     # the walk-through wrote nothing into the clone

@@ -28,7 +28,7 @@ def test_the_quality_buckets_job(tmp_path):
     out = tmp_path / "out"
 
     def manifest(folder):
-        return json.loads((out / folder / "manifest.json").read_text())
+        return json.loads((out / folder / "_manifest.json").read_text())
 
     tag = manifest("03-tag")
     assert tag["counts"]["dropped"] == {} and tag["counts"]["out"] == manifest("02-clean")["counts"]["out"]

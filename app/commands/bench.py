@@ -58,7 +58,7 @@ def main(args) -> int:
             raise SettingsError(f"{args.job_output}: no such directory")
         rows = bench.record_rows(args.job_output, _labels(args.label))
         if not rows:
-            raise SettingsError(f"{args.job_output}: no finished stage folders (NN-stage/manifest.json)")
+            raise SettingsError(f"{args.job_output}: no finished stage folders (NN-stage/_manifest.json)")
         bench.write_csv(args.csv, rows, append=True)
         print(f"bench: {len(rows)} row(s) appended to {args.csv}")
         return 0

@@ -1,6 +1,6 @@
 """``curate report DIR``: what each stage kept and dropped, and how the filter scores are spread.
 
-DIR is a job output (``01-normalize/``, ``02-clean/``, ... each with a manifest.json) or one stage
+DIR is a job output (``01-normalize/``, ``02-clean/``, ... each with a _manifest.json) or one stage
 output. The report prints one table of the manifests' counts: documents in and out per stage, the
 documents dropped per reason, and the PII redacted per kind. For filter stages run with
 ``--keep-scores`` it also prints, per filter, its thresholds, how many documents it would reject on

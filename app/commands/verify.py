@@ -42,7 +42,7 @@ def add_arguments(p) -> None:
     p.add_argument("--checksums", action="store_true",
                    help="re-read every listed file and compare its XXH3-128 checksum (token .bin/.idx always are)")
     p.add_argument("--vocab-size", type=int, default=None, metavar="N",
-                   help="every token id must be below N (default: the tokenizer's, else manifest.json's)")
+                   help="every token id must be below N (default: the tokenizer's, else _manifest.json's)")
     p.add_argument("--tokenizer", default=None, metavar="TOK",
                    help="tokenizer for the vocabulary size and to decode the first document")
     p.add_argument("--prefix", default=None, metavar="NAME", help="check only the pairs NAME_00000... (one set)")

@@ -17,7 +17,7 @@ Writing (``write_dataset``) produces one directory per stage::
 
     part-00000.parquet ...     one file per partition, each written to a temp name then renamed
     _rejects/part-00000.parquet  rows with a _reason (only partitions that had any)
-    manifest.json              stage, settings, input, counts in/out/dropped by reason, schema, timings
+    _manifest.json              stage, settings, input, counts in/out/dropped by reason, schema, timings
     _SUCCESS                   empty, written last; readers refuse a directory without it
 
 A generated id (when the input has none) is ``<file>:<byte offset of the line>``, the file named

@@ -22,7 +22,9 @@ INTERNAL = (REASON, DETAIL)
 SUCCESS = "_SUCCESS"
 
 
-MANIFEST = "manifest.json"
+MANIFEST = "_manifest.json"
+#: the name an earlier curate gave it (still read: see curate.stages.output.Output.manifest_name)
+LEGACY_MANIFEST = "manifest.json"
 
 
 REJECTS = "_rejects"

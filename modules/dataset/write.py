@@ -84,7 +84,7 @@ def detail_counts(rejected: pd.DataFrame, reasons) -> dict[str, dict[str, int]]:
 
 def write_dataset(ddf, ctx, *, stage: str, settings, reject_columns=None, extra: dict | None = None,
                   records: list[dict] | None = None, count_details: tuple[str, ...] = ()) -> dict:
-    """Write every partition (one task each), then manifest.json, then _SUCCESS.
+    """Write every partition (one task each), then _manifest.json, then _SUCCESS.
 
     Partitions a killed run of the same settings finished (journal records of this fingerprint whose
     files are all there) are not recomputed. ``records`` are further files the stage wrote into its
@@ -120,7 +120,7 @@ def write_dataset(ddf, ctx, *, stage: str, settings, reject_columns=None, extra:
 def finish_output(ctx, *, stage: str, settings, partition_stats: list[dict], schema: dict | None,
                   started: float, extra: dict | None = None, records: list[dict] | None = None,
                   unit: str = "", run: str | None = None) -> dict:
-    """Write manifest.json (listing every file with size and checksum) and then ``_SUCCESS``."""
+    """Write _manifest.json (listing every file with size and checksum) and then ``_SUCCESS``."""
     dropped: dict[str, int] = {}
     details: dict[str, dict[str, int]] = {}
     for s in partition_stats:

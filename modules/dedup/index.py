@@ -1,7 +1,7 @@
 """Saved dedup indexes: ``--save-index IDX`` writes one, ``--against IDX [IDX ...]`` deduplicates new data
 against them without reading the data they were made from.
 
-An index is a curate output of its own (owner stage ``dedup_index``): ``manifest.json`` lists every
+An index is a curate output of its own (owner stage ``dedup_index``): ``_manifest.json`` lists every
 file with its XXH3-128 checksum, ``_SUCCESS`` comes last, a killed run resumes from its journal, and
 ``curate verify IDX`` checks it like any output. Its tables are Parquet parts, partitioned so that no
 step ever reads an index whole: a run meets part ``i`` of a table in one task, after routing its own
@@ -211,7 +211,7 @@ def open_index(path: str, kind: str, record: dict, flag: str = "--against", veri
     except DataError as e:
         raise SettingsError(f"{where}: not a curate dedup index ({e})") from None
     if manifest is None:
-        raise SettingsError(f"{where}: not a curate dedup index (no manifest.json)")
+        raise SettingsError(f"{where}: not a curate dedup index (no _manifest.json)")
     stage = (manifest.get("owner") or {}).get("stage") or manifest.get("stage")
     if stage != STAGE:
         raise SettingsError(f"{where}: not a dedup index but the output of stage {stage!r}; pass the directory "

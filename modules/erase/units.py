@@ -75,7 +75,7 @@ def discover(roots) -> list[Unit]:
             raise SettingsError(f"{root}: no such directory (give a job root or an output directory)")
         units = _units_of(root)
         if not units:
-            raise OwnershipError(f"{root}: not a curate output (no manifest.json); erase changes only what curate wrote")
+            raise OwnershipError(f"{root}: not a curate output (no _manifest.json); erase changes only what curate wrote")
         for u in units:
             if u.kind == "job":
                 for stage in u.manifest.get("stages") or []:

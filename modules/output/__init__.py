@@ -6,7 +6,9 @@ is the whole directory (``unit=""``, every stage) or a named part of it (tokeniz
 so ``web_*`` and ``code_*`` pairs live side by side in one folder, each with its own files::
 
     unit ""                      unit "web"
-    manifest.json                manifest.web.json     what the unit is (owner), what it wrote
+    _manifest.json               _manifest.web.json    what the unit is (owner), what it wrote (an earlier
+                                                       curate wrote manifest.json: read, kept by erase,
+                                                       renamed by a rerun)
     _SUCCESS                     _SUCCESS.web          written last: the unit is complete
     _state/<key>.json            _state.web/<key>.json resume journal (one record per task)
     _LOCK                        _LOCK.web             held by the run writing the unit

@@ -78,7 +78,7 @@ def check_claim(out: Output, owner: dict) -> None:
     control: set[str] = set()
     for other in others.values():
         owned |= other.owned(listing)
-        control |= {other.manifest_name, other.success_name, other.names["lock"]}
+        control |= {other.names["manifest"], other.names["legacy_manifest"], other.success_name, other.names["lock"]}
     foreign = []
     for rel in sorted(listing):
         if rel in owned or rel in control or is_temporary(rel) or _STATE_RE.match(rel):

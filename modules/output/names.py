@@ -21,7 +21,7 @@ JOB_FOLDERS = ("_reports",)
 _UNIT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
-_CONTROL_RE = re.compile(r"^(manifest(\.[^/]+)?\.json|_SUCCESS(\.[^/]+)?|_LOCK(\.[^/]+)?)$")
+_CONTROL_RE = re.compile(r"^(_?manifest(\.[^/]+)?\.json|_SUCCESS(\.[^/]+)?|_LOCK(\.[^/]+)?)$")
 
 
 _STATE_RE = re.compile(r"^(_state(\.[^/]+)?|_reports)/")
@@ -130,7 +130,9 @@ def unit_files(unit: str) -> dict[str, str]:
         raise SettingsError(f"output unit must be letters, digits, '.', '-' or '_'; got {unit!r}")
     suffix = f".{unit}" if unit else ""
     return {
-        "manifest": f"manifest{suffix}.json",
+        # "_": Arrow, pandas, DuckDB, polars and Spark skip it when they read the folder as a dataset
+        "manifest": f"_manifest{suffix}.json",
+        "legacy_manifest": f"manifest{suffix}.json",  # what curate wrote before: read, kept when rewritten
         "success": f"_SUCCESS{suffix}",
         "state": f"_state{suffix}",
         "lock": f"_LOCK{suffix}",
@@ -141,7 +143,7 @@ def units_in(listing) -> list[str]:
     """Units that have a manifest or a journal in a directory listing (relative paths)."""
     found = set()
     for rel in listing:
-        m = re.match(r"^manifest(?:\.([^/]+))?\.json$", rel) or re.match(r"^_state(?:\.([^/]+))?/", rel)
+        m = re.match(r"^_?manifest(?:\.([^/]+))?\.json$", rel) or re.match(r"^_state(?:\.([^/]+))?/", rel)
         if m:
             found.add(m.group(1) or "")
     return sorted(found)

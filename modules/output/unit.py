@@ -53,7 +53,12 @@ class Output:
 
     @property
     def manifest_name(self) -> str:
-        return self.names["manifest"]
+        """``_manifest.json`` (the folder reads as a dataset in other tools), or ``manifest.json`` for a
+        unit an earlier curate wrote and nobody has rerun: read, verified and erased under that name."""
+        names = self.names
+        if not self.exists(names["manifest"]) and self.exists(names["legacy_manifest"]):
+            return names["legacy_manifest"]
+        return names["manifest"]
 
     @property
     def success_name(self) -> str:
@@ -317,7 +322,7 @@ class Output:
     def remove(self, rel: str, owned: set[str] | None = None) -> None:
         """Delete ``rel``, which must be this unit's (listed by it) or a temporary."""
         if not is_temporary(rel) and rel not in (owned if owned is not None else self.owned()) \
-                and rel not in (self.success_name, self.manifest_name):
+                and rel not in (self.success_name, self.names["manifest"], self.names["legacy_manifest"]):
             raise RuntimeError(f"{self.path(rel)}: not written by this output; refusing to delete it")
         if not self.remote:
             self._refuse_link(rel)
@@ -337,7 +342,7 @@ class Output:
         journal = {rel for rel in owned if rel.startswith(self.state_dir + "/")}
         for rel in sorted(rel for rel in listing if (rel in owned or is_temporary(rel)) and rel not in journal):
             self.remove(rel, owned)
-        for rel in (self.success_name, self.manifest_name, *sorted(journal)):
+        for rel in (self.success_name, self.names["manifest"], self.names["legacy_manifest"], *sorted(journal)):
             if rel in listing:
                 self.remove(rel, owned)
         if not self.remote:  # the folders this left empty, deepest first; a non-empty one stays
@@ -353,10 +358,13 @@ class Output:
         self.remove(self.success_name)
         previous = self.manifest() or {}
         kept = _manifest_paths(previous)
-        self.write_json(self.manifest_name, {
+        legacy = self.manifest_name == self.names["legacy_manifest"]
+        self.write_json(self.names["manifest"], {
             "curate_output": 1, "owner": owner, "status": "running", "unit": self.unit,
             "previous_outputs": sorted(kept),
         })
+        if legacy:  # a rerun of an output an earlier curate wrote: from now on under the new name
+            self.remove(self.names["legacy_manifest"])
         if not self.remote:  # a killed run's half-written files (an object store has none)
             self._remove_temporaries(self.listing())
 
@@ -433,4 +441,4 @@ def _belongs_to(out: Output, rel: str, owned: set[str]) -> bool:
     final = name[1:name.index(TMP_MARK)] if name.startswith(".") and TMP_MARK in name else name
     final_rel = f"{folder}/{final}" if folder else final
     return final_rel in owned or final_rel.startswith(out.state_dir + "/") \
-        or final_rel in (out.manifest_name, out.success_name)
+        or final_rel in (out.names["manifest"], out.names["legacy_manifest"], out.success_name)

@@ -1,6 +1,6 @@
 """Reading a token set: the output of ``curate tokenize`` as input to ``pack`` and ``shards``.
 
-A token set is one ownership unit of a tokenize output directory: ``manifest.json`` and
+A token set is one ownership unit of a tokenize output directory: ``_manifest.json`` and
 ``_SUCCESS`` for the default prefix ``part``, ``manifest.<prefix>.json`` and ``_SUCCESS.<prefix>``
 for another prefix (see ``modules/output.py``). Its manifest names every pair (``files``: name, set,
 partition, documents, tokens), the tokenizer, the vocabulary size, the dtype and whether a BOS was
@@ -142,7 +142,7 @@ def open_token_set(path: str, prefix: str | None = None, allow_incomplete: bool 
     elif len(units) == 1:
         unit = units[0]
     elif not units:
-        raise SettingsError(f"input {path}: not a tokenize output (no manifest.json of stage 'tokenize')")
+        raise SettingsError(f"input {path}: not a tokenize output (no _manifest.json of stage 'tokenize')")
     else:
         raise SettingsError(f"input {path}: holds several token sets ({', '.join(u or 'part' for u in units)}); "
                             "choose one with --input-prefix")
@@ -210,7 +210,7 @@ def vocab_for_check(vocab_size: int | None, tokenizer, manifest: dict | None) ->
     if tokenizer is not None:
         return tokenizer.vocab_size, f"tokenizer {tokenizer.spec}"
     if manifest and manifest.get("vocab_size") is not None:
-        return int(manifest["vocab_size"]), "manifest.json"
+        return int(manifest["vocab_size"]), "_manifest.json"
     return None, "unknown (ids checked against the dtype only)"
 
 

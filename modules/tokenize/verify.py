@@ -4,7 +4,7 @@ A target is a tokenize output directory (local or an fsspec URL) or a single pai
 prefix (``out/merged`` for ``out/merged.bin`` + ``out/merged.idx``). Every problem is one line
 ``FILE: CHECK: detail``. The checks:
 
-- ownership: every pair belongs to a complete unit (``manifest.json`` + ``_SUCCESS``, or for
+- ownership: every pair belongs to a complete unit (``_manifest.json`` + ``_SUCCESS``, or for
   ``--prefix web`` ``manifest.web.json`` + ``_SUCCESS.web``; a merged pair ``merged.bin`` has
   ``manifest.merged.json``); a pair no manifest lists is a stray (a copy, another run's pair, a merge
   written inside the set); every file a manifest names is present;
@@ -84,7 +84,7 @@ def _load_units(fs, root: str, names: list[str], target: Target) -> None:
     from curate.stages.output import check_paths, unit_files
 
     for base in sorted(names):
-        m = re.match(r"^manifest(?:\.(.+))?\.json$", base)
+        m = re.match(r"^_?manifest(?:\.(.+))?\.json$", base)
         if not m:
             continue
         unit = m.group(1) or ""
@@ -163,7 +163,7 @@ def discover(path: str, prefix: str | None = None) -> Target:
             if f.get("name") not in present and selected:
                 target.problems.append(f"{target.path(f.get('name', '?') + '.bin')}: missing: listed in {names['manifest']}")
     if target.is_dir and not target.units:
-        target.problems.append(f"{target.path('manifest.json')}: missing manifest: not a curate token set "
+        target.problems.append(f"{target.path('_manifest.json')}: missing manifest: not a curate token set "
                                "(nothing says which pairs belong to it)")
     elif target.is_dir or target.units:
         for p in target.pairs:
@@ -220,7 +220,7 @@ def check_structure(target: Target, p: Pair) -> megatron.Index | None:
     expected = (target.units.get(owner) or target.manifest or {}).get("dtype_code")
     if expected is not None and index.dtype_code != expected:
         target.problems.append(
-            f"{idx_path}: dtype code: {index.dtype_code} ({index.dtype}), but manifest.json says "
+            f"{idx_path}: dtype code: {index.dtype_code} ({index.dtype}), but _manifest.json says "
             f"{expected} ({megatron.DTYPES.get(expected)})"
         )
     return index

@@ -7,13 +7,13 @@ Output directory (``--output``, a local path or an fsspec URL such as ``s3://buc
     part_00000.docs.parquet         the pair's document sidecar: which document each sequence is
     _rejects/part-00000.parquet     documents not tokenized: rejected upstream (their _reason) or
                                     without any token ("empty")
-    manifest.json                   tokenizer (name, hash of its files, vocabulary size, eod/bos ids;
+    _manifest.json                   tokenizer (name, hash of its files, vocabulary size, eod/bos ids;
                                     for a hub name the revision), dtype, per file documents/tokens/bytes
                                     and the XXH3-128 checksum of every file
     _SUCCESS                        written last
 
 Ownership (``modules/output.py``): the pairs of one ``--prefix`` are one unit. The default prefix
-``part`` owns the directory's ``manifest.json``/``_SUCCESS``; another prefix ``web`` has its own
+``part`` owns the directory's ``_manifest.json``/``_SUCCESS``; another prefix ``web`` has its own
 ``manifest.web.json``, ``_SUCCESS.web``, ``_state.web/`` and rejects ``_rejects/web-part-00000.parquet``,
 so several corpora can be tokenized into one folder, each verifiable and mergeable on its own.
 

@@ -66,8 +66,8 @@ def test_pipeline_equals_curate_run_and_resumes(data, plugins):
     folders = ["01-clean", "02-strip_signature", "03-filter", "04-exact_dedup", "05-tokenize"]
     assert [os.path.basename(o.output) for o in result.stages] == folders
     for folder in folders:
-        api = json.loads((data / "api" / folder / "manifest.json").read_text())
-        cli = json.loads((data / "cli" / folder / "manifest.json").read_text())
+        api = json.loads((data / "api" / folder / "_manifest.json").read_text())
+        cli = json.loads((data / "cli" / folder / "_manifest.json").read_text())
         assert api["fingerprint"] == cli["fingerprint"] and api["counts"] == cli["counts"], folder
         for f in sorted((data / "api" / folder).glob("part*")):
             assert f.read_bytes() == (data / "cli" / folder / f.name).read_bytes(), f

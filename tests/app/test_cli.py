@@ -102,7 +102,7 @@ def test_a_small_run_stays_in_process(tmp_path):
     proc = curate("normalize", "--input", src, "--output", tmp_path / "out")
     assert "cluster: auto chose threads (input 0.0 MiB <= 64 MiB" in proc.stderr
     assert "dashboard" not in proc.stderr.lower()
-    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["counts"]["out"] == 20
+    assert json.loads((tmp_path / "out" / "_manifest.json").read_text())["counts"]["out"] == 20
 
 
 # --------------------------------------------------------------------------- discoverability (issue 31, point 6)

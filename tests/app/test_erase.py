@@ -79,8 +79,8 @@ def expected_changes(roots, erased: set[str], domain: str, seq_length: int, shar
 
     changed: set[str] = set()
     for root in roots:
-        for folder in sorted({p.parent for p in Path(root).rglob("manifest.json")}):
-            if json.loads((folder / "manifest.json").read_text())["owner"]["kind"] == "job":
+        for folder in sorted({p.parent for p in Path(root).rglob("_manifest.json")}):
+            if json.loads((folder / "_manifest.json").read_text())["owner"]["kind"] == "job":
                 continue  # its stage folders are folders of their own here
             tables = {p: pq.read_table(p) for p in folder.rglob("*.parquet")}
             numbers = set()
@@ -98,15 +98,15 @@ def expected_changes(roots, erased: set[str], domain: str, seq_length: int, shar
                 if p.parent.name == "_docs" and folder == Path(root) and folder.name != shards.name:
                     hits.add(folder / p.name)  # packed rows of the pair
             if folder == shards:
-                entries = json.loads((folder / "manifest.json").read_text())["shards"]
+                entries = json.loads((folder / "_manifest.json").read_text())["shards"]
                 first = min(k for k, s in enumerate(entries) if folder / s["docs"] in hits)
                 hits |= {folder / n for s in entries[first:] for n in (s["name"], s["docs"])}
             if hits:
                 changed |= {str(p) for p in hits}
-                changed |= {str(p) for p in folder.iterdir() if p.name in ("manifest.json", "_SUCCESS")}
+                changed |= {str(p) for p in folder.iterdir() if p.name in ("_manifest.json", "_SUCCESS")}
                 changed |= {str(p) for p in folder.glob("_state/*")}
     job = Path(roots[0])
-    changed |= {str(job / "manifest.json"), str(job / "_SUCCESS"), str(job / "_reports" / "report.html")}
+    changed |= {str(job / "_manifest.json"), str(job / "_SUCCESS"), str(job / "_reports" / "report.html")}
     return changed
 
 
@@ -174,10 +174,10 @@ def test_sample_job_erase_ten_ids_and_a_domain(tmp_path, monkeypatch, capsys):
 
     for root in roots:
         assert cli.main([*quiet, "verify", str(root), "--checksums"]) == 0, root
-    manifest = json.loads((tokens / "manifest.json").read_text())
+    manifest = json.loads((tokens / "_manifest.json").read_text())
     assert [e["by"] for e in manifest["erasures"]] == ["ids", "domains"]
     assert manifest["totals"]["documents"] == len(sidecars) - len(erased)
-    assert json.loads((job / "manifest.json").read_text())["stages"][-1]["counts"]["out"] == len(sidecars) - len(erased)
+    assert json.loads((job / "_manifest.json").read_text())["stages"][-1]["counts"]["out"] == len(sidecars) - len(erased)
     # the same requests again: nothing to do, nothing changes
     capsys.readouterr()
     assert cli.main([*quiet, "erase", *map(str, roots), "--ids", str(tmp_path / "ids.txt")]) == 0
@@ -265,7 +265,7 @@ def test_a_killed_erase_resumes(small, tmp_path):
     proc = subprocess.run([sys.executable, "-c", KILLED_ERASE, *args, str(small)], cwd=ROOT, capture_output=True,
                           text=True)
     assert proc.returncode == -signal.SIGKILL, proc.stderr
-    assert json.loads((small / "manifest.json").read_text())["status"] == "erasing"
+    assert json.loads((small / "_manifest.json").read_text())["status"] == "erasing"
     assert cli.main(["verify", str(small)]) == 1  # unfinished: no _SUCCESS, checksums off
     proc = subprocess.run([*CURATE, *args, str(small)], cwd=ROOT, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

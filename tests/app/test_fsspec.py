@@ -47,13 +47,13 @@ def test_a_whole_job_from_s3_to_s3(s3, tmp_path):
     # every stage wrote to the bucket, each with manifest and _SUCCESS, and the job root too
     stages = ["01-clean", "02-exact_dedup", "03-fuzzy_dedup", "04-shuffle", "05-tokenize"]
     for stage in stages:
-        assert s3.exists(f"fsspec-bkt/job/{stage}/_SUCCESS") and s3.exists(f"fsspec-bkt/job/{stage}/manifest.json")
-    assert json.loads(s3.cat_file("fsspec-bkt/job/manifest.json"))["owner"] == {"kind": "job", "job": "remote"}
+        assert s3.exists(f"fsspec-bkt/job/{stage}/_SUCCESS") and s3.exists(f"fsspec-bkt/job/{stage}/_manifest.json")
+    assert json.loads(s3.cat_file("fsspec-bkt/job/_manifest.json"))["owner"] == {"kind": "job", "job": "remote"}
     # the same bytes as a local run of the same job
     for rel in ("04-shuffle/part-00000.parquet", "04-shuffle/part-00001.parquet", "05-tokenize/part_00000.bin",
                 "05-tokenize/part_00001.idx"):
         assert s3.cat_file(f"fsspec-bkt/job/{rel}") == (tmp_path / "local" / rel).read_bytes(), rel
-    m = json.loads(s3.cat_file("fsspec-bkt/job/02-exact_dedup/manifest.json"))
+    m = json.loads(s3.cat_file("fsspec-bkt/job/02-exact_dedup/_manifest.json"))
     assert m["counts"]["dropped"] == {"exact_duplicate": 1}
     assert "AWS_SECRET" not in json.dumps(m) and "testing" not in json.dumps(m["io"])
     assert "OK" in curate("verify", "s3://fsspec-bkt/job", "--checksums").stdout

@@ -165,7 +165,7 @@ def test_token_sets_and_hold_out_leakage(corpus, tmp_path):
     rejects = pd.concat([pd.read_parquet(p) for p in sorted((tmp_path / "held" / "_rejects").glob("*.parquet"))])
     assert set(rejects["id"]) == leaking and set(rejects["_reason"]) == {"leakage"}
     assert all(re.match(r"^validation:\S+ jaccard [01]\.\d\d$", d) for d in rejects["_detail"])
-    manifest = json.loads((tmp_path / "held" / "manifest.json").read_text())
+    manifest = json.loads((tmp_path / "held" / "_manifest.json").read_text())
     assert manifest["counts"]["dropped"] == {"leakage": len(leaking)}
     assert manifest["leakage"]["held_out_of_train"] == len(leaking)
     left = set(as_found(find_leakage([str(tmp_path / "held")])))

@@ -46,7 +46,7 @@ def dataset(tmp_path) -> Path:
     return out
 
 
-def plant(out: Path, rel: str, victim: Path, manifest: str = "manifest.json") -> None:
+def plant(out: Path, rel: str, victim: Path, manifest: str = "_manifest.json") -> None:
     m = json.loads((out / manifest).read_text())
     m["outputs"].append({"path": rel, **checksum(victim), "rows": 2})
     (out / manifest).write_text(json.dumps(m, indent=2))
@@ -89,7 +89,7 @@ def test_a_job_manifest_stage_folder_outside_the_root_is_refused(dataset, victim
     job = tmp_path / "job"
     job.mkdir()
     shutil.move(str(dataset), str(job / "01-clean"))
-    (job / "manifest.json").write_text(json.dumps({
+    (job / "_manifest.json").write_text(json.dumps({
         "owner": {"kind": "job", "job": "j"}, "job": "j", "curate_output": 1, "status": "complete", "unit": "",
         "stages": [{"name": "clean", "output": "../victim", "counts": {}}], "outputs": []}))
     (job / "_SUCCESS").write_text("")
@@ -135,9 +135,9 @@ def test_token_manifests_name_no_pair_outside(tmp_path, victim, capsys):
     out = tmp_path / "tokens"
     run_stage("tokenize", {"tokenizer": "tiktoken:cl100k_base"}, [str(tmp_path / "in" / "a.jsonl")], out,
               format="parquet")
-    m = json.loads((out / "manifest.json").read_text())
+    m = json.loads((out / "_manifest.json").read_text())
     m["files"][0]["name"] = "../victim/data"
-    (out / "manifest.json").write_text(json.dumps(m))
+    (out / "_manifest.json").write_text(json.dumps(m))
     before = victim.read_bytes()
     for args in (["verify", out], ["merge", out, "--output", tmp_path / "merged"],
                  ["pack", "--input", out, "--output", tmp_path / "packed", "--seq-length", "16"],

@@ -58,7 +58,7 @@ def test_user_files_in_the_output_folder_are_left_alone(tmp_path, force):
     (out / "part-00000.parquet").write_bytes(b"the user's own part file")
     (out / "_rejects" / "mine.txt").write_text("user notes")
     (out / "_work" / "model.bin").write_bytes(b"\x00" * 10)
-    (out / "manifest.json").write_text('{"my": "own manifest"}')
+    (out / "_manifest.json").write_text('{"my": "own manifest"}')
     before = snapshot(out)
     proc = cli("clean", "--input", src, "--output", out, *(["--force"] if force else []), cwd=tmp_path)
     one_line_refusal(proc, str(out), "not a curate output", "_rejects/mine.txt")
@@ -88,7 +88,7 @@ def test_two_prefixes_share_a_folder(tmp_path):
     assert {p.name: p.read_bytes() for p in out.glob("web_*")} == web_pairs  # the first corpus survived
     assert sorted(p.name for p in out.iterdir()) == [
         "_SUCCESS.code", "_SUCCESS.web", "_state.code", "_state.web", "code_00000.bin", "code_00000.docs.parquet",
-        "code_00000.idx", "manifest.code.json", "manifest.web.json", "web_00000.bin", "web_00000.docs.parquet",
+        "code_00000.idx", "_manifest.code.json", "_manifest.web.json", "web_00000.bin", "web_00000.docs.parquet",
         "web_00000.idx", "web_00001.bin", "web_00001.docs.parquet", "web_00001.idx"]
     for args in ([], ["--prefix", "web"], ["--prefix", "code"]):
         proc = curate("verify", out, *args)
@@ -279,12 +279,12 @@ def test_reader_and_verify_catch_an_extra_and_a_missing_part(tmp_path):
     assert problems(tmp_path / "s", "--checksums") == (0, [])
     shutil.copy(tmp_path / "s" / "part-00001.parquet", tmp_path / "s" / "part-00002.parquet")
     proc = cli("redact", "--input", tmp_path / "s", "--output", tmp_path / "r", cwd=tmp_path)
-    assert proc.returncode == 1 and "part-00002.parquet is not listed in manifest.json" in proc.stderr
+    assert proc.returncode == 1 and "part-00002.parquet is not listed in _manifest.json" in proc.stderr
     assert problems(tmp_path / "s")[1] == [f"{tmp_path / 's'}/part-00002.parquet: unlisted: no manifest here names "
                                            "this file (a stray or foreign file)"]
     os.remove(tmp_path / "s" / "part-00002.parquet")
     os.remove(tmp_path / "s" / "part-00000.parquet")
     proc = cli("redact", "--input", tmp_path / "s", "--output", tmp_path / "r", cwd=tmp_path)
-    assert proc.returncode == 1 and "part-00000.parquet is listed in manifest.json but missing" in proc.stderr
-    assert problems(tmp_path / "s")[1] == [f"{tmp_path / 's'}/part-00000.parquet: missing: listed in manifest.json"]
+    assert proc.returncode == 1 and "part-00000.parquet is listed in _manifest.json but missing" in proc.stderr
+    assert problems(tmp_path / "s")[1] == [f"{tmp_path / 's'}/part-00000.parquet: missing: listed in _manifest.json"]
     assert not (tmp_path / "r").exists()

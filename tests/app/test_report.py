@@ -68,7 +68,7 @@ def test_without_scores(tmp_path, capsys):
 def test_errors(tmp_path):
     with pytest.raises(SettingsError, match="no such folder"):
         report.stage_dirs(str(tmp_path / "nope"))
-    with pytest.raises(SettingsError, match="no manifest.json, and no NN-stage folders"):
+    with pytest.raises(SettingsError, match="no _manifest.json, and no NN-stage folders"):
         report.stage_dirs(str(tmp_path))
     proc = curate("report", tmp_path, check=False)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
@@ -86,7 +86,7 @@ def scored(request, tmp_path):
     out = tmp_path / "f"
     run_stage("filter", {"config": str(chain), "keep_scores": True}, str(tmp_path / "in" / "*.jsonl"), out,
               format=request.param)
-    filters = json.loads((out / "manifest.json").read_text())["filters"]
+    filters = json.loads((out / "_manifest.json").read_text())["filters"]
     return out, filters, request.param
 
 
@@ -292,13 +292,13 @@ def test_end_of_run_page_skips_verify_beyond_a_size(small_job, monkeypatch):
 
 
 def test_a_job_root_with_its_own_manifest_lists_its_stages(tmp_path):
-    """Edge case: a job's root holds the job's manifest.json; its stages are still the NN-stage folders."""
+    """Edge case: a job's root holds the job's _manifest.json; its stages are still the NN-stage folders."""
     import json
 
     for name in ("01-clean", "02-filter"):
         (tmp_path / name).mkdir()
-        (tmp_path / name / "manifest.json").write_text(json.dumps({"stage": name[3:]}))
-    (tmp_path / "manifest.json").write_text(json.dumps({"owner": {"kind": "job", "job": "j"}}))
+        (tmp_path / name / "_manifest.json").write_text(json.dumps({"stage": name[3:]}))
+    (tmp_path / "_manifest.json").write_text(json.dumps({"owner": {"kind": "job", "job": "j"}}))
     assert report.stage_dirs(str(tmp_path)) == [str(tmp_path / "01-clean"), str(tmp_path / "02-filter")]
     assert report.stage_dirs(str(tmp_path / "02-filter")) == [str(tmp_path / "02-filter")]
 
@@ -371,4 +371,4 @@ def test_each_filter_shows_the_documents_only_it_rejects(tmp_path, capsys):
     for f in only:
         [cells] = re.findall(rf"<tr><td>{f}</td>((?:<td>[^<]*</td>)+)</tr>", page)
         assert re.findall(r"<td>([^<]*)</td>", cells)[-1] == str(only[f])
-    assert json.loads((out / "manifest.json").read_text())["score_sample"]["filters"]["numbers"]["only"] == 1
+    assert json.loads((out / "_manifest.json").read_text())["score_sample"]["filters"]["numbers"]["only"] == 1

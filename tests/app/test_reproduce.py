@@ -51,7 +51,7 @@ def test_a_job_reproduces_exactly(job, capsys):
 def test_a_changed_library_is_named(job, capsys, monkeypatch):
     from curate.stages import clean
 
-    manifest_path = job / "out" / "01-clean" / "manifest.json"
+    manifest_path = job / "out" / "01-clean" / "_manifest.json"
     manifest = json.loads(manifest_path.read_text())
     manifest["versions"]["ftfy"] = "0.0.1"  # as if the run had used another ftfy
     manifest_path.write_text(json.dumps(manifest))
@@ -108,7 +108,7 @@ class Shout(MapStage):
 
 
 def _set_stage(folder, stage):
-    path = folder / "manifest.json"
+    path = folder / "_manifest.json"
     manifest = json.loads(path.read_text())
     manifest["stage"] = stage
     path.write_text(json.dumps(manifest))
@@ -128,7 +128,7 @@ def test_reproduce_never_imports_code_a_manifest_names(job, tmp_path, target):
                                                                "PYTHONPATH": str(__import__("tests.conftest").conftest.ROOT)})
     assert proc.returncode == 2, proc.stderr
     assert f"stage {target!r} is not a registered stage" in proc.stderr
-    assert "01-clean/manifest.json" in proc.stderr
+    assert "01-clean/_manifest.json" in proc.stderr
     assert "Beautiful is better than ugly" not in proc.stdout + proc.stderr  # the standard library's `this`
     assert not marker.exists()
 

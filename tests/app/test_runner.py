@@ -98,7 +98,7 @@ def test_a_stages_time_covers_all_its_work_everywhere(tmp_path, capsys):
     (tmp_path / "job.yaml").write_text(f"name: t\ninput: '{tmp_path / 'in' / '*.jsonl'}'\nstages:\n"
                                        "  - fuzzy_dedup: {}\n")
     assert main(["run", str(tmp_path / "job.yaml"), "--output", str(tmp_path / "out"), "--cluster", "threads"]) == 0
-    m = json.loads((tmp_path / "out" / "01-fuzzy_dedup" / "manifest.json").read_text())
+    m = json.loads((tmp_path / "out" / "01-fuzzy_dedup" / "_manifest.json").read_text())
     steps = sum(m["steps"].values()) if isinstance(next(iter(m["steps"].values())), (int, float)) else \
         sum(s["seconds"] for s in m["steps"].values())
     assert m["timings"]["seconds"] >= steps

@@ -131,7 +131,7 @@ def test_a_job_never_writes_through_a_link(tmp_path, folder):
 
 
 @pytest.mark.parametrize("name,folder", [("_state.all", True), ("_state.all/merge.json", False), ("all.bin", False),
-                                         ("manifest.all.json", False)])
+                                         ("_manifest.all.json", False)])
 def test_merge_never_writes_through_a_link(tmp_path, name, folder):
     """The merged pair's folder may hold anything of the user's; the names merge writes may not be links."""
     inputs = two_inputs(tmp_path)

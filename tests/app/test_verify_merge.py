@@ -24,7 +24,7 @@ def tokenized(tmp_path_factory):
 def test_verify_ok(tokenized, capsys):
     assert main(["verify", str(tokenized / "out")]) == 0
     out = capsys.readouterr().out
-    assert "OK (vocabulary size 100277 from manifest.json)" in out
+    assert "OK (vocabulary size 100277 from _manifest.json)" in out
     assert "part: 2 files, 60 documents" in out and "int32" in out
     assert "document 0 of part_00000" in out
     assert "decoded: 'Hello number 0.0<|endoftext|>'" in out
@@ -102,7 +102,7 @@ def test_a_rerun_removes_what_a_killed_merge_left(tokenized, tmp_path):
 @pytest.mark.parametrize("stage", ["clean", "tokenize"])
 def test_a_half_written_output_is_called_unfinished_once(tmp_path, capsys, stage):
     """Issue 31, point 6: verify said both "missing manifest" and "written by an older curate?" of a
-    folder whose run was killed, though its manifest.json (status running) was there."""
+    folder whose run was killed, though its _manifest.json (status running) was there."""
     import json
 
     from curate.app.cli import main
@@ -113,7 +113,7 @@ def test_a_half_written_output_is_called_unfinished_once(tmp_path, capsys, stage
     out = tmp_path / "out"
     settings = {"tokenizer": "tiktoken:cl100k_base"} if stage == "tokenize" else {}
     run_stage(stage, settings, [str(tmp_path / "in" / "a.jsonl")], out)
-    Output.at(out).begin(json.loads((out / "manifest.json").read_text())["owner"])  # a rerun killed right after
+    Output.at(out).begin(json.loads((out / "_manifest.json").read_text())["owner"])  # a rerun killed right after
     capsys.readouterr()
     assert main(["verify", str(out)]) == 1
     err = capsys.readouterr().err

@@ -59,7 +59,7 @@ def fake_token_set(path, files):
     manifest = {"stage": "tokenize", "dtype": "uint16", "tokenizer": {"name": "tok"},
                 "totals": {"documents": 1, "tokens": sum(t for _, _, t in files)},
                 "files": [{"name": n, "set": s, "tokens": t, "documents": 1, "bytes": 2 * t} for n, s, t in files]}
-    (path / "manifest.json").write_text(json.dumps(manifest))
+    (path / "_manifest.json").write_text(json.dumps(manifest))
     (path / "_SUCCESS").write_text("")
     return str(path)
 
@@ -75,7 +75,7 @@ def test_blend_token_sets_writes_megatron_data_path(tmp_path):
                      f"{tmp_path}/wiki/train_00000": 0.25}
     assert (tmp_path / "o" / "valid_data_path.txt").read_text().split() == ["0.25", f"{tmp_path}/wiki/validation_00000"]
     assert (tmp_path / "o" / "_SUCCESS").exists() and m["blend"]["files"] == {"train": 3, "validation": 1}
-    assert data_paths([(web, json.loads((tmp_path / "web" / "manifest.json").read_text()))], [1])["train"][0][0] == 0.75
+    assert data_paths([(web, json.loads((tmp_path / "web" / "_manifest.json").read_text()))], [1])["train"][0][0] == 0.75
 
 
 def test_settings_and_usage_errors(tmp_path):
@@ -91,15 +91,15 @@ def test_settings_and_usage_errors(tmp_path):
 
 
 def test_token_set_with_prefix_units(tmp_path):
-    # tokenize --prefix web and --prefix code into one folder: manifest.web.json, manifest.code.json
+    # tokenize --prefix web and --prefix code into one folder: _manifest.web.json, _manifest.code.json
     folder = tmp_path / "tok"
     folder.mkdir()
     for unit, tokens in (("web", 30), ("code", 10)):
         m = {"stage": "tokenize", "dtype": "uint16", "totals": {"documents": 1, "tokens": tokens},
              "files": [{"name": f"{unit}_00000", "set": None, "tokens": tokens}]}
-        (folder / f"manifest.{unit}.json").write_text(json.dumps(m))
+        (folder / f"_manifest.{unit}.json").write_text(json.dumps(m))
         (folder / f"_SUCCESS.{unit}").write_text("")
-    (folder / "manifest.half.json").write_text(json.dumps({"stage": "tokenize", "files": [{"name": "x", "tokens": 5}]}))
+    (folder / "_manifest.half.json").write_text(json.dumps({"stage": "tokenize", "files": [{"name": "x", "tokens": 5}]}))
     other = fake_token_set(tmp_path / "other", [("part_00000", None, 10)])
     run_stage("blend", {"weights": [1, 1]}, [str(folder), other], tmp_path / "o")
     line = (tmp_path / "o" / "data_path.txt").read_text().split()

@@ -104,7 +104,7 @@ def test_stage_with_invalid_utf8_and_manifest(tmp_path):
     m = run_stage("clean", {}, str(tmp_path / "*.jsonl"), tmp_path / "out", on_error="skip")
     assert m["counts"] == {"in": 4, "out": 2, "dropped": {"empty_after_clean": 1, "invalid_utf8": 1}}
     assert read_output(tmp_path / "out")["text"].tolist() == ["café", "fine"]
-    assert json.load(open(tmp_path / "out" / "manifest.json"))["settings"]["fix_character_width"] is False
+    assert json.load(open(tmp_path / "out" / "_manifest.json"))["settings"]["fix_character_width"] is False
 
 
 # --------------------------------------------------------------------------- modifiers (NeMo Curator's)

@@ -32,5 +32,5 @@ stages:
     assert ids["text"].tolist()[2] == f"{FILLER}.\n\nSecond paragraph of b."  # split + join: unchanged
     blend = read_output(tmp_path / "out" / "05-blend")
     assert len(blend) == 5 and blend["id"].is_unique
-    m = json.load(open(tmp_path / "out" / "01-decontaminate" / "manifest.json"))
+    m = json.load(open(tmp_path / "out" / "01-decontaminate" / "_manifest.json"))
     assert m["decontaminate"]["tasks"]["quiz"]["documents_cut"] == 1

@@ -312,11 +312,11 @@ def test_verify_catches_broken_rows_one_line_each(tmp_path):
     ids[2] = BOS  # one BOS more than documents
     df.at[1, "input_ids"] = ids
     pq.write_table(pa.Table.from_pandas(df, schema=row_schema("uint32"), preserve_index=False), path)
-    manifest = json.loads((out / "manifest.json").read_text())
+    manifest = json.loads((out / "_manifest.json").read_text())
     for r in manifest["outputs"]:
         if r["path"] == path.name:
             r["bytes"] = path.stat().st_size
-    (out / "manifest.json").write_text(json.dumps(manifest))
+    (out / "_manifest.json").write_text(json.dumps(manifest))
     report = verify(str(out))
     assert len(report.problems) == 2
     assert "row 0" in report.problems[0] and "row 1" in report.problems[1]
@@ -339,7 +339,7 @@ def test_verify_dtype_and_missing_files(tmp_path):
                         "(more than 65,535)"]
     (out / "part_00000.parquet").unlink()
     problems = verify(str(out)).problems
-    assert problems == [f"{out / 'part_00000.parquet'}: missing: listed in manifest.json"]
+    assert problems == [f"{out / 'part_00000.parquet'}: missing: listed in _manifest.json"]
 
 
 def test_tokenize_pack_verify_decodes_row_0(tmp_path):

@@ -153,7 +153,7 @@ def test_stage_manifest_counts_and_single_pass(tmp_path, monkeypatch):
     monkeypatch.setattr(RedactStage, "transform", counting)
     m = run_stage("redact", {}, str(tmp_path / "*.jsonl"), tmp_path / "out")
     assert m["redacted"] == {"secret": 1, "email": 2, "network_address": 1, "home_path": 1, "documents": 3}
-    assert json.load(open(tmp_path / "out" / "manifest.json"))["redacted"] == m["redacted"]
+    assert json.load(open(tmp_path / "out" / "_manifest.json"))["redacted"] == m["redacted"]
     assert m["counts"] == {"in": 4, "out": 4, "dropped": {}}
     assert sorted(n for n in calls if n) == [2, 2]  # each partition redacted once, not once more for counts
     out = read_output(tmp_path / "out")
@@ -214,7 +214,7 @@ def test_presidio_strategies_and_manifest(presidio_ready, tmp_path, monkeypatch)
     write_jsonl(tmp_path / "in.jsonl", [{"id": "1", "text": PII_TEXT}, {"id": "2", "text": "none"}])
     m = run_stage("redact", {"presidio": ["PHONE_NUMBER", "IBAN_CODE"]}, tmp_path / "in.jsonl", tmp_path / "o")
     assert m["redacted"]["phone_number"] == 2 and m["redacted"]["iban_code"] == 1 and m["redacted"]["documents"] == 1
-    assert "pepper" not in (tmp_path / "o" / "manifest.json").read_text()
+    assert "pepper" not in (tmp_path / "o" / "_manifest.json").read_text()
 
 
 def test_presidio_settings_errors(presidio_ready, tmp_path):

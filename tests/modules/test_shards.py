@@ -121,12 +121,12 @@ def test_verify_fails_one_line_per_problem(tmp_path):
     (out / "shard_train_000002.npy").unlink()
     report = verify(str(out))
     assert report.problems == [
-        f"{out / 'shard_train_000002.npy'}: missing: listed in manifest.json",
+        f"{out / 'shard_train_000002.npy'}: missing: listed in _manifest.json",
         f"{path}: token id range: 1 ids >= the vocabulary size 100 (first at token 3, id 150)",
     ]
     proc = curate("verify", out, check=False)
     assert proc.returncode == 1 and proc.stderr.strip().splitlines()[:2] == report.problems
-    manifest = json.loads((out / "manifest.json").read_text())
+    manifest = json.loads((out / "_manifest.json").read_text())
     assert manifest["stage"] == "shards"
 
 

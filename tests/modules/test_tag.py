@@ -367,7 +367,7 @@ def test_tagging_twice_adds_columns_and_a_clash_is_refused_before_work(tmp_path,
     assert {"score_word_count", "score_c4_sentences", "score_fineweb_newline_ratio"} <= set(out.columns)
     assert list(m["tag"]["columns"]) == [f"score_{f.reason}" for f in build_chain(load_chain(c4))]
     with pytest.raises(SettingsError, match=r"tag: config: column 'score_c4_lorem_ipsum' is already in input "
-                                            r".*t2 \(manifest.json\) \(tagged before\?\); give filter 1 "
+                                            r".*t2 \(_manifest.json\) \(tagged before\?\); give filter 1 "
                                             r"\(c4_lorem_ipsum\) of .*c4_fineweb.yaml another 'name:'"):
         run_stage("tag", {"config": c4}, tmp_path / "t2", tmp_path / "t3")
     assert not (tmp_path / "t3").exists()

@@ -142,7 +142,7 @@ def test_manifest_contents(tmp_path):
     src = write_jsonl(tmp_path / "in.jsonl", DOCS + [{"id": "blank", "text": "   \n\t "}])
     out = tmp_path / "out"
     run_stage("normalize", {}, src, out)
-    m = json.loads((out / "manifest.json").read_text())
+    m = json.loads((out / "_manifest.json").read_text())
     assert m["stage"] == "normalize" and m["settings"] == {"drop_empty": True}
     assert m["counts"] == {"in": 11, "out": 10, "dropped": {"empty": 1}}
     assert m["schema"]["id"] == "string" and "text" in m["schema"]

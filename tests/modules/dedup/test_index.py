@@ -166,7 +166,7 @@ def test_exact_index_tables_by_hand(tmp_path):
     run_stage("exact_dedup", {"save_index": str(tmp_path / "idxA")}, [a], tmp_path / "A")
     table = pd.read_parquet(tmp_path / "idxA" / "hashes")
     assert sorted(table["id"]) == ["a1", "a2"] and list(table.columns) == ["h1", "h2", "id"]
-    manifest = json.loads((tmp_path / "idxA" / "manifest.json").read_text())
+    manifest = json.loads((tmp_path / "idxA" / "_manifest.json").read_text())
     info = manifest["index"]
     assert (info["format"], info["kind"], info["settings"], info["documents"]) == (1, "exact", {"hash": "md5"}, 2)
     assert manifest["stage"] == "dedup_index" and (tmp_path / "idxA" / "_SUCCESS").exists()
@@ -178,7 +178,7 @@ def test_exact_index_tables_by_hand(tmp_path):
     kept = read_output(tmp_path / "B")
     assert dict(zip(kept["id"], kept["dup_cluster_size"])) == {"b2": 2, "b4": 1}
     assert sorted(pd.read_parquet(tmp_path / "idxAB" / "hashes")["id"]) == ["a1", "a2", "b2", "b4"]
-    union = json.loads((tmp_path / "idxAB" / "manifest.json").read_text())["index"]
+    union = json.loads((tmp_path / "idxAB" / "_manifest.json").read_text())["index"]
     assert union["contains"] == [info["id"]] and union["documents"] == 4
     proc = curate("verify", tmp_path / "idxAB", "--checksums")
     assert "exact dedup index, 4 documents, 1 files" in proc.stdout
@@ -186,7 +186,7 @@ def test_exact_index_tables_by_hand(tmp_path):
 
 def test_fuzzy_index_tables(data, tmp_path):
     run_stage("fuzzy_dedup", {"save_index": str(tmp_path / "idx")}, data["A"], tmp_path / "A")
-    info = json.loads((tmp_path / "idx" / "manifest.json").read_text())["index"]
+    info = json.loads((tmp_path / "idx" / "_manifest.json").read_text())["index"]
     assert info["settings"] == {"num_perm": 128, "bands": 21, "rows": 6, "ngram": 5, "shingle": "word", "seed": 42,
                                 "threshold": 0.8, "false_positive_check": True}
     assert (info["parts"], info["partitions"], info["tiers"]) == (2, 2, [2])
@@ -264,7 +264,7 @@ def test_refusals(data, indexes, tmp_path):
     # foreign: a stage output, a directory curate did not write, a stray file in an index
     cases.append(("exact", indexes / "outA", "not a dedup index but the output of stage 'exact_dedup'"))
     (tmp_path / "mine").mkdir()
-    cases.append(("exact", tmp_path / "mine", "not a curate dedup index (no manifest.json)"))
+    cases.append(("exact", tmp_path / "mine", "not a curate dedup index (no _manifest.json)"))
     stray = tmp_path / "stray"
     shutil.copytree(exact, stray)
     (stray / "hashes" / "part-00009.parquet").write_bytes(b"x")
@@ -272,9 +272,9 @@ def test_refusals(data, indexes, tmp_path):
     # another format (a newer curate)
     newer = tmp_path / "newer"
     shutil.copytree(exact, newer)
-    manifest = json.loads((newer / "manifest.json").read_text())
+    manifest = json.loads((newer / "_manifest.json").read_text())
     manifest["index"]["format"] = 2
-    (newer / "manifest.json").write_text(json.dumps(manifest))
+    (newer / "_manifest.json").write_text(json.dumps(manifest))
     cases.append(("exact", newer, "index format 2 (written by curate 0.1.0); this curate 0.1.0 reads format 1"))
     # the other kind
     cases.append(("fuzzy", exact, "an index of exact dedup, not of fuzzy dedup"))
@@ -328,4 +328,4 @@ def test_in_a_job_a_later_stage_is_checked_before_any_work(data, indexes, tmp_pa
                    + stages.format(idx=indexes / "fuzzy", save=tmp_path / "idx"))
     outcomes = run_job(load_job(str(job)), str(tmp_path / "out"))
     assert outcomes[1].manifest["dedup"]["against"]["removed_for_index"] > 0
-    assert json.loads((tmp_path / "idx" / "manifest.json").read_text())["index"]["tiers"] == [2, 4]
+    assert json.loads((tmp_path / "idx" / "_manifest.json").read_text())["index"]["tiers"] == [2, 4]

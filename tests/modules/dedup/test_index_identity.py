@@ -42,7 +42,7 @@ def made(tmp_path_factory):
 def resign(folder, edit=None, files=True, digests=True):
     """Edit the manifest's index entry, then make the manifest consistent again as a tamperer would:
     file records from the files on disk, and (``digests``) the entry's digests."""
-    path = folder / "manifest.json"
+    path = folder / "_manifest.json"
     m = json.loads(path.read_text())
     if edit:
         edit(m["index"])

@@ -197,7 +197,7 @@ def test_rerun_is_byte_identical_the_cli_words_and_the_report(tmp_path):
             "--min-span-words", "3", "--min-words", "6"]
     assert cli.main(args) == 0
     first = [p.read_bytes() for p in sorted(out.glob("part-*"))]
-    assert json.loads((out / "manifest.json").read_text())["stage"] == "sentence_dedup"
+    assert json.loads((out / "_manifest.json").read_text())["stage"] == "sentence_dedup"
     assert cli.main([*args, "--force"]) == 0
     assert [p.read_bytes() for p in sorted(out.glob("part-*"))] == first
     page = tmp_path / "report.html"  # the report shows the bytes removed per document

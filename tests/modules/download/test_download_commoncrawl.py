@@ -164,7 +164,7 @@ def test_cli_download_commoncrawl(mirror, tmp_path):
     curate("download", "commoncrawl", "--snapshots", SNAP, "--limit", "1", "--base-url", mirror.url(),
            "--output", tmp_path / "out", "--raw-dir", tmp_path / "raw", "--keep-raw", "--algorithm", "justext",
            "--workers", "1", "--backoff", "0.01")
-    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    manifest = json.loads((tmp_path / "out" / "_manifest.json").read_text())
     assert manifest["settings"]["algorithm"] == "justext" and manifest["download"]["files"] == 1
     assert manifest["counts"]["in"] == 3
     assert (tmp_path / "raw" / mirror.rels[0].rsplit("/", 1)[1]).exists()

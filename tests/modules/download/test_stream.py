@@ -490,7 +490,7 @@ def test_commoncrawl_listing_is_not_landed(tmp_path, pages):
     assert m["download"]["resumed"] == 1 and m["counts"]["out"] == 4
     assert disk_files(tmp_path / "out") == sorted(disk_files(tmp_path / "out"))
     assert not any(".gz" in f for f in disk_files(tmp_path / "out"))
-    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["status"] == "complete"
+    assert json.loads((tmp_path / "out" / "_manifest.json").read_text())["status"] == "complete"
     assert gzip  # the listing was gzip on the server only
 
 
@@ -550,7 +550,7 @@ def test_download_streams_into_an_object_store_output(mirror, tmp_path, pages, s
     m = run_stage("download_urls", {"list": mirror.list, **SETTINGS}, (), "s3://stream-out/web")
     assert m["counts"]["out"] == 12 and m["download"]["downloaded"] == 4
     names = {p.rsplit("/", 1)[1] for p in fs.find("stream-out/web")}
-    assert {"_SUCCESS", "manifest.json", "part-00000.parquet", "fetch-00003.json"} <= names
+    assert {"_SUCCESS", "_manifest.json", "part-00000.parquet", "fetch-00003.json"} <= names
     n = len(mirror.requests)
     fs.rm("stream-out/web/_SUCCESS")
     again = run_stage("download_urls", {"list": mirror.list, **SETTINGS}, (), "s3://stream-out/web")

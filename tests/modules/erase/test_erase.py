@@ -149,7 +149,7 @@ def test_dataset_parts_equal_a_fresh_run_without_the_documents(dedup, tmp_path):
             table = pq.read_table(out / rel)
             if "id" in table.column_names:
                 assert not {"d0", "e1"} & set(table["id"].to_pylist()), rel
-    m = json.loads((out / "manifest.json").read_text())
+    m = json.loads((out / "_manifest.json").read_text())
     assert m["counts"] == {"in": 6, "out": 6, "dropped": {}}
     assert m["erasures"][0]["documents"] == 2 and m["erasures"][0]["by"] == "ids"
     assert '"d0"' not in json.dumps(m) and m["status"] == "complete"
@@ -244,7 +244,7 @@ def test_token_pairs_equal_a_fresh_tokenize_without_the_documents(tmp_path, sett
     fresh = tmp_path / "fresh"
     tokenize(write_input(tmp_path / "in2", without={"d1", "e0", "e2"}), fresh, **settings)
     assert data_files(out) == data_files(fresh)
-    m, f = (json.loads((p / "manifest.json").read_text()) for p in (out, fresh))
+    m, f = (json.loads((p / "_manifest.json").read_text()) for p in (out, fresh))
     for key in ("files", "sets", "totals", "counts", "outputs"):
         assert m[key] == f[key], key
     assert verify(str(out)).ok
@@ -261,7 +261,7 @@ def test_a_pair_left_without_documents_is_removed(tmp_path):
     fresh = tmp_path / "fresh"
     tokenize(write_input(tmp_path / "in2", without={"e0", "e1", "e2", "e3"}), fresh)
     assert data_files(out) == data_files(fresh)
-    m, f = (json.loads((p / "manifest.json").read_text()) for p in (out, fresh))
+    m, f = (json.loads((p / "_manifest.json").read_text()) for p in (out, fresh))
     for key in ("files", "sets", "totals", "counts", "outputs"):
         assert m[key] == f[key], key
 
@@ -293,14 +293,14 @@ def test_packed_rows_and_shards_equal_a_rebuild_from_the_erased_tokens(token_cha
     assert data_files(packed) == data_files(fresh_pack)
     assert data_files(shards) == data_files(fresh_shards)
     for a, b in ((packed, fresh_pack), (shards, fresh_shards)):
-        m, f = (json.loads((p / "manifest.json").read_text()) for p in (a, b))
+        m, f = (json.loads((p / "_manifest.json").read_text()) for p in (a, b))
         for key in ("files", "shards", "totals", "counts", "sets", "splits", "outputs"):
             assert m.get(key) == f.get(key), (a, key)
         _verify_ok(a)
     # shards before the first that held an erased document are the same files
-    first = min(k for k, s in enumerate(json.loads((fresh_shards / "manifest.json").read_text())["shards"])
+    first = min(k for k, s in enumerate(json.loads((fresh_shards / "_manifest.json").read_text())["shards"])
                 if _holds_changed(untouched, data_files(fresh_shards), s["name"]))
-    for k, s in enumerate(json.loads((shards / "manifest.json").read_text())["shards"]):
+    for k, s in enumerate(json.loads((shards / "_manifest.json").read_text())["shards"]):
         if k < first:
             assert untouched[s["name"]] == data_files(shards)[s["name"]]
 
@@ -328,7 +328,7 @@ def test_a_killed_erase_resumes_to_the_same_files(token_chain, tmp_path, monkeyp
     for a, b in zip((tokens, packed, shards), copies):
         shutil.copytree(a, b)
     for copy in copies[1:]:  # the copies' consumers name the copied token set
-        p = copy / "manifest.json"
+        p = copy / "_manifest.json"
         p.write_text(p.read_text().replace(str(tokens), str(copies[0])))
     erase.erase(copies, request(tmp_path, "domains", ["example.org", "b.example.com"]))
 
@@ -348,13 +348,13 @@ def test_a_killed_erase_resumes_to_the_same_files(token_chain, tmp_path, monkeyp
     with pytest.raises(KeyboardInterrupt):
         erase.erase([tokens, packed, shards], req)
     assert not (tokens / "_SUCCESS").exists()
-    assert json.loads((tokens / "manifest.json").read_text())["status"] == "erasing"
+    assert json.loads((tokens / "_manifest.json").read_text())["status"] == "erasing"
     with pytest.raises(SettingsError, match="another request"):
         erase.erase([tokens], request(tmp_path, "ids", ["d0"], "other.txt"))
     erase.erase([tokens, packed, shards], req)
     for a, b in zip((tokens, packed, shards), copies):
         assert data_files(a) == data_files(b), a
-        m, f = (json.loads((p / "manifest.json").read_text()) for p in (a, b))
+        m, f = (json.loads((p / "_manifest.json").read_text()) for p in (a, b))
         assert m["outputs"] == f["outputs"] and len(m["erasures"]) == 1
 
 
@@ -374,9 +374,9 @@ def test_killed_after_a_manifest_was_written_counts_once(dedup, tmp_path, monkey
         erase.erase([out], req)
     monkeypatch.setattr(Output, "forget", real)
     erase.erase([out], req)
-    assert json.loads((out / "manifest.json").read_text())["counts"] == \
-        json.loads((copy / "manifest.json").read_text())["counts"]
-    assert len(json.loads((out / "manifest.json").read_text())["erasures"]) == 1
+    assert json.loads((out / "_manifest.json").read_text())["counts"] == \
+        json.loads((copy / "_manifest.json").read_text())["counts"]
+    assert len(json.loads((out / "_manifest.json").read_text())["erasures"]) == 1
     assert data_files(out) == data_files(copy) and not list((out / "_state").glob("erase-*"))
 
 
@@ -412,12 +412,12 @@ def test_a_sidecar_that_disagrees_with_its_idx_is_refused(tmp_path):
     o = Output.at(out)
     table = pq.read_table(out / "part_00000.docs.parquet")
     rec = docs.write_table(o, "part_00000.docs.parquet", table.slice(1))  # a row dropped, checksum kept in step
-    m = json.loads((out / "manifest.json").read_text())
+    m = json.loads((out / "_manifest.json").read_text())
     m["files"][0]["docs_xxh3_128"] = rec[CHECKSUM]
     for r in m["outputs"]:
         if r["path"] == rec["path"]:
             r.update(rec)
-    (out / "manifest.json").write_text(json.dumps(m))
+    (out / "_manifest.json").write_text(json.dumps(m))
     before = snapshot(out)
     with pytest.raises(DataError, match=r"part_00000.docs.parquet: rows: 3, but part_00000.idx has 4"):
         erase.erase([out], request(tmp_path, "ids", ["d1"]))

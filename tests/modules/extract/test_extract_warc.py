@@ -256,7 +256,7 @@ def test_missing_input_and_bad_settings_are_usage_errors(tmp_path):
 def test_cli_extract_warc_on_the_rust_book(tmp_path):
     proc = curate("extract", "warc", "--input", RUST_BOOK, "--output", tmp_path / "out", "--workers", "1",
                   "--algorithm", "resiliparse")
-    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    manifest = json.loads((tmp_path / "out" / "_manifest.json").read_text())
     counts = manifest["counts"]
     # NeMo's stop-word post-filter leaves nothing of a few chapters that are mostly code
     assert counts["in"] == 124 and counts["out"] >= 100 and set(counts["dropped"]) <= {"no_text"}, proc.stdout

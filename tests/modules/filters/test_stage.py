@@ -107,7 +107,7 @@ def test_job_yaml_with_shipped_chain(tmp_path):
     from curate.app.runner import load_job, run_job
 
     (outcome,) = run_job(load_job(str(job)), str(tmp_path / "out"))
-    m = json.load(open(tmp_path / "out" / "01-filter" / "manifest.json"))
+    m = json.load(open(tmp_path / "out" / "01-filter" / "_manifest.json"))
     assert m["counts"]["in"] == 7 and outcome.manifest["counts"]["out"] == 1
     assert len(m["filters"]) == 28  # exactly NeMo Curator's chain
 
@@ -169,7 +169,7 @@ def test_a_resumed_run_samples_only_the_partitions_it_writes(setup):
     full = run_stage("filter", {"config": chain}, str(tmp / "in" / "*.jsonl"), tmp / "out")
     assert (full["score_sample"]["partitions"], full["score_sample"]["of_partitions"]) == (2, 2)
     out = tmp / "out"
-    for name in ("manifest.json", "_SUCCESS", "_state/part-00001.json", "part-00001.parquet",
+    for name in ("_manifest.json", "_SUCCESS", "_state/part-00001.json", "part-00001.parquet",
                  "_rejects/part-00001.parquet"):
         (out / name).unlink(missing_ok=True)  # as if killed after writing partition 0 only
     resumed = run_stage("filter", {"config": chain}, str(tmp / "in" / "*.jsonl"), out)

@@ -69,7 +69,7 @@ def test_journal_resume_and_ownership(tmp_path):
         out.remove("user.txt")
     manifest = out.finish({"fingerprint": "run1"}, [])
     # finish deleted what the unit owned and did not list, never the user's file
-    assert sorted(os.listdir(tmp_path)) == ["_SUCCESS", "_state", "manifest.json", "user.txt"]
+    assert sorted(os.listdir(tmp_path)) == ["_SUCCESS", "_state", "_manifest.json", "user.txt"]
     assert os.listdir(tmp_path / "_state") == ["part-00000.json"]  # this run's record stays for resuming
     assert manifest["status"] == "complete" and manifest["outputs"] == []
 
@@ -82,8 +82,8 @@ def test_claims(tmp_path):
     (tmp_path / "user" / "part-00000.parquet").write_bytes(b"the user's")
     with pytest.raises(OwnershipError, match="not a curate output: .*part-00000.parquet"):
         check_claim(Output.at(tmp_path / "user"), STAGE)
-    (tmp_path / "user" / "manifest.json").write_text('{"something": "else"}')  # a manifest, not curate's
-    with pytest.raises(OwnershipError, match="not a curate output: .*manifest.json \\(and 1 more\\)"):
+    (tmp_path / "user" / "_manifest.json").write_text('{"something": "else"}')  # a manifest, not curate's
+    with pytest.raises(OwnershipError, match="not a curate output: .*_manifest.json \\(and 1 more\\)"):
         check_claim(Output.at(tmp_path / "user"), STAGE)
     ours = Output.at(tmp_path / "ours")
     ours.begin(STAGE)
@@ -240,8 +240,8 @@ def test_begin_removes_only_the_temporaries_a_killed_run_of_the_unit_left(tmp_pa
     out = Output.at(tmp_path, "web")
     out.begin({"kind": "stage", "stage": "tokenize"})
     out.intend("part-00000", ["web_00000.bin"])
-    mine = [".web_00000.bin.curate-tmp-1-aaaa", ".manifest.web.json.curate-tmp-1-bbbb", "_state.web/.k.json.curate-tmp-1"]
-    others = [".code_00000.bin.curate-tmp-2-cccc", ".manifest.code.json.curate-tmp-2-dddd",  # another unit, live
+    mine = [".web_00000.bin.curate-tmp-1-aaaa", "._manifest.web.json.curate-tmp-1-bbbb", "_state.web/.k.json.curate-tmp-1"]
+    others = [".code_00000.bin.curate-tmp-2-cccc", "._manifest.code.json.curate-tmp-2-dddd",  # another unit, live
               "_LOCK.web.curate-tmp-3", ".notes.txt.curate-tmp-4"]  # the lock's heartbeat; the user's
     for rel in mine + others:
         (tmp_path / rel).write_bytes(b"half")

@@ -527,7 +527,7 @@ def test_check_samples_jsonl_as_the_reader_does(tmp_path):
 def test_check_uses_a_curate_outputs_manifest(two_files):
     tmp = two_files
     run_stage("normalize", {}, str(tmp / "in" / "*.jsonl"), tmp / "norm")
-    with pytest.raises(SettingsError, match=r"unknown column 'x' \(the columns of input .*norm \(manifest.json\): "
+    with pytest.raises(SettingsError, match=r"unknown column 'x' \(the columns of input .*norm \(_manifest.json\): "
                                             r"id, lang, score, text\)"):
         SelectStage().check(SelectSettings(where="x > 1"), (str(tmp / "norm"),))
     with pytest.raises(SettingsError, match="'score' is a number, \"'a'\" is a string"):
@@ -579,7 +579,7 @@ def test_cli_runs(two_files):
     tmp = two_files
     curate("select", "--where", "score is null", "--input", tmp / "in" / "*.jsonl", "--output", tmp / "out",
            "--cluster", "threads")
-    m = json.loads((tmp / "out" / "manifest.json").read_text())
+    m = json.loads((tmp / "out" / "_manifest.json").read_text())
     assert m["counts"]["out"] == 10 and m["counts"]["details"] == {"select": {"score is null": 30}}
 
 

@@ -53,7 +53,7 @@ def test_tokenize_to_s3(s3, tmp_path, monkeypatch):
     assert m["output"] == "s3://bkt/tok"
     assert m["files"] == local["files"] and m["counts"] == local["counts"]
     # each partition: its intent, bin, idx, rejects, then its done record; manifest and _SUCCESS last
-    assert puts[-2:] == ["manifest.json", "_SUCCESS"]
+    assert puts[-2:] == ["_manifest.json", "_SUCCESS"]
     for i in range(3):
         record = f"_state/part-{i:05d}.json"
         assert puts.index(record) < puts.index(f"part_{i:05d}.bin") < puts.index(f"part_{i:05d}.idx")
@@ -89,7 +89,7 @@ def test_cli_with_workers_uploads(s3, tmp_path):
     assert "ran" in proc.stdout
     fs.invalidate_cache()
     names = sorted(p.rsplit("/", 1)[-1] for p in fs.ls("bkt/cli"))
-    assert names == ["_SUCCESS", "_rejects", "_state", "manifest.json",
+    assert names == ["_SUCCESS", "_rejects", "_state", "_manifest.json",
                      "part_00000.bin", "part_00000.docs.parquet", "part_00000.idx",
                      "part_00001.bin", "part_00001.docs.parquet", "part_00001.idx",
                      "part_00002.bin", "part_00002.docs.parquet", "part_00002.idx"]

@@ -228,7 +228,7 @@ def test_verify_a_missing_or_foreign_sidecar(out):
     (out / "part_00000.docs.parquet").unlink()
     problems = verify(str(out)).problems
     assert problems == [f"{out}/part_00000.docs.parquet: missing: the document sidecar of pair part_00000, listed "
-                        "in manifest.json"]
+                        "in _manifest.json"]
     (out / "part_00000.docs.parquet").write_bytes(b"not parquet")
     problems = verify(str(out)).problems
     assert len(problems) == 1 and "part_00000.docs.parquet: parse: " in problems[0]
@@ -237,17 +237,17 @@ def test_verify_a_missing_or_foreign_sidecar(out):
 def test_verify_an_output_written_before_sidecars_with_a_note(out, capsys):
     from curate.app.cli import main
 
-    manifest = json.loads((out / "manifest.json").read_text())
+    manifest = json.loads((out / "_manifest.json").read_text())
     del manifest["docs_columns"]
     for f in manifest["files"]:
         del f["docs"], f["docs_xxh3_128"]
     manifest["outputs"] = [r for r in manifest["outputs"] if not r["path"].endswith(".docs.parquet")]
-    (out / "manifest.json").write_text(json.dumps(manifest))
+    (out / "_manifest.json").write_text(json.dumps(manifest))
     for p in out.glob("*.docs.parquet"):
         p.unlink()
     report = verify(str(out))
     assert report.ok, report.problems
-    assert report.notes == [f"{out}/manifest.json: no document sidecars (written before curate recorded them): its "
+    assert report.notes == [f"{out}/_manifest.json: no document sidecars (written before curate recorded them): its "
                             "tokens cannot be traced to document ids; tokenize again to add them"]
     assert main(["verify", str(out)]) == 0
     assert f"note: {report.notes[0]}" in capsys.readouterr().out
@@ -272,7 +272,7 @@ def test_merged_sidecar_is_the_concatenation(tokenized, tmp_path, enc):
     ids = table.column("id").to_pylist()
     ids[0], ids[-1] = ids[-1], ids[0]
     rewrite_sidecar(tmp_path / "m.docs.parquet", table.set_column(0, "id", pa.array(ids, pa.string())),
-                    tmp_path / "manifest.m.json", fix_manifest=True)
+                    tmp_path / "_manifest.m.json", fix_manifest=True)
     problems = verify(str(tmp_path / "m")).problems
     n0 = len(sidecar(pairs_of(src)[0] + ".docs.parquet"))
     assert problems == [f"{tmp_path}/m.docs.parquet: concatenation: rows 0..{n0 - 1} are not the document sidecar "
@@ -298,7 +298,7 @@ def test_merge_of_a_set_without_sidecars(tmp_path, capsys):
     assert main(["merge", str(tmp_path / "d"), "--output", str(tmp_path / "m")]) == 0
     assert "note: " in capsys.readouterr().out and not (tmp_path / "m.docs.parquet").exists()
     report = verify(str(tmp_path / "m"))
-    assert report.ok and len(report.notes) == 1 and "manifest.m.json: no document sidecars" in report.notes[0]
+    assert report.ok and len(report.notes) == 1 and "_manifest.m.json: no document sidecars" in report.notes[0]
     write_token_set(tmp_path / "e", {"part_00000": [[1, 2]], "part_00001": [[3]]}, np.uint16)
     merge(str(tmp_path / "e"), str(tmp_path / "m2"))
     assert sidecar(tmp_path / "m2.docs.parquet") == [{"id": "part_00000-0"}, {"id": "part_00001-0"}]
@@ -343,19 +343,19 @@ def test_pack_verify_checks_the_sidecar_against_the_rows(tmp_path):
     assert verify_pack(str(out)).ok
     path = out / "_docs" / "part_00000.parquet"
     table = pq.read_table(path)
-    rewrite_sidecar(path, table.slice(0, 2), out / "manifest.json", fix_manifest=True)
+    rewrite_sidecar(path, table.slice(0, 2), out / "_manifest.json", fix_manifest=True)
     problems = verify_pack(str(out)).problems
     assert problems == [f"{path}: rows: 2, but input pair part_00000 (part_00000.parquet) has 3"]
     # every document in a row or dropped: here the too-long one was dropped, the others are there
-    rewrite_sidecar(path, table, out / "manifest.json", fix_manifest=True)
-    manifest = json.loads((out / "manifest.json").read_text())
+    rewrite_sidecar(path, table, out / "_manifest.json", fix_manifest=True)
+    manifest = json.loads((out / "_manifest.json").read_text())
     manifest["files"][0]["dropped"] = 0
-    (out / "manifest.json").write_text(json.dumps(manifest))
+    (out / "_manifest.json").write_text(json.dumps(manifest))
     assert verify_pack(str(out)).problems == [
         f"{out / 'part_00000.parquet'}: documents: 1 documents of _docs/part_00000.parquet are in no row, but 0 "
         "were dropped"]
     (out / "_docs" / "part_00001.parquet").unlink()
-    assert f"{out / '_docs' / 'part_00001.parquet'}: missing: listed in manifest.json" in verify_pack(str(out)).problems
+    assert f"{out / '_docs' / 'part_00001.parquet'}: missing: listed in _manifest.json" in verify_pack(str(out)).problems
 
 
 def test_pack_and_shards_of_a_token_set_without_sidecars(tmp_path):
@@ -416,12 +416,12 @@ def test_shards_verify_catches_a_sidecar_that_does_not_tile(tmp_path):
     path = out / "_docs" / "shard_train_000001.parquet"
     table = pq.read_table(path)
     assert table.column("id").to_pylist() == ["part_00000-1", "part_00001-0"]
-    rewrite_sidecar(path, table.slice(0, 1), out / "manifest.json", fix_manifest=True)
+    rewrite_sidecar(path, table.slice(0, 1), out / "_manifest.json", fix_manifest=True)
     assert verify_shards(str(out)).problems == [
         f"{path}: ranges: start/length do not tile the shard's 4 tokens (1 rows covering 3)"]
     # the continuation: the next shard's first row must go on where this one stopped
     ids = table.column("id").to_pylist()
-    rewrite_sidecar(path, table.set_column(0, "id", pa.array(ids[::-1], pa.string())), out / "manifest.json",
+    rewrite_sidecar(path, table.set_column(0, "id", pa.array(ids[::-1], pa.string())), out / "_manifest.json",
                     fix_manifest=True)
     problems = verify_shards(str(out)).problems
     assert problems == [f"{out / '_docs' / 'shard_train_000002.parquet'}: offset: row 0 continues document "
@@ -454,6 +454,6 @@ def test_pack_and_shards_refuse_a_damaged_input_sidecar(tmp_path, stage, setting
     rewrite_sidecar(path, pq.read_table(path).slice(1))
     with pytest.raises(DataError, match=f"^{path}: checksum: .*pair part_00000"):
         run_stage(stage, settings, ts, tmp_path / "o")
-    rewrite_sidecar(path, pq.read_table(path), tmp_path / "tok" / "manifest.json", fix_manifest=True)
+    rewrite_sidecar(path, pq.read_table(path), tmp_path / "tok" / "_manifest.json", fix_manifest=True)
     with pytest.raises(DataError, match=f"^{path}: rows: 1, but pair part_00000 has 2$"):
         run_stage(stage, settings, ts, tmp_path / "o")

@@ -30,7 +30,7 @@ def out(good, tmp_path):
 def test_good_output(out):
     r = verify(str(out))
     assert r.ok, r.problems
-    assert r.vocab_size == 100277 and r.vocab_source == "manifest.json"
+    assert r.vocab_size == 100277 and r.vocab_source == "_manifest.json"
     assert r.sets == {"part": {"files": 3, "documents": 15, "tokens": r.sets["part"]["tokens"], "bytes":
                                r.sets["part"]["tokens"] * 4, "dtype": "int32"}}
     name, length, tokens = r.first
@@ -64,7 +64,7 @@ def test_missing_partner(out):
 def test_pair_listed_in_manifest_but_gone(out):
     (out / "part_00001.bin").unlink()
     (out / "part_00001.idx").unlink()
-    only(verify(str(out)).problems, "part_00001.bin: missing: listed in manifest.json")
+    only(verify(str(out)).problems, "part_00001.bin: missing: listed in _manifest.json")
 
 
 def test_truncated_idx(out):
@@ -118,9 +118,9 @@ def test_out_of_range_token(out):
 
 
 def test_negative_token_without_vocabulary(out):
-    manifest = json.loads((out / "manifest.json").read_text())
+    manifest = json.loads((out / "_manifest.json").read_text())
     del manifest["vocab_size"]
-    (out / "manifest.json").write_text(json.dumps(manifest))
+    (out / "_manifest.json").write_text(json.dumps(manifest))
     p = out / "part_00000.bin"
     data = bytearray(p.read_bytes())
     data[0:4] = struct.pack("<i", -3)

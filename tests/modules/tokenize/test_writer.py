@@ -178,7 +178,7 @@ def test_uint16_several_partitions_round_trip(tmp_path, bpe_dir):
     assert per_file["part_00002"]["bytes"] == (out / "part_00002.bin").stat().st_size
     assert m["tokenizer"]["files_sha256"] == tok.files_sha256()
     assert (out / "_SUCCESS").exists()
-    assert json.loads((out / "manifest.json").read_text())["totals"]["documents"] == 8
+    assert json.loads((out / "_manifest.json").read_text())["totals"]["documents"] == 8
 
 
 def test_no_eod_and_bos(tmp_path, bpe_dir):
