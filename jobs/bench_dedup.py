@@ -568,7 +568,9 @@ def run_cli_measured(args_list: list[str], workers: int) -> dict:
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "curate", *args_list], cwd=ROOT, stdout=subprocess.PIPE,
+    # CURATE_BENCH_CWD: another checkout's curate (its own venv's python runs this script), for side by side
+    proc = subprocess.Popen([sys.executable, "-m", "curate", *args_list], cwd=os.environ.get("CURATE_BENCH_CWD", ROOT),
+                            stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     peaks: dict[int, tuple[str, int]] = {}
     cpu: dict[int, float] = {}
@@ -615,7 +617,8 @@ def fuzzy_cli(data: str, out: str, args) -> dict:
                             "--force", *(["--blocksize", args.blocksize] if args.blocksize else [])], args.workers)
     manifest = {}
     if run["exit"] == 0:
-        with open(os.path.join(out, "_manifest.json")) as f:
+        name = "_manifest.json" if os.path.exists(os.path.join(out, "_manifest.json")) else "manifest.json"
+        with open(os.path.join(out, name)) as f:  # an earlier curate's name, when comparing with one
             manifest = json.load(f)
     else:
         print(f"curate exited {run['exit']}:\n{run['log_tail']}", flush=True)
