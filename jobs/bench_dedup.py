@@ -524,6 +524,8 @@ def news_corpus(folder: str, n: int, near: float = 0.1, giant: int = 0, seed: in
         with open(done) as f:
             return json.load(f)
     os.makedirs(folder, exist_ok=True)
+    if n > STREAM_ABOVE and not giant:
+        return _news_streamed(folder, n, near, seed, per_file, done)
     rng = random.Random(seed)
     pool = sentences(os.path.join(ROOT, "jobs/data/sample.jsonl.gz"))
     vocab = sorted({w for s in pool for w in s.split()})
@@ -555,6 +557,44 @@ def news_corpus(folder: str, n: int, near: float = 0.1, giant: int = 0, seed: in
     info = {"documents": len(texts), "text_bytes": text_bytes, "giant": giant}
     with open(done, "w") as f:
         json.dump(info, f)
+    return info
+
+
+#: above this many documents the corpus is made in blocks (the whole corpus as Python strings would take
+#: ~5 bytes per byte of text: 20 GiB at 4M documents); near copies then copy one of the last WINDOW
+#: documents (below it, any earlier one), and the order is shuffled within each block of a file's size
+STREAM_ABOVE, WINDOW = 1_000_000, 1_000_000
+
+
+def _news_streamed(folder: str, n: int, near: float, seed: int, per_file: int, done: str) -> dict:
+    import collections
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = random.Random(seed)
+    pool = sentences(os.path.join(ROOT, "jobs/data/sample.jsonl.gz"))
+    vocab = sorted({w for s in pool for w in s.split()})
+    recent: collections.deque = collections.deque(maxlen=WINDOW)
+    text_bytes, block, f = 0, [], 0
+    for k in range(n):
+        if recent and rng.random() < near:
+            words = recent[rng.randrange(len(recent))].split()
+            rate = rng.choice((0.005, 0.01, 0.02))
+            text = " ".join(rng.choice(vocab) if rng.random() < rate else w for w in words)
+        else:
+            text = " ".join(rng.sample(pool, rng.randint(8, 25)))
+        recent.append(text)
+        block.append((f"n{k:08d}", text))
+        if len(block) == per_file or k == n - 1:
+            rng.shuffle(block)
+            text_bytes += sum(len(t.encode()) for _, t in block)
+            pq.write_table(pa.table({"id": [i for i, _ in block], "text": [t for _, t in block]}),
+                           os.path.join(folder, f"news-{f:04d}.parquet"), row_group_size=10_000)
+            block, f = [], f + 1
+    info = {"documents": n, "text_bytes": text_bytes, "giant": 0, "window": WINDOW}
+    with open(done, "w") as fh:
+        json.dump(info, fh)
     return info
 
 
