@@ -44,6 +44,10 @@ class FuzzyDedupSettings:
                 "run and were preferred; they are not read whole and the data they came from not at all",
         "metavar": "IDX", "nargs": "+", "input_file": True})
 
+    audit_sample: int = field(default=2000, metadata={
+        "help": "documents compared all against all with their true Jaccard to estimate this run's recall and "
+                "precision (manifest dedup.audit, the report); 0: no audit", "metavar": "N"})
+
     def __post_init__(self):
         keeping.parse(self.keep)
         if not 0.0 < self.threshold < 1.0:
@@ -52,6 +56,7 @@ class FuzzyDedupSettings:
         check_range(self, "ngram", 1, 1000)
         check_range(self, "seed", 0, 2**32 - 1)
         check_range(self, "in_memory_edges", 0)
+        check_range(self, "audit_sample", 0, 100_000)
         check_choice(self, "shingle")
         if (self.bands is None) != (self.rows is None):
             raise SettingsError(f"bands and rows go together; got bands={self.bands!r} rows={self.rows!r}")

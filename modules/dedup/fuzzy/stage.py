@@ -216,6 +216,14 @@ class FuzzyDedupStage(Stage):
             },
             "steps": steps.timings,
         }
+        if settings.audit_sample and settings.false_positive_check:  # the rounds' sets are there to compare
+            from curate.stages.dedup.fuzzy import audit as auditing
+
+            decided, sizes = auditing.decisions_of(dedup.list_parts(steps.path("duplicates")), auditing.sample_docs(
+                store, range(offset, offset + nparts), settings.audit_sample))
+            extra["dedup"]["audit"] = auditing.audit(store, range(offset, offset + nparts), decided,
+                                                     settings.threshold, settings.audit_sample)
+            extra["dedup"]["component_sizes"] = sizes
         if bases:
             extra["dedup"]["against"] = {
                 "indexes": [b.label for b in bases], "index_members": info["rows"] - mine,
