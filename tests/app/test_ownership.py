@@ -58,7 +58,7 @@ def test_user_files_in_the_output_folder_are_left_alone(tmp_path, force):
     (out / "part-00000.parquet").write_bytes(b"the user's own part file")
     (out / "_rejects" / "mine.txt").write_text("user notes")
     (out / "_work" / "model.bin").write_bytes(b"\x00" * 10)
-    (out / "_manifest.json").write_text('{"my": "own manifest"}')
+    (out / "manifest.json").write_text('{"my": "own manifest"}')
     before = snapshot(out)
     proc = cli("clean", "--input", src, "--output", out, *(["--force"] if force else []), cwd=tmp_path)
     one_line_refusal(proc, str(out), "not a curate output", "_rejects/mine.txt")
@@ -87,8 +87,8 @@ def test_two_prefixes_share_a_folder(tmp_path):
     run_stage("tokenize", {"tokenizer": "tiktoken:cl100k_base", "prefix": "code"}, [code], out)
     assert {p.name: p.read_bytes() for p in out.glob("web_*")} == web_pairs  # the first corpus survived
     assert sorted(p.name for p in out.iterdir()) == [
-        "_SUCCESS.code", "_SUCCESS.web", "_state.code", "_state.web", "code_00000.bin", "code_00000.docs.parquet",
-        "code_00000.idx", "_manifest.code.json", "_manifest.web.json", "web_00000.bin", "web_00000.docs.parquet",
+        "_SUCCESS.code", "_SUCCESS.web", "_manifest.code.json", "_manifest.web.json", "_state.code", "_state.web",
+        "code_00000.bin", "code_00000.docs.parquet", "code_00000.idx", "web_00000.bin", "web_00000.docs.parquet",
         "web_00000.idx", "web_00001.bin", "web_00001.docs.parquet", "web_00001.idx"]
     for args in ([], ["--prefix", "web"], ["--prefix", "code"]):
         proc = curate("verify", out, *args)
