@@ -43,28 +43,96 @@ def funnel_chart(stages: list[dict]):
     return p
 
 
+#: a threshold beyond the data by at most this share of the data's span (in decades on a log axis) widens
+#: the axis to it; one farther is named at the edge instead, so the data is not squeezed into a sliver
+NEAR = 0.25
+
+
+def _number(x: float) -> str:
+    return f"{x:,.0f}" if float(x).is_integer() else f"{x:g}"
+
+
+def score_view(f: dict, h: dict) -> dict:
+    """What a score histogram shows, as plain data: the bins from the first to the last that hold a
+    document (the manifest's bins may reach out to a threshold, and did span it in older manifests),
+    their true left edges (``from``; ``left`` is where they are drawn), the x range (``lo``, ``hi``),
+    a log axis or not, the thresholds drawn on the axis (``lines``) and those beyond the data named at
+    an edge (``beyond``: (side, text))."""
+    import math
+
+    edges, kept, rejected = h["edges"], h["kept"], h["rejected"]
+    filled = [i for i, (a, b) in enumerate(zip(kept, rejected)) if a + b]
+    first, last = (filled[0], filled[-1]) if filled else (0, len(kept) - 1)
+    left, right = list(edges[first:last + 1]), list(edges[first + 1:last + 2])
+    log = bool(h.get("log")) and right[-1] > 0
+    if log and left[0] <= 0:  # a log axis has no 0: the first bin is drawn from half its right edge
+        left[0] = right[0] / 2
+    lo, hi = left[0], right[-1]
+
+    def pos(x):
+        return math.log10(x) if log else x
+
+    span = (pos(hi) - pos(lo)) or 1.0
+    lines, beyond = [], []
+    for name, x in (("min", f.get("min")), ("max", f.get("max"))):
+        if x is None:
+            continue
+        if lo <= x <= hi:
+            lines.append(x)
+        elif x < lo and (not log or x > 0) and pos(lo) - pos(x) <= NEAR * span:
+            lo = x
+            lines.append(x)
+        elif x > hi and pos(x) - pos(hi) <= NEAR * span:
+            hi = x
+            lines.append(x)
+        elif x < lo:
+            beyond.append(("left", f"\u2190 {name} {_number(x)} (beyond)"))
+        else:
+            beyond.append(("right", f"{name} {_number(x)} (beyond) \u2192"))
+    return {"left": left, "right": right, "from": edges[first:last + 1], "kept": kept[first:last + 1],
+            "rejected": rejected[first:last + 1], "lo": lo, "hi": hi, "log": log, "lines": lines, "beyond": beyond}
+
+
 def score_chart(name: str, f: dict, entry: dict):
-    from bokeh.models import ColumnDataSource, HoverTool, Span
+    """One filter's score histogram over the data's range, kept and rejected stacked; thresholds dashed
+    on the axis, or named at the edge when far beyond the data."""
+    from bokeh.models import BasicTickFormatter, ColumnDataSource, HoverTool, Label, Range1d, Span
     from bokeh.plotting import figure
 
-    h = entry["histogram"]
-    edges = h["edges"]
-    src = ColumnDataSource({"left": edges[:-1], "right": edges[1:], "kept": h["kept"], "rejected": h["rejected"],
-                            "top": [a + b for a, b in zip(h["kept"], h["rejected"])]})
+    v = score_view(f, entry["histogram"])
+    tops = [a + b for a, b in zip(v["kept"], v["rejected"])]
+    src = ColumnDataSource({"left": v["left"], "right": v["right"], "from": v["from"], "kept": v["kept"],
+                            "rejected": v["rejected"], "top": tops})
     title = f"{f.get('reason')} ({threshold_text(f)}): {entry['rejected']:,} of {entry['scored']:,} rejected"
-    p = figure(width=420, height=230, title=title, toolbar_location=None,
-               x_axis_type="log" if h.get("log") and edges[0] > 0 else "linear")
-    p.quad(left="left", right="right", bottom=0, top="kept", color=PALETTE[0], source=src, legend_label="kept")
-    p.quad(left="left", right="right", bottom="kept", top="top", color=PALETTE[1], source=src,
+    # a little room either side, so a threshold at the data's edge stays visible
+    if v["log"]:
+        pad = (v["hi"] / v["lo"]) ** 0.02
+        x_range = Range1d(v["lo"] / pad, v["hi"] * pad)
+    else:
+        pad = (v["hi"] - v["lo"]) * 0.02 or 0.5
+        x_range = Range1d(v["lo"] - pad, v["hi"] + pad)
+    top = max(tops, default=0) or 1
+    # headroom above the tallest bar for the labels of thresholds beyond the data
+    p = figure(width=420, height=230, title=title, toolbar_location=None, x_range=x_range,
+               y_range=Range1d(0, top * (1.25 if v["beyond"] else 1.05)),
+               x_axis_type="log" if v["log"] else "linear")
+    # no outlines: a bin without rejects is a zero-height quad whose outline drew an orange rule
+    p.quad(left="left", right="right", bottom=0, top="kept", color=PALETTE[0], line_color=None, source=src,
+           legend_label="kept")
+    p.quad(left="left", right="right", bottom="kept", top="top", color=PALETTE[1], line_color=None, source=src,
            legend_label="rejected")
-    for x in (f.get("min"), f.get("max")):
-        if x is not None:
-            p.add_layout(Span(location=x, dimension="height", line_color="#c44e52", line_dash="dashed", line_width=2))
-    p.add_tools(HoverTool(tooltips=[("score", "@left{0.[000]} .. @right{0.[000]}"), ("kept", "@kept"),
+    if not v["log"]:  # scores of 0.0002 read as such, not 2.000e-4
+        p.xaxis.formatter = BasicTickFormatter(use_scientific=False)
+    for x in v["lines"]:
+        p.add_layout(Span(location=x, dimension="height", line_color="#c44e52", line_dash="dashed", line_width=2))
+    for side, text in v["beyond"]:
+        p.add_layout(Label(x=x_range.start if side == "left" else x_range.end, y=p.y_range.end, text=text,
+                           text_align=side, text_baseline="top", text_color="#c44e52", text_font_size="8pt",
+                           x_offset=3 if side == "left" else -3, y_offset=-2))
+    p.add_tools(HoverTool(tooltips=[("score", "@from{0.[000]} .. @right{0.[000]}"), ("kept", "@kept"),
                                     ("rejected", "@rejected")]))
     p.legend.label_text_font_size = "7pt"
     p.title.text_font_size = "9pt"
-    p.y_range.start = 0
     return p
 
 

@@ -1,0 +1,87 @@
+"""The charts of the HTML report (issue 31, point 8): score histograms over the data's range, legends
+clear of the bars, every chart drawn at page load, near-duplicate pairs with their differences marked."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.conftest import run_stage, write_jsonl
+
+#: documents of known word counts (whitespace-separated words), far inside word_count's default max
+WORDS = [150, 180, 220, 260, 300, 320, 400]
+
+
+@pytest.fixture(scope="module")
+def word_counts(tmp_path_factory):
+    """A filter stage whose word_count thresholds (min 20, max 100,000) lie far outside the data."""
+    tmp = tmp_path_factory.mktemp("words")
+    write_jsonl(tmp / "in.jsonl", [{"id": f"w{n}", "text": " ".join(["word"] * n)} for n in WORDS])
+    (tmp / "chain.yaml").write_text("filters:\n  - {filter: word_count, min: 20, max: 100000}\n")
+    manifest = run_stage("filter", {"config": str(tmp / "chain.yaml")}, tmp / "in.jsonl", tmp / "out")
+    return manifest
+
+
+def test_the_sampled_histogram_bins_the_data_and_reaches_far_thresholds_with_empty_bins():
+    """The manifest's bins: all ``bins`` between the data's min and max, one empty bin out to each far
+    threshold (so the thresholds stay on the axis), every value in the bin that holds it."""
+    from curate.stages.filters.stage import histogram
+
+    values = np.array([150.0, 180, 220, 260, 300, 320, 400, 400])
+    keep = values < 390  # any split: the counts must follow it
+    h = histogram(values, keep, 20, 100000, 10)
+    edges = h["edges"]
+    assert (edges[0], edges[1], edges[-2], edges[-1]) == (20, 150, 400, 100000)
+    assert len(edges) == 10 + 3 and h["kept"][0] == h["kept"][-1] == h["rejected"][0] == h["rejected"][-1] == 0
+    # the oracle: where each value falls, by comparison with the edges alone
+    kept = [sum(1 for v, k in zip(values, keep) if k and _bin(edges, v) == i) for i in range(len(edges) - 1)]
+    rejected = [sum(1 for v, k in zip(values, keep) if not k and _bin(edges, v) == i) for i in range(len(edges) - 1)]
+    assert (h["kept"], h["rejected"]) == (kept, rejected)
+    assert h["rejected"][-2] == 2  # the largest values stay in the last data bin, not the threshold's
+
+
+def _bin(edges, v):
+    """Index of the data bin holding ``v``: bins are [a, b), the last data bin closed."""
+    data = range(1, len(edges) - 2)
+    return next(i for i in data if edges[i] <= v < edges[i + 1] or (i == data[-1] and v == edges[i + 1]))
+
+
+def test_score_chart_spans_the_data_and_names_far_thresholds_at_the_edge(word_counts):
+    from bokeh.models import Label, Span
+
+    from curate.app import report_charts
+
+    [f] = word_counts["filters"]
+    entry = word_counts["score_sample"]["filters"]["word_count"]
+    view = report_charts.score_view(f, entry["histogram"])
+    assert (view["lo"], view["hi"]) == (min(WORDS), max(WORDS))
+    assert sum(view["kept"]) == len(WORDS) and len(view["kept"]) == 40  # all the sample's bins, on the data
+    assert view["lines"] == []
+    assert view["beyond"] == [("left", "\u2190 min 20 (beyond)"), ("right", "max 100,000 (beyond) \u2192")]
+    p = report_charts.score_chart("out", f, entry)
+    span = max(WORDS) - min(WORDS)
+    assert min(WORDS) - 0.05 * span < p.x_range.start <= min(WORDS)
+    assert max(WORDS) <= p.x_range.end < max(WORDS) + 0.05 * span
+    labels = [r.text for r in p.center if isinstance(r, Label)]
+    assert labels == ["\u2190 min 20 (beyond)", "max 100,000 (beyond) \u2192"]
+    assert not any(isinstance(r, Span) for r in p.center)
+
+
+def test_a_threshold_near_the_data_is_drawn_on_the_axis():
+    from curate.app.report_charts import score_view
+
+    h = {"edges": [0.5, 0.6, 0.7, 0.8, 0.9, 1.0], "kept": [1, 2, 3, 4, 5], "rejected": [0, 0, 0, 0, 0], "log": False}
+    view = score_view({"min": 0.45, "max": 0.75}, h)
+    assert view["lines"] == [0.45, 0.75] and view["beyond"] == [] and (view["lo"], view["hi"]) == (0.45, 1.0)
+
+
+def test_an_older_manifest_histogram_is_cropped_to_the_bins_with_documents():
+    """Manifests written before this change bin 0..max threshold: the chart shows the filled bins only."""
+    from curate.app.report_charts import score_view
+
+    edges = np.linspace(0, 100000, 41).tolist()
+    kept = [0] * 40
+    kept[1], kept[3] = 5, 2
+    view = score_view({"min": 50, "max": 100000}, {"edges": edges, "kept": kept, "rejected": [0] * 40, "log": False})
+    assert (view["lo"], view["hi"]) == (2500, 10000) and view["kept"] == [5, 0, 2]
+    assert view["beyond"] == [("left", "\u2190 min 50 (beyond)"), ("right", "max 100,000 (beyond) \u2192")]
