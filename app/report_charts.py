@@ -14,7 +14,7 @@ PALETTE = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#d
 
 def funnel_chart(stages: list[dict]):
     """Stacked bars per stage: documents kept, and dropped per reason; hover shows counts and shares."""
-    from bokeh.models import ColumnDataSource, HoverTool
+    from bokeh.models import ColumnDataSource, HoverTool, Legend
     from bokeh.plotting import figure
 
     names = [s["folder"] for s in stages]
@@ -33,12 +33,14 @@ def funnel_chart(stages: list[dict]):
     p = figure(y_range=list(reversed(names)), height=60 + 34 * len(names), width=900, title="Documents per stage",
                toolbar_location=None, x_axis_label="documents (kept + dropped per reason)")
     colors = (PALETTE * (len(keys) // len(PALETTE) + 1))[:len(keys)]
-    p.hbar_stack(keys, y="stage", height=0.7, color=colors, source=src, legend_label=keys)
+    bars = p.hbar_stack(keys, y="stage", height=0.7, color=colors, source=src)
     p.add_tools(HoverTool(tooltips=[("stage", "@stage"), ("in", "@in{0,0}"), ("kept", "@kept{0,0}"),
                                     ("dropped", "@dropped_total{0,0} (@dropped_share)"),
                                     ("reasons", "@reasons"), ("text bytes out", "@bytes")]))
-    p.legend.location = "bottom_right"
-    p.legend.label_text_font_size = "8pt"
+    # beside the plot, never over it (inside, it hid the longest bars); columns as the reasons need
+    rows = max(1, (p.height - 50) // 18)
+    p.add_layout(Legend(items=[(k, [r]) for k, r in zip(keys, bars)], label_text_font_size="8pt",
+                        ncols=-(-len(keys) // rows), location="top_left"), "right")
     p.x_range.start = 0
     return p
 
@@ -96,7 +98,7 @@ def score_view(f: dict, h: dict) -> dict:
 def score_chart(name: str, f: dict, entry: dict):
     """One filter's score histogram over the data's range, kept and rejected stacked; thresholds dashed
     on the axis, or named at the edge when far beyond the data."""
-    from bokeh.models import BasicTickFormatter, ColumnDataSource, HoverTool, Label, Range1d, Span
+    from bokeh.models import BasicTickFormatter, ColumnDataSource, HoverTool, Label, Legend, Range1d, Span
     from bokeh.plotting import figure
 
     v = score_view(f, entry["histogram"])
@@ -117,10 +119,13 @@ def score_chart(name: str, f: dict, entry: dict):
                y_range=Range1d(0, top * (1.25 if v["beyond"] else 1.05)),
                x_axis_type="log" if v["log"] else "linear")
     # no outlines: a bin without rejects is a zero-height quad whose outline drew an orange rule
-    p.quad(left="left", right="right", bottom=0, top="kept", color=PALETTE[0], line_color=None, source=src,
-           legend_label="kept")
-    p.quad(left="left", right="right", bottom="kept", top="top", color=PALETTE[1], line_color=None, source=src,
-           legend_label="rejected")
+    kept = p.quad(left="left", right="right", bottom=0, top="kept", color=PALETTE[0], line_color=None, source=src)
+    rejected = p.quad(left="left", right="right", bottom="kept", top="top", color=PALETTE[1], line_color=None,
+                      source=src)
+    # above the plot, in one row: inside, it covered the tallest bars wherever it went
+    p.add_layout(Legend(items=[("kept", [kept]), ("rejected", [rejected])], orientation="horizontal",
+                        label_text_font_size="7pt", glyph_height=10, glyph_width=10, padding=2, margin=0,
+                        border_line_color=None, location="top_right"), "above")
     if not v["log"]:  # scores of 0.0002 read as such, not 2.000e-4
         p.xaxis.formatter = BasicTickFormatter(use_scientific=False)
     for x in v["lines"]:
@@ -131,7 +136,6 @@ def score_chart(name: str, f: dict, entry: dict):
                            x_offset=3 if side == "left" else -3, y_offset=-2))
     p.add_tools(HoverTool(tooltips=[("score", "@from{0.[000]} .. @right{0.[000]}"), ("kept", "@kept"),
                                     ("rejected", "@rejected")]))
-    p.legend.label_text_font_size = "7pt"
     p.title.text_font_size = "9pt"
     return p
 

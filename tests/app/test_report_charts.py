@@ -85,3 +85,30 @@ def test_an_older_manifest_histogram_is_cropped_to_the_bins_with_documents():
     view = score_view({"min": 50, "max": 100000}, {"edges": edges, "kept": kept, "rejected": [0] * 40, "log": False})
     assert (view["lo"], view["hi"]) == (2500, 10000) and view["kept"] == [5, 0, 2]
     assert view["beyond"] == [("left", "\u2190 min 50 (beyond)"), ("right", "max 100,000 (beyond) \u2192")]
+
+
+def _legends(p, where):
+    from bokeh.models import Legend
+
+    return [r for r in getattr(p, where) if isinstance(r, Legend)]
+
+
+def test_legends_sit_outside_the_plot_area(word_counts):
+    """Inside the plot area a legend covered the tallest bars, wherever it was anchored: every legend
+    is beside or above the frame, with an entry per series."""
+    from curate.app import report_charts
+
+    stages = [{"folder": f"0{i}-s", "in": 100, "out": 100 - 10 * i, "bytes": 1000,
+               "dropped": {f"reason_{k}": 2 for k in range(i * 4)}} for i in range(1, 4)]
+    funnel = report_charts.funnel_chart(stages)
+    [f] = word_counts["filters"]
+    score = report_charts.score_chart("out", f, word_counts["score_sample"]["filters"]["word_count"])
+    for p, where, labels in ((funnel, "right", ["kept", *sorted(f"reason_{k}" for k in range(12))]),
+                             (score, "above", ["kept", "rejected"])):
+        assert _legends(p, "center") == []
+        [legend] = _legends(p, where)
+        assert [i.label.value for i in legend.items] == labels
+        assert all(i.renderers for i in legend.items)
+    # thresholds named at the edge sit in headroom above the tallest bar
+    tallest = max(a + b for a, b in zip(*(score.renderers[0].data_source.data[k] for k in ("kept", "rejected"))))
+    assert tallest <= 0.8 * score.y_range.end
