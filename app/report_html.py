@@ -266,10 +266,17 @@ def render(data: dict) -> str:
         items[f"chart-{n}"] = json_item(fig)
         body = body.replace(_slot(k), f"<div id='chart-{n}' class='chart'></div>", 1)
     payload = json.dumps(items, separators=(",", ":")).replace("</", "<\\/")
-    script = ("<script type='application/json' id='curate-charts'>" + payload + "</script><script>"
-              "document.addEventListener('DOMContentLoaded',function(){"
+    # Every chart is drawn while the page loads: this script runs at the end of the body and adds each
+    # chart's document at once. Bokeh.embed.embed_item (run at DOMContentLoaded, as before) first waits
+    # a task per chart, so the load event, and a screenshot taken at it, came before most charts were
+    # drawn. embed_item stays the fallback should a later Bokeh not expose what this uses.
+    script = ("<script type='application/json' id='curate-charts'>" + payload + "</script><script>(function(){"
               "const items=JSON.parse(document.getElementById('curate-charts').textContent);"
-              "for(const id in items){Bokeh.embed.embed_item(items[id],id);}});</script>")
+              "let Doc=null;try{Doc=Bokeh.require('document').Document;}catch(e){}"
+              "const now=Doc!==null&&typeof Bokeh.embed.add_document_standalone==='function';"
+              "for(const id in items){if(now){Bokeh.embed.add_document_standalone("
+              "Doc.from_json(items[id].doc),document.getElementById(id));}"
+              "else{Bokeh.embed.embed_item(items[id],id);}}})();</script>")
     title = f"curate report: {os.path.basename(data['output'])}"
     generated = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     nav = " · ".join(f"<a href='#{a}'>{a}</a>" for a in ("funnel", "filters", "rejects", "dedup", "tokens", "time")

@@ -6,7 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.app import test_report
 from tests.conftest import run_stage, write_jsonl
+
+#: clean, filter, exact and fuzzy dedup, tokenize: a job with every kind of chart but span dedup's
+small_job = test_report.small_job
 
 #: documents of known word counts (whitespace-separated words), far inside word_count's default max
 WORDS = [150, 180, 220, 260, 300, 320, 400]
@@ -112,3 +116,69 @@ def test_legends_sit_outside_the_plot_area(word_counts):
     # thresholds named at the edge sit in headroom above the tallest bar
     tallest = max(a + b for a, b in zip(*(score.renderers[0].data_source.data[k] for k in ("kept", "rejected"))))
     assert tallest <= 0.8 * score.y_range.end
+
+
+#: recorded at the page's load event, before anything else can run: per chart div, its place on the
+#: page, whether a Bokeh view renders into it, and the pixels its canvases hold (any drawn, and of the
+#: bars' colour, PALETTE[0] = #4c72b0)
+AT_LOAD = r"""
+window.addEventListener('load', () => {
+  const canvases = (root) => [...root.querySelectorAll('*')].flatMap(
+    (el) => [...(el.tagName === 'CANVAS' ? [el] : []), ...(el.shadowRoot ? canvases(el.shadowRoot) : [])]);
+  const views = (window.Bokeh && Bokeh.index) ? [...Bokeh.index] : [];
+  window.__at_load = [...document.querySelectorAll('.chart')].map((chart) => {
+    let drawn = 0, bars = 0;
+    for (const c of canvases(chart)) {
+      if (!c.width || !c.height) continue;
+      const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+      for (let i = 0; i < d.length; i += 4) {
+        if (d[i + 3] > 0 && (d[i] < 250 || d[i + 1] < 250 || d[i + 2] < 250)) drawn++;
+        if (d[i + 3] > 200 && Math.abs(d[i] - 0x4c) < 4 && Math.abs(d[i + 1] - 0x72) < 4 && Math.abs(d[i + 2] - 0xb0) < 4) bars++;
+      }
+    }
+    const r = chart.getBoundingClientRect();
+    return {id: chart.id, view: views.some((v) => v.el && chart.contains(v.el)), drawn, bars,
+            box: [r.left + scrollX, r.top + scrollY, r.right + scrollX, r.bottom + scrollY]};
+  });
+});
+"""
+
+
+@pytest.mark.slow
+def test_every_chart_is_drawn_when_the_page_has_loaded(small_job, tmp_path):
+    """A screenshot taken as the page finishes loading shows every chart: Bokeh drew them after the load
+    event (one task per chart), so such a screenshot had a few of 35 on the sample. Checked at the load
+    event itself, in each chart's canvases, and in the screenshot's pixels within each chart's box."""
+    import json
+    import re
+
+    from PIL import Image
+
+    from curate.app import report_html
+    from tests.browser import Browser
+
+    reason = Browser.skip_reason()
+    if reason:
+        pytest.skip(reason)
+    out, _ = small_job
+    page = report_html.write_report(str(out), str(tmp_path / "report.html"))
+    source = open(page, encoding="utf-8").read()
+    charts = len(json.loads(re.search(r"id='curate-charts'>(.*?)</script>", source).group(1)))
+    assert charts == source.count("class='chart'") >= 7  # funnel, 2 scores, 2 dedup, token lengths, time
+    with Browser(1100, 6000) as b:  # taller than the page: one screenshot holds all of it
+        b.on_new_document(AT_LOAD)
+        b.open(f"file://{page}")  # returns once the load event has run
+        b.screenshot(tmp_path / "report-at-load.png")
+        at_load = b.js("return window.__at_load")
+        height = b.js("return document.documentElement.scrollHeight")
+        assert b.errors() == []
+        assert b.js("return performance.getEntriesByType('resource').map(e => e.name)") == []
+    assert height <= 6000
+    assert len(at_load) == charts
+    for c in at_load:
+        assert c["view"] and c["drawn"] > 1000 and c["bars"] > 50, c
+    shot = Image.open(tmp_path / "report-at-load.png").convert("RGB")
+    for c in at_load:  # the screenshot itself: the bars' colour inside every chart's box
+        region = shot.crop(tuple(round(x) for x in c["box"]))
+        bars = sum(n for n, rgb in region.getcolors(1 << 20) if all(abs(a - b) < 4 for a, b in zip(rgb, (76, 114, 176))))
+        assert bars > 50, (c["id"], bars)
