@@ -203,15 +203,19 @@ def token_lengths(folder: str, bins: int = 30) -> dict | None:
     idx = sorted(glob.glob(os.path.join(folder, "*.idx")))
     if not idx:
         return None
-    lengths_max = 1
+    lengths_min, lengths_max = None, 1
     indices = []
     for path in idx:
         index = megatron.read_index(path)
         docs = _doc_lengths(index)
         if len(docs):
             lengths_max = max(lengths_max, int(docs.max()))
+            lengths_min = int(docs.min()) if lengths_min is None else min(lengths_min, int(docs.min()))
         indices.append(path)
-    edges = np.unique(np.round(np.logspace(0, np.log10(lengths_max + 1), bins + 1)))
+    # from the shortest document, not from 1 token: pages of a few hundred tokens filled the last few
+    # of 30 bins
+    lo = max(1, lengths_min or 1)
+    edges = np.unique(np.round(np.logspace(np.log10(lo), np.log10(lengths_max + 1), bins + 1)))
     counts = np.zeros(len(edges) - 1, dtype=np.int64)
     for path in indices:
         counts += np.histogram(_doc_lengths(megatron.read_index(path)), bins=edges)[0]

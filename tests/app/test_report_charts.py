@@ -91,6 +91,18 @@ def test_an_older_manifest_histogram_is_cropped_to_the_bins_with_documents():
     assert view["beyond"] == [("left", "\u2190 min 50 (beyond)"), ("right", "max 100,000 (beyond) \u2192")]
 
 
+def test_the_token_length_histogram_spans_the_documents_lengths(small_job):
+    """Its bins ran from 1 token, so this job's documents (119 tokens each) filled the last of 30 bins:
+    the first and the last bin now hold a document, and every document is in one."""
+    from curate.app import report_data
+
+    out, _ = small_job
+    lengths = report_data.token_lengths(str(out / "05-tokenize"))
+    counts = lengths["counts"]
+    assert counts[0] > 0 and counts[-1] > 0
+    assert sum(counts) == 12  # the documents the tokenizer wrote (test_report's oracle for this job)
+
+
 def _legends(p, where):
     from bokeh.models import Legend
 
