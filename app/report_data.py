@@ -13,6 +13,7 @@ import glob
 import json
 import os
 
+from curate.app.report_diff import word_diff
 from curate.app.report_format import _bytes
 from curate.app.run_folders import load_manifest, stage_dirs
 
@@ -135,7 +136,8 @@ def dedup_groups(folder: str, key: str) -> dict:
 
 
 def dedup_pairs(folder: str, manifest: dict, limit: int = EXAMPLE_PAIRS) -> list[dict]:
-    """A few (removed id, kept id, Jaccard, both texts' starts) from ``_duplicates/`` and the stage's input."""
+    """A few (removed id, kept id, Jaccard, both texts' starts, and what differs between the two texts)
+    from ``_duplicates/`` and the stage's input."""
     import pyarrow.parquet as pq
 
     pairs = []
@@ -161,8 +163,11 @@ def dedup_pairs(folder: str, manifest: dict, limit: int = EXAMPLE_PAIRS) -> list
                 from curate.stages.dedup import minhash
 
                 jac = float(minhash.jaccard([ta], [tb], settings.get("ngram", 5), settings.get("shingle", "word"))[0])
-        out.append({"removed": a, "kept": b, "jaccard": jac, "removed_text": (ta or "")[:EXAMPLE_CHARS],
-                    "kept_text": (tb or "")[:EXAMPLE_CHARS]})
+        pair = {"removed": a, "kept": b, "jaccard": jac, "removed_text": (ta or "")[:EXAMPLE_CHARS],
+                "kept_text": (tb or "")[:EXAMPLE_CHARS]}
+        if ta is not None and tb is not None:  # what differs, word by word, around the first difference
+            pair["removed_diff"], pair["kept_diff"] = word_diff(ta, tb)
+        out.append(pair)
     return out
 
 

@@ -54,6 +54,7 @@ from curate.app.report_data import (  # noqa: F401
     token_lengths,
     verify_result,
 )
+from curate.app.report_diff import to_html
 from curate.app.report_format import _bytes, _fmt
 from curate.app.run_folders import load_manifest, stage_dirs
 
@@ -79,6 +80,14 @@ def _table(header: list[str], rows: list[list], cls: str = "") -> str:
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
+def _pair_texts(p: dict) -> list[str]:
+    """The two cells of a duplicate pair's texts: what differs marked when both texts were found."""
+    if "removed_diff" in p:
+        return [f"<span class='text'>{to_html(p['removed_diff'], 'del')}</span>",
+                f"<span class='text'>{to_html(p['kept_diff'], 'ins')}</span>"]
+    return [f"<span class='text'>{_e(p['removed_text'])}</span>", f"<span class='text'>{_e(p['kept_text'])}</span>"]
+
+
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1000px;color:#222}
 h1{font-size:1.5em}h2{font-size:1.2em;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:2em}
@@ -86,7 +95,7 @@ table{border-collapse:collapse;margin:8px 0;font-size:0.9em}td,th{border:1px sol
 text-align:right;vertical-align:top}th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
 .ex td{text-align:left}.ex td.text{font-family:monospace;font-size:0.85em;white-space:pre-wrap;max-width:620px}
 .grid{display:flex;flex-wrap:wrap;gap:8px}.ok{color:#2a7d2a;font-weight:bold}.bad{color:#b22;font-weight:bold}
-.muted{color:#777;font-size:0.9em}
+.muted{color:#777;font-size:0.9em}mark.del{background:#f8c4c4}mark.ins{background:#c4ecc4}
 """
 
 
@@ -185,8 +194,12 @@ def render(data: dict) -> str:
                                                  if not isinstance(v, (dict, list))]))
         if s.get("pairs"):
             rows = [[_e(p["removed"]), _e(p["kept"]), "-" if p["jaccard"] is None else f"{p['jaccard']:.3f}",
-                     f"<span class='text'>{_e(p['removed_text'])}</span>",
-                     f"<span class='text'>{_e(p['kept_text'])}</span>"] for p in s["pairs"]]
+                     *_pair_texts(p)] for p in s["pairs"]]
+            marked = any(d for p in s["pairs"] for k in ("removed_diff", "kept_diff") for _, d in p.get(k, {}).get("runs", ()))
+            if marked:
+                dd.append("<p class='muted'>marked: <mark class='del'>words only the removed text has</mark>, "
+                          "<mark class='ins'>words only the kept text has</mark> (from a little before "
+                          "the first difference)</p>")
             dd.append(_table(["removed", "kept", "Jaccard", "removed text", "kept text"], rows, "ex"))
     for s in stages:  # span and substring dedup: bytes removed inside documents, per document
         info = s["manifest"].get("dedup") or {}

@@ -194,3 +194,143 @@ def test_every_chart_is_drawn_when_the_page_has_loaded(small_job, tmp_path):
         region = shot.crop(tuple(round(x) for x in c["box"]))
         bars = sum(n for n, rgb in region.getcolors(1 << 20) if all(abs(a - b) < 4 for a, b in zip(rgb, (76, 114, 176))))
         assert bars > 50, (c["id"], bars)
+
+
+# --------------------------------------------------------------------------- duplicate pairs: what differs
+
+
+def _marked(side):
+    return [p for p, d in side["runs"] if d]
+
+
+def test_word_diff_marks_the_words_each_side_lacks():
+    from curate.app.report_diff import word_diff
+
+    a, b = "alpha beta gamma delta", "alpha beta GAMMA delta epsilon zeta"
+    ra, rb = word_diff(a, b)
+    assert (_marked(ra), _marked(rb)) == (["gamma"], ["GAMMA", "epsilon zeta"])  # a phrase is one mark
+    assert "".join(p for p, _ in ra["runs"]) == a and "".join(p for p, _ in rb["runs"]) == b
+    assert not (ra["cut_start"] or ra["cut_end"] or rb["cut_start"] or rb["cut_end"])
+    same, _ = word_diff(a, a)
+    assert _marked(same) == [] and "".join(p for p, _ in same["runs"]) == a
+
+
+def test_a_difference_past_the_first_characters_is_shown_with_its_context():
+    """The page showed each text's first 300 characters: a pair differing at its end looked identical."""
+    from curate.app import report_diff
+
+    base = " ".join(f"word{i}" for i in range(400))
+    ra, rb = report_diff.word_diff(base + " tail added", base)
+    shown = "".join(p for p, _ in ra["runs"])
+    assert _marked(ra) == ["tail added"] and shown.endswith(" tail added") and ra["cut_start"]
+    assert base.endswith("".join(p for p, _ in rb["runs"])) and _marked(rb) == []  # the same place, nothing marked
+    assert report_diff.to_html(ra, "del").startswith("\u2026") and len(shown) <= report_diff.WINDOW
+
+
+def test_the_small_jobs_near_duplicate_pair_marks_the_added_words(small_job):
+    """n1 is d01's text plus " and one more" (the fixture's construction): only those words are marked."""
+    from curate.app import report_html
+
+    out, _ = small_job
+    [pair] = next(s for s in report_html.collect(str(out), verify=False)["stages"] if s["folder"] == "04-fuzzy_dedup")["pairs"]
+    assert (pair["removed"], pair["kept"]) == ("n1", "d01")
+    assert _marked(pair["removed_diff"]) == ["and one more"] and _marked(pair["kept_diff"]) == []
+
+
+#: two near-duplicate documents that differ in markup made to break out of the page's table cell
+ATTACK_A = "<img src=x onerror=window.__pwned=1>"
+ATTACK_B = "</span></td></tr></table><script>window.__pwned=2</script>"
+
+
+@pytest.fixture(scope="module")
+def hostile_pair(tmp_path_factory):
+    import pandas as pd
+
+    tmp = tmp_path_factory.mktemp("pair")
+    words = [f"w{i}" for i in range(100)]
+    words[58] = "<b>shared&amp;markup</b>"  # the same in both, just before the difference: escaped, not marked
+    text_a = " ".join(words[:60] + [ATTACK_A] + words[61:])
+    text_b = " ".join(words[:60] + [ATTACK_B] + words[61:])
+    (tmp / "in").mkdir()
+    pd.DataFrame({"id": ["a", "other"], "text": [text_a, "unrelated words " * 30]}).to_parquet(
+        tmp / "in" / "part-00000.parquet")
+    pd.DataFrame({"id": ["b"], "text": [text_b]}).to_parquet(tmp / "in" / "part-00001.parquet")
+    (tmp / "in" / "_SUCCESS").touch()  # a finished dataset of Parquet parts, whose texts the report looks up
+    run_stage("fuzzy_dedup", {"threshold": 0.7, "bands": 20, "rows": 6, "false_positive_check": True},
+              tmp / "in", tmp / "job" / "01-fuzzy_dedup")
+    return tmp / "job", {"a": text_a, "b": text_b}
+
+
+def test_pair_texts_with_markup_are_escaped_and_their_difference_marked(hostile_pair):
+    """The texts are data: the page holds them escaped (no tag of theirs in it), the only tags in the
+    pair's cells are the page's own span and marks, and the cells read back as the texts themselves."""
+    from html.parser import HTMLParser
+
+    from curate.app import report_html
+
+    out, texts = hostile_pair
+    page = report_html.render(report_html.collect(str(out), verify=False))
+    for raw in (ATTACK_A, ATTACK_B, "<b>shared", "<img"):
+        assert raw not in page
+    [pair] = report_html.collect(str(out), verify=False)["stages"][0]["pairs"]
+    removed, kept = texts[pair["removed"]], texts[pair["kept"]]
+    assert {pair["removed"], pair["kept"]} == {"a", "b"}
+
+    class Cells(HTMLParser):
+        """The text, tags and marked text of each cell of the pairs table (the table with 'Jaccard')."""
+
+        def __init__(self):
+            super().__init__(convert_charrefs=True)
+            self.cells, self.cell, self.in_pairs, self.marks = [], None, False, 0
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "td" and self.in_pairs:
+                self.cell = {"text": "", "tags": [], "marked": []}
+            elif self.cell is not None:
+                self.cell["tags"].append(tag)
+                if tag == "mark":
+                    self.cell["marked"].append("")
+                    self.marks += 1
+
+        def handle_endtag(self, tag):
+            if tag == "td" and self.cell is not None:
+                self.cells.append(self.cell)
+                self.cell = None
+            elif tag == "mark" and self.cell is not None:
+                self.marks -= 1
+            elif tag == "table":
+                self.in_pairs = False
+
+        def handle_data(self, data):
+            if data == "Jaccard":
+                self.in_pairs = True
+            if self.cell is not None:
+                self.cell["text"] += data
+                if self.marks:
+                    self.cell["marked"][-1] += data
+
+    parser = Cells()
+    parser.feed(page)
+    _, _, _, removed_cell, kept_cell = parser.cells
+    for cell, text in ((removed_cell, removed), (kept_cell, kept)):
+        assert set(cell["tags"]) == {"span", "mark"}
+        assert cell["text"].strip("\u2026") in text  # exactly the text, read back from the escaped page
+    assert removed_cell["marked"] == [ATTACK_A if removed == texts["a"] else ATTACK_B]
+    assert kept_cell["marked"] == [ATTACK_A if kept == texts["a"] else ATTACK_B]
+    assert "<b>shared&amp;markup</b>" in removed_cell["text"]  # common markup: shown as text, not marked
+
+
+@pytest.mark.slow
+def test_pair_texts_with_markup_stay_inert_in_chromium(hostile_pair, tmp_path):
+    from curate.app import report_html
+    from tests.app.test_hostile_pages import _assert_inert, _browser
+
+    out, _ = hostile_pair
+    page = report_html.write_report(str(out), str(tmp_path / "report.html"), verify=False)
+    with _browser() as b:
+        b.open(f"file://{page}")
+        _assert_inert(b)  # neither attack ran, no image element
+        marks = b.js("return [...document.querySelectorAll('td mark')].map(m => [m.className, m.textContent])")
+        b.screenshot(tmp_path / "pairs.png")
+    assert sorted(marks) == sorted([["del", ATTACK_A], ["ins", ATTACK_B]]) or sorted(marks) == sorted(
+        [["del", ATTACK_B], ["ins", ATTACK_A]])
