@@ -71,6 +71,21 @@ def test_score_chart_spans_the_data_and_names_far_thresholds_at_the_edge(word_co
     assert not any(isinstance(r, Span) for r in p.center)
 
 
+def test_the_score_png_bins_the_data_too(tmp_path):
+    """``curate report``'s PNG (from --keep-scores columns) had the same sliver: its bins now span the
+    scores, and the plot names the far thresholds at the edge."""
+    from curate.app.commands import report
+
+    write_jsonl(tmp_path / "in.jsonl", [{"id": f"w{n}", "text": " ".join(["word"] * n)} for n in WORDS])
+    (tmp_path / "chain.yaml").write_text("filters:\n  - {filter: word_count, min: 20, max: 100000}\n")
+    m = run_stage("filter", {"config": str(tmp_path / "chain.yaml"), "keep_scores": True}, tmp_path / "in.jsonl",
+                  tmp_path / "out")
+    s = report.summarize(str(tmp_path / "out"), m["filters"], bins=10)["score_word_count"]
+    assert (s.edges[0], s.edges[-1]) == (min(WORDS), max(WORDS)) and s.kept.sum() == len(WORDS)
+    report.plot([("out: word_count", s)], str(tmp_path / "scores.png"))
+    assert (tmp_path / "scores.png").read_bytes()[:4] == b"\x89PNG"
+
+
 def test_a_threshold_near_the_data_is_drawn_on_the_axis():
     from curate.app.report_charts import score_view
 
