@@ -81,8 +81,9 @@ def _table(header: list[str], rows: list[list], cls: str = "") -> str:
 
 
 def _pair_texts(p: dict) -> list[str]:
-    """The two cells of a duplicate pair's texts: what differs marked when both texts were found."""
-    if "removed_diff" in p:
+    """The two cells of a duplicate pair's texts: what differs marked when both texts were found and
+    differ; identical texts (exact duplicates) show their first characters, as before."""
+    if any(d for k in ("removed_diff", "kept_diff") for _, d in p.get(k, {}).get("runs", ())):
         return [f"<span class='text'>{to_html(p['removed_diff'], 'del')}</span>",
                 f"<span class='text'>{to_html(p['kept_diff'], 'ins')}</span>"]
     return [f"<span class='text'>{_e(p['removed_text'])}</span>", f"<span class='text'>{_e(p['kept_text'])}</span>"]

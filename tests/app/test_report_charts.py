@@ -252,6 +252,18 @@ def test_the_small_jobs_near_duplicate_pair_marks_the_added_words(small_job):
     assert _marked(pair["removed_diff"]) == ["and one more"] and _marked(pair["kept_diff"]) == []
 
 
+def test_identical_pairs_show_their_first_characters_unmarked(small_job):
+    """Exact duplicates have nothing to mark: their cells stay the texts' first 300 characters."""
+    import html
+
+    from curate.app import report_html
+
+    out, docs = small_job
+    page = report_html.render(report_html.collect(str(out), verify=False))
+    d00 = next(d["text"] for d in docs if d["id"] == "d00")
+    assert page.count(f"<span class='text'>{html.escape(d00[:300])}</span>") == 4  # e1 and e2, both sides
+
+
 #: two near-duplicate documents that differ in markup made to break out of the page's table cell
 ATTACK_A = "<img src=x onerror=window.__pwned=1>"
 ATTACK_B = "</span></td></tr></table><script>window.__pwned=2</script>"
