@@ -1,6 +1,6 @@
 """What the HTML page of a run shows, read from what the run left on disk, as plain data (:func:`collect`).
 
-Each stage's ``manifest.json``, ``_rejects/``, ``_duplicates/`` and the tokenizer's ``.idx`` files, plus
+Each stage's ``_manifest.json``, ``_rejects/``, ``_duplicates/`` and the tokenizer's ``.idx`` files, plus
 ``_reports/run.json`` (cluster, workers and the performance report, written by ``curate run``).
 Everything read is bounded: text is streamed column by column in batches, example rows stop at a few
 per reason, histograms are fixed-bin. The page itself is drawn by ``report_html`` (layout) and
