@@ -13,386 +13,52 @@ the performance report, written by ``curate run``). Sections:
 - time: seconds and docs/s per stage, workers, and a link to Dask's performance report of the run.
 
 Charts are Bokeh (the Dask dashboard's own plotting library) with its JavaScript inlined
-(``bokeh.resources.INLINE``), so the file opens without network. Everything read is bounded: text is
-streamed column by column in batches, example rows stop at a few per reason, histograms are
-fixed-bin.
+(``bokeh.resources.INLINE``), so the file opens without network. What the page shows is read by
+``report_data`` (bounded: text streamed in batches, a few examples per reason, fixed-bin histograms);
+the figures are drawn by ``report_charts``; this module lays out the page and writes it.
 """
 
 from __future__ import annotations
 
-import glob
 import html
 import json
 import logging
 import os
 import time
 
+# the page's parts, importable from here as before the split
+from curate.app.report_charts import (  # noqa: F401
+    PALETTE,
+    bars_chart,
+    funnel_chart,
+    score_chart,
+    threshold_text,
+    time_chart,
+)
+from curate.app.report_data import (  # noqa: F401
+    AUTO_VERIFY_BYTES,
+    BATCH_ROWS,
+    BYTES_BUDGET,
+    EXAMPLE_CHARS,
+    EXAMPLE_PAIRS,
+    EXAMPLES_PER_REASON,
+    RUN_INFO,
+    collect,
+    data_files,
+    dedup_groups,
+    dedup_pairs,
+    example_rejects,
+    lookup_texts,
+    read_run_info,
+    text_bytes,
+    token_lengths,
+    verify_result,
+)
+from curate.app.report_diff import to_html
+from curate.app.report_format import _bytes, _fmt
 from curate.app.run_folders import load_manifest, stage_dirs
 
 log = logging.getLogger("curate.report")
-
-#: rejected documents shown per reason, and their first characters
-EXAMPLES_PER_REASON = 3
-EXAMPLE_CHARS = 300
-#: near-duplicate pairs shown per dedup stage
-EXAMPLE_PAIRS = 5
-#: rows per batch when streaming a column
-BATCH_ROWS = 65536
-#: compressed bytes of one stage's output read to count text bytes exactly; beyond that the rest is
-#: estimated from the rows (Parquet metadata) at the bytes per row measured so far
-BYTES_BUDGET = 256 << 20
-RUN_INFO = "run.json"
-#: the page at the end of ``curate run`` runs ``verify`` (which reads every token) up to this many
-#: bytes of ``.bin`` files; beyond, it says how to run it
-AUTO_VERIFY_BYTES = 4 << 30
-PALETTE = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c",
-           "#ccb974", "#64b5cd"]
-
-
-# --------------------------------------------------------------------------- reading what a run left
-
-
-def read_run_info(out: str) -> dict:
-    try:
-        with open(os.path.join(out, "_reports", RUN_INFO), encoding="utf-8") as f:
-            return json.load(f)
-    except (FileNotFoundError, ValueError):
-        return {}
-
-
-def data_files(folder: str) -> list[str]:
-    return sorted(p for p in glob.glob(os.path.join(folder, "part-*")) if p.endswith((".parquet", ".jsonl")))
-
-
-def text_bytes(folder: str, budget: int = BYTES_BUDGET) -> tuple[int | None, bool]:
-    """(UTF-8 bytes of the ``text`` column of the kept documents, estimated?), streamed; None if no text."""
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    files = data_files(folder)
-    total = rows = read = 0
-    left_rows = 0
-    estimated = False
-    for path in files:
-        if path.endswith(".jsonl"):
-            # JSONL: the file size (text plus a little JSON) is the honest cheap figure
-            total += os.path.getsize(path)
-            estimated = True
-            continue
-        pf = pq.ParquetFile(path)
-        if "text" not in pf.schema_arrow.names:
-            return None, False
-        if read > budget:
-            left_rows += pf.metadata.num_rows
-            continue
-        for b in pf.iter_batches(batch_size=BATCH_ROWS, columns=["text"]):
-            n = pc.sum(pc.binary_length(pc.cast(b.column(0), "large_binary"))).as_py()
-            total += int(n or 0)
-            rows += b.num_rows
-        read += os.path.getsize(path)
-    if left_rows:
-        total += int(left_rows * (total / rows if rows else 0))
-        estimated = True
-    return total, estimated
-
-
-def example_rejects(folder: str, per_reason: int = EXAMPLES_PER_REASON, chars: int = EXAMPLE_CHARS,
-                    dropped: dict | None = None) -> dict:
-    """reason -> up to ``per_reason`` (id, first ``chars`` of the text or '', detail) from ``_rejects/``;
-    reading stops once every reason of ``dropped`` (the manifest's counts) has its examples."""
-    import pyarrow.parquet as pq
-
-    out: dict[str, list] = {}
-    wanted = {k: min(per_reason, v) for k, v in (dropped or {}).items()}
-
-    def enough() -> bool:
-        return bool(wanted) and all(len(out.get(k, ())) >= n for k, n in wanted.items())
-    for path in sorted(glob.glob(os.path.join(folder, "_rejects", "part-*"))):
-        if path.endswith(".parquet"):
-            pf = pq.ParquetFile(path)
-            cols = [c for c in ("id", "text", "_reason", "_detail") if c in pf.schema_arrow.names]
-            batches = (b.to_pylist() for b in pf.iter_batches(batch_size=1024, columns=cols))
-        elif path.endswith(".jsonl"):
-            def _lines(path=path):
-                with open(path, encoding="utf-8") as f:
-                    chunk = []
-                    for line in f:
-                        if line.strip():
-                            chunk.append(json.loads(line))
-                        if len(chunk) == 1024:
-                            yield chunk
-                            chunk = []
-                    if chunk:
-                        yield chunk
-            batches = _lines()
-        else:
-            continue
-        for batch in batches:
-            for r in batch:
-                reason = r.get("_reason") or "?"
-                got = out.setdefault(reason, [])
-                if len(got) < per_reason:
-                    got.append((str(r.get("id", "")), (r.get("text") or "")[:chars], r.get("_detail") or ""))
-            if enough():
-                return out
-    return out
-
-
-def dedup_groups(folder: str, key: str) -> dict:
-    """Sizes of the duplicate groups (``key``: ``hash`` or ``component``) in ``_duplicates/``: size ->
-    number of groups. Each group lies in one part (the stage shuffles on it), so parts are read one by one."""
-    import pyarrow.parquet as pq
-
-    sizes: dict[int, int] = {}
-    for path in sorted(glob.glob(os.path.join(folder, "_duplicates", "part-*.parquet"))):
-        col = pq.read_table(path, columns=[key]).column(0).to_pandas()
-        for size, n in col.value_counts().value_counts().items():
-            sizes[int(size)] = sizes.get(int(size), 0) + int(n)
-    return dict(sorted(sizes.items()))
-
-
-def dedup_pairs(folder: str, manifest: dict, limit: int = EXAMPLE_PAIRS) -> list[dict]:
-    """A few (removed id, kept id, Jaccard, both texts' starts) from ``_duplicates/`` and the stage's input."""
-    import pyarrow.parquet as pq
-
-    pairs = []
-    for path in sorted(glob.glob(os.path.join(folder, "_duplicates", "part-*.parquet"))):
-        t = pq.read_table(path, columns=["id", "kept_id", "removed"]).to_pandas()
-        t = t[t["removed"].astype(bool) & t["kept_id"].notna()]  # no kept id: it was erased (curate erase)
-        pairs.extend(zip(t["id"].astype(str), t["kept_id"].astype(str)))
-        if len(pairs) >= limit:
-            break
-    pairs = pairs[:limit]
-    if not pairs:
-        return []
-    texts = lookup_texts(manifest.get("input") or [], {i for p in pairs for i in p})
-    settings = manifest.get("settings") or {}
-    out = []
-    for a, b in pairs:
-        ta, tb = texts.get(a), texts.get(b)
-        jac = None
-        if ta is not None and tb is not None:
-            if manifest.get("stage") == "exact_dedup":
-                jac = 1.0 if ta == tb else None
-            else:
-                from curate.stages.dedup import minhash
-
-                jac = float(minhash.jaccard([ta], [tb], settings.get("ngram", 5), settings.get("shingle", "word"))[0])
-        out.append({"removed": a, "kept": b, "jaccard": jac, "removed_text": (ta or "")[:EXAMPLE_CHARS],
-                    "kept_text": (tb or "")[:EXAMPLE_CHARS]})
-    return out
-
-
-def lookup_texts(inputs: list[str], ids: set[str]) -> dict[str, str]:
-    """id -> text for ``ids`` in a dataset folder's Parquet parts (reads the id column, then the hits)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    found: dict[str, str] = {}
-    wanted = pa.array(sorted(ids))
-    for spec in inputs:
-        files = data_files(spec) if os.path.isdir(spec) else []
-        for path in files:
-            if not path.endswith(".parquet"):
-                continue
-            pf = pq.ParquetFile(path)
-            # the id column of each row group first; the text only of row groups that hold a wanted id
-            for rg in range(pf.metadata.num_row_groups):
-                hit = pc.is_in(pc.cast(pf.read_row_group(rg, columns=["id"]).column(0), pa.string()),
-                               value_set=wanted)
-                if not pc.any(hit).as_py():
-                    continue
-                rows = pf.read_row_group(rg, columns=["id", "text"]).filter(hit)
-                for r in rows.to_pylist():
-                    found[str(r["id"])] = r["text"]
-            if len(found) == len(ids):
-                return found
-    return found
-
-
-def token_lengths(folder: str, bins: int = 30) -> dict | None:
-    """Histogram of document lengths in tokens over every ``.idx`` (log-spaced bins), streamed per file."""
-    import numpy as np
-
-    from curate.stages.tokenize import megatron
-
-    idx = sorted(glob.glob(os.path.join(folder, "*.idx")))
-    if not idx:
-        return None
-    lengths_max = 1
-    indices = []
-    for path in idx:
-        index = megatron.read_index(path)
-        docs = _doc_lengths(index)
-        if len(docs):
-            lengths_max = max(lengths_max, int(docs.max()))
-        indices.append(path)
-    edges = np.unique(np.round(np.logspace(0, np.log10(lengths_max + 1), bins + 1)))
-    counts = np.zeros(len(edges) - 1, dtype=np.int64)
-    for path in indices:
-        counts += np.histogram(_doc_lengths(megatron.read_index(path)), bins=edges)[0]
-    return {"edges": edges.tolist(), "counts": counts.tolist()}
-
-
-def _doc_lengths(index):
-    import numpy as np
-
-    cum = np.concatenate([[0], np.cumsum(index.sequence_lengths, dtype=np.int64)])
-    return np.diff(cum[index.document_indices])
-
-
-def verify_result(folder: str) -> dict:
-    from curate.stages.tokenize.verify import verify
-
-    try:
-        r = verify(folder)
-    except Exception as e:  # the report shows the failure; `curate verify` gives the details
-        return {"ok": False, "problems": [f"{type(e).__name__}: {e}"]}
-    return {"ok": r.ok, "problems": r.problems[:20], "vocab_size": r.vocab_size, "vocab_source": r.vocab_source,
-            "sets": r.sets}
-
-
-def collect(out: str, verify: bool | str = True) -> dict:
-    """Everything the page shows, as plain data (tests check it without a browser). ``verify``: True,
-    False, or "auto" (only up to :data:`AUTO_VERIFY_BYTES` of tokens)."""
-    folders = stage_dirs(out)
-    stages = []
-    for folder in folders:
-        m = load_manifest(folder)
-        name = os.path.basename(os.path.normpath(folder))
-        counts = m.get("counts") or {}
-        seconds = (m.get("timings") or {}).get("seconds") or 0.0
-        st = {"folder": name, "stage": m.get("stage", "?"), "in": counts.get("in"), "out": counts.get("out"),
-              "dropped": counts.get("dropped") or {}, "seconds": seconds,
-              "docs_per_s": (counts.get("in") or 0) / seconds if seconds else None,
-              "partitions": m.get("partitions"), "manifest": m, "path": folder}
-        if m.get("stage") == "tokenize":
-            st["tokens"] = (m.get("totals") or {}).get("tokens")
-            st["bytes"], st["bytes_estimated"] = (m.get("totals") or {}).get("bytes"), False
-            st["token_lengths"] = token_lengths(folder)
-            bins = sum(os.path.getsize(p) for p in glob.glob(os.path.join(folder, "*.bin")))
-            run_verify = verify is True or (verify == "auto" and bins <= AUTO_VERIFY_BYTES)
-            st["verify"] = verify_result(folder) if run_verify else None
-            st["verify_skipped"] = None if run_verify else (
-                f"not run for this page ({_bytes(bins)} of tokens): curate verify {folder}")
-        else:
-            st["bytes"], st["bytes_estimated"] = text_bytes(folder)
-        st["examples"] = example_rejects(folder, dropped=st["dropped"]) if st["dropped"] else {}
-        if m.get("stage") in ("exact_dedup", "fuzzy_dedup"):
-            st["groups"] = dedup_groups(folder, "hash" if m["stage"] == "exact_dedup" else "component")
-            st["pairs"] = dedup_pairs(folder, m)
-        stages.append(st)
-    run = read_run_info(out) if len(folders) > 1 or folders[0] != out else {}
-    reports_dir = os.path.join(out, "_reports")
-    perf = run.get("performance_report")
-    if not perf:
-        found = sorted(glob.glob(os.path.join(reports_dir, "*-run.html")))
-        perf = found[-1] if found else None
-    return {"output": os.path.abspath(out), "stages": stages, "run": run, "performance_report": perf}
-
-
-# --------------------------------------------------------------------------- charts
-
-
-def _fmt(n) -> str:
-    if n is None:
-        return "-"
-    if isinstance(n, float):
-        return f"{n:,.1f}"
-    return f"{n:,}"
-
-
-def _bytes(n) -> str:
-    if n is None:
-        return "-"
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1000
-    return str(n)
-
-
-def funnel_chart(stages: list[dict]):
-    """Stacked bars per stage: documents kept, and dropped per reason; hover shows counts and shares."""
-    from bokeh.models import ColumnDataSource, HoverTool
-    from bokeh.plotting import figure
-
-    names = [s["folder"] for s in stages]
-    reasons = sorted({r for s in stages for r in s["dropped"]})
-    keys = ["kept", *reasons]
-    data = {"stage": names, "kept": [s["out"] or 0 for s in stages]}
-    for r in reasons:
-        data[r] = [s["dropped"].get(r, 0) for s in stages]
-    data["in"] = [s["in"] or 0 for s in stages]
-    data["dropped_total"] = [sum(s["dropped"].values()) for s in stages]
-    data["dropped_share"] = [f"{d / i:.1%}" if i else "-" for d, i in zip(data["dropped_total"], data["in"])]
-    data["bytes"] = [_bytes(s["bytes"]) for s in stages]
-    data["reasons"] = [", ".join(f"{k}={v:,} ({v / s['in']:.1%})" for k, v in s["dropped"].items()) if s["in"]
-                       else "" for s in stages]
-    src = ColumnDataSource(data)
-    p = figure(y_range=list(reversed(names)), height=60 + 34 * len(names), width=900, title="Documents per stage",
-               toolbar_location=None, x_axis_label="documents (kept + dropped per reason)")
-    colors = (PALETTE * (len(keys) // len(PALETTE) + 1))[:len(keys)]
-    p.hbar_stack(keys, y="stage", height=0.7, color=colors, source=src, legend_label=keys)
-    p.add_tools(HoverTool(tooltips=[("stage", "@stage"), ("in", "@in{0,0}"), ("kept", "@kept{0,0}"),
-                                    ("dropped", "@dropped_total{0,0} (@dropped_share)"),
-                                    ("reasons", "@reasons"), ("text bytes out", "@bytes")]))
-    p.legend.location = "bottom_right"
-    p.legend.label_text_font_size = "8pt"
-    p.x_range.start = 0
-    return p
-
-
-def score_chart(name: str, f: dict, entry: dict):
-    from bokeh.models import ColumnDataSource, HoverTool, Span
-    from bokeh.plotting import figure
-
-    h = entry["histogram"]
-    edges = h["edges"]
-    src = ColumnDataSource({"left": edges[:-1], "right": edges[1:], "kept": h["kept"], "rejected": h["rejected"],
-                            "top": [a + b for a, b in zip(h["kept"], h["rejected"])]})
-    title = f"{f.get('reason')} ({threshold_text(f)}): {entry['rejected']:,} of {entry['scored']:,} rejected"
-    p = figure(width=420, height=230, title=title, toolbar_location=None,
-               x_axis_type="log" if h.get("log") and edges[0] > 0 else "linear")
-    p.quad(left="left", right="right", bottom=0, top="kept", color=PALETTE[0], source=src, legend_label="kept")
-    p.quad(left="left", right="right", bottom="kept", top="top", color=PALETTE[1], source=src,
-           legend_label="rejected")
-    for x in (f.get("min"), f.get("max")):
-        if x is not None:
-            p.add_layout(Span(location=x, dimension="height", line_color="#c44e52", line_dash="dashed", line_width=2))
-    p.add_tools(HoverTool(tooltips=[("score", "@left{0.[000]} .. @right{0.[000]}"), ("kept", "@kept"),
-                                    ("rejected", "@rejected")]))
-    p.legend.label_text_font_size = "7pt"
-    p.title.text_font_size = "9pt"
-    p.y_range.start = 0
-    return p
-
-
-def threshold_text(f: dict) -> str:
-    from curate.app.run_folders import threshold_text as t
-
-    return t(f)
-
-
-def bars_chart(title: str, labels: list[str], values: list[int], x_label: str, width=420):
-    from bokeh.models import ColumnDataSource, HoverTool
-    from bokeh.plotting import figure
-
-    src = ColumnDataSource({"x": labels, "n": values})
-    p = figure(x_range=labels, width=width, height=230, title=title, toolbar_location=None, x_axis_label=x_label)
-    p.vbar(x="x", top="n", width=0.8, source=src, color=PALETTE[0])
-    p.add_tools(HoverTool(tooltips=[(x_label, "@x"), ("count", "@n{0,0}")]))
-    p.y_range.start = 0
-    p.xaxis.major_label_orientation = 0.8
-    p.title.text_font_size = "9pt"
-    return p
-
-
-def time_chart(stages: list[dict]):
-    names = [s["folder"] for s in stages]
-    return bars_chart("Seconds per stage", names, [round(s["seconds"] or 0, 2) for s in stages], "stage",
-                      width=900)
 
 
 # --------------------------------------------------------------------------- the page
@@ -414,6 +80,15 @@ def _table(header: list[str], rows: list[list], cls: str = "") -> str:
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
+def _pair_texts(p: dict) -> list[str]:
+    """The two cells of a duplicate pair's texts: what differs marked when both texts were found and
+    differ; identical texts (exact duplicates) show their first characters, as before."""
+    if any(d for k in ("removed_diff", "kept_diff") for _, d in p.get(k, {}).get("runs", ())):
+        return [f"<span class='text'>{to_html(p['removed_diff'], 'del')}</span>",
+                f"<span class='text'>{to_html(p['kept_diff'], 'ins')}</span>"]
+    return [f"<span class='text'>{_e(p['removed_text'])}</span>", f"<span class='text'>{_e(p['kept_text'])}</span>"]
+
+
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1000px;color:#222}
 h1{font-size:1.5em}h2{font-size:1.2em;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:2em}
@@ -421,7 +96,7 @@ table{border-collapse:collapse;margin:8px 0;font-size:0.9em}td,th{border:1px sol
 text-align:right;vertical-align:top}th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}
 .ex td{text-align:left}.ex td.text{font-family:monospace;font-size:0.85em;white-space:pre-wrap;max-width:620px}
 .grid{display:flex;flex-wrap:wrap;gap:8px}.ok{color:#2a7d2a;font-weight:bold}.bad{color:#b22;font-weight:bold}
-.muted{color:#777;font-size:0.9em}
+.muted{color:#777;font-size:0.9em}mark.del{background:#f8c4c4}mark.ins{background:#c4ecc4}
 """
 
 
@@ -520,8 +195,12 @@ def render(data: dict) -> str:
                                                  if not isinstance(v, (dict, list))]))
         if s.get("pairs"):
             rows = [[_e(p["removed"]), _e(p["kept"]), "-" if p["jaccard"] is None else f"{p['jaccard']:.3f}",
-                     f"<span class='text'>{_e(p['removed_text'])}</span>",
-                     f"<span class='text'>{_e(p['kept_text'])}</span>"] for p in s["pairs"]]
+                     *_pair_texts(p)] for p in s["pairs"]]
+            marked = any(d for p in s["pairs"] for k in ("removed_diff", "kept_diff") for _, d in p.get(k, {}).get("runs", ()))
+            if marked:
+                dd.append("<p class='muted'>marked: <mark class='del'>words only the removed text has</mark>, "
+                          "<mark class='ins'>words only the kept text has</mark> (from a little before "
+                          "the first difference)</p>")
             dd.append(_table(["removed", "kept", "Jaccard", "removed text", "kept text"], rows, "ex"))
     for s in stages:  # span and substring dedup: bytes removed inside documents, per document
         info = s["manifest"].get("dedup") or {}
@@ -601,10 +280,17 @@ def render(data: dict) -> str:
         items[f"chart-{n}"] = json_item(fig)
         body = body.replace(_slot(k), f"<div id='chart-{n}' class='chart'></div>", 1)
     payload = json.dumps(items, separators=(",", ":")).replace("</", "<\\/")
-    script = ("<script type='application/json' id='curate-charts'>" + payload + "</script><script>"
-              "document.addEventListener('DOMContentLoaded',function(){"
+    # Every chart is drawn while the page loads: this script runs at the end of the body and adds each
+    # chart's document at once. Bokeh.embed.embed_item (run at DOMContentLoaded, as before) first waits
+    # a task per chart, so the load event, and a screenshot taken at it, came before most charts were
+    # drawn. embed_item stays the fallback should a later Bokeh not expose what this uses.
+    script = ("<script type='application/json' id='curate-charts'>" + payload + "</script><script>(function(){"
               "const items=JSON.parse(document.getElementById('curate-charts').textContent);"
-              "for(const id in items){Bokeh.embed.embed_item(items[id],id);}});</script>")
+              "let Doc=null;try{Doc=Bokeh.require('document').Document;}catch(e){}"
+              "const now=Doc!==null&&typeof Bokeh.embed.add_document_standalone==='function';"
+              "for(const id in items){if(now){Bokeh.embed.add_document_standalone("
+              "Doc.from_json(items[id].doc),document.getElementById(id));}"
+              "else{Bokeh.embed.embed_item(items[id],id);}}})();</script>")
     title = f"curate report: {os.path.basename(data['output'])}"
     generated = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     nav = " · ".join(f"<a href='#{a}'>{a}</a>" for a in ("funnel", "filters", "rejects", "dedup", "tokens", "time")

@@ -89,6 +89,13 @@ class Browser:
     def open(self, url: str) -> None:
         self._s("POST", "/url", {"url": url})
 
+    def on_new_document(self, script: str) -> None:
+        """Run ``script`` in every page opened after this, before the page's own scripts (to record
+        what a page looks like at its load event: ``open`` returns only after it). Chromedriver's
+        Chrome DevTools passthrough, since WebDriver itself has no such command."""
+        self._s("POST", "/goog/cdp/execute", {"cmd": "Page.addScriptToEvaluateOnNewDocument",
+                                              "params": {"source": script}})
+
     def js(self, script: str, *args):
         return self._s("POST", "/execute/sync", {"script": script, "args": list(args)})
 

@@ -141,17 +141,22 @@ class ScoreSummary:
             self.lo, self.hi = min(self.lo, float(finite.min())), max(self.hi, float(finite.max()))
 
     def fix_bins(self, bins: int) -> None:
+        """Bins over the scores' own range: stretched to a far threshold (word_count's max of 100,000),
+        they left the data a sliver; :func:`plot` names such a threshold at the edge."""
         import numpy as np
 
         lines = [x for x in (self.f.get("min"), self.f.get("max")) if x is not None]
-        lo = min([self.lo, *lines]) if self.hi >= self.lo or lines else 0.0
-        hi = max([self.hi, *lines]) if self.hi >= self.lo or lines else 1.0
-        self.log = lo >= 0 and hi > 1000
+        if self.hi >= self.lo:
+            lo, hi = self.lo, self.hi
+        else:  # no finite score: the thresholds' range
+            lo, hi = min(lines, default=0.0), max(lines, default=1.0)
+        # log-spaced only when the range covers decades (as the filter stage's sample histogram)
+        self.log = lo >= 0 and hi > 1000 and hi + 1 > 30 * (lo + 1)
         if self.log:
-            edges = np.logspace(0, np.log10(hi + 1), bins + 1) - 1
+            edges = np.logspace(np.log10(lo + 1), np.log10(hi + 1), bins + 1) - 1
         else:
             edges = np.linspace(lo, hi if hi > lo else lo + 1, bins + 1)
-        edges[0], edges[-1] = min(edges[0], lo), max(edges[-1], hi)  # rounding must not drop the extremes
+        edges[0], edges[-1] = lo, max(edges[-1], hi)  # rounding must not drop the extremes
         self.edges = edges
         self.kept = np.zeros(bins, dtype=np.int64)
         self.bad = np.zeros(bins, dtype=np.int64)
@@ -198,6 +203,7 @@ def plot(panels: list[tuple[str, ScoreSummary]], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from curate.app.report_charts import score_view
     from curate.stages.dataset import atomic_write
 
     n = len(panels)
@@ -212,12 +218,20 @@ def plot(panels: list[tuple[str, ScoreSummary]], path: str) -> None:
         left = s.edges[:-1]
         ax.hist([left, left], bins=s.edges, weights=[s.kept, s.bad], stacked=True, color=["#4c72b0", "#dd8452"],
                 label=["kept", "rejected"])
-        for x in (s.f.get("min"), s.f.get("max")):
-            if x is not None:
-                ax.axvline(x, color="#c44e52", linestyle="--", linewidth=1.2)
+        # as on the HTML page: the data's range, a near threshold on the axis, a far one named at the edge
+        view = score_view(s.f, {"edges": list(map(float, s.edges)), "kept": s.kept.tolist(),
+                                "rejected": s.bad.tolist(), "log": False})
+        ax.set_xlim(view["lo"], view["hi"])
+        ax.set_ylim(0, max(1, int((s.kept + s.bad).max())) * (1.25 if view["beyond"] else 1.05))
+        for x in view["lines"]:
+            ax.axvline(x, color="#c44e52", linestyle="--", linewidth=1.2)
+        for side, text in view["beyond"]:
+            ax.text(0.01 if side == "left" else 0.99, 0.97, text, transform=ax.transAxes, ha=side, va="top",
+                    fontsize=7, color="#c44e52")
         ax.set_title(f"{title}\n{threshold_text(s.f)}: {s.rejected} of {s.scored} rejected", fontsize=9)
         ax.tick_params(labelsize=7)
-    axes.flat[0].legend(fontsize=7)
+    # above the first panel, clear of its bars
+    axes.flat[0].legend(fontsize=7, ncols=2, loc="lower left", bbox_to_anchor=(0, 1.18), frameon=False)
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     try:

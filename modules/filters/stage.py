@@ -173,19 +173,30 @@ def merge_samples(parts: list[dict], chain, size: int | None = None, bins: int =
 
 
 def histogram(values: np.ndarray, keep: np.ndarray, lo_line, hi_line, bins: int) -> dict:
-    """Bin edges covering the values and the thresholds (log-spaced for wide non-negative ranges),
-    and the counts of kept and rejected values per bin; infinities go to the outer bins."""
+    """Counts of kept and rejected values per bin. The ``bins`` bins span the values' own range
+    (log-spaced for wide non-negative ranges): bins stretched to a far threshold (word_count's max of
+    100,000 over pages of a few thousand words) left the data a sliver of one or two bars. A threshold
+    outside that range adds one empty bin reaching to it, so every threshold stays on the axis; the
+    report shows the data's bins and marks such a threshold at the edge. Infinities go to the outer
+    data bins; with no finite value the bins span the thresholds."""
     finite = values[np.isfinite(values)]
     lines = [x for x in (lo_line, hi_line) if x is not None]
-    ends = [float(finite.min()), float(finite.max())] if len(finite) else []
-    lo, hi = min([*ends, *lines], default=0.0), max([*ends, *lines], default=1.0)
-    log = bool(lo >= 0 and hi > 1000)
+    if len(finite):
+        lo, hi = float(finite.min()), float(finite.max())
+    else:
+        lo, hi = min(lines, default=0.0), max(lines, default=1.0)
+    # log-spaced only when the range covers decades (a narrow band of large values reads better linear)
+    log = bool(lo >= 0 and hi > 1000 and hi + 1 > 30 * (lo + 1))
     if log:
-        edges = np.logspace(0, np.log10(hi + 1), bins + 1) - 1
+        edges = np.logspace(np.log10(lo + 1), np.log10(hi + 1), bins + 1) - 1
     else:
         edges = np.linspace(lo, hi if hi > lo else lo + 1, bins + 1)
-    edges[0], edges[-1] = min(edges[0], lo), max(edges[-1], hi)
+    edges[0], edges[-1] = lo, max(edges[-1], hi)  # rounding must not drop the extremes
     v = np.clip(values, edges[0], edges[-1])
+    # counted over the data's bins (the last one closed, so the largest value stays in it), then the
+    # empty bins reaching to thresholds beyond
+    pad = ([0] if any(x < edges[0] for x in lines) else [], [0] if any(x > edges[-1] for x in lines) else [])
+    kept, rejected = (np.histogram(v[k], bins=edges)[0].tolist() for k in (keep, ~keep))
+    edges = [*([min(lines)] if pad[0] else []), *edges, *([max(lines)] if pad[1] else [])]
     return {"sampled": int(len(values)), "log": log, "edges": [float(f"{e:.6g}") for e in edges],
-            "kept": np.histogram(v[keep], bins=edges)[0].tolist(),
-            "rejected": np.histogram(v[~keep], bins=edges)[0].tolist()}
+            "kept": pad[0] + kept + pad[1], "rejected": pad[0] + rejected + pad[1]}

@@ -282,10 +282,10 @@ def test_page_renders_in_chromium(small_job, tmp_path):
 
 def test_end_of_run_page_skips_verify_beyond_a_size(small_job, monkeypatch):
     """Edge case: verify reads every token; the automatic page runs it only for small outputs."""
-    from curate.app import report_html
+    from curate.app import report_data, report_html
 
     out, _ = small_job
-    monkeypatch.setattr(report_html, "AUTO_VERIFY_BYTES", 0)
+    monkeypatch.setattr(report_data, "AUTO_VERIFY_BYTES", 0)  # collect reads it where it lives
     tok = report_html.collect(str(out), verify="auto")["stages"][-1]
     assert tok["verify"] is None and tok["verify_skipped"].startswith("not run for this page")
     assert "curate verify" in report_html.render({**report_html.collect(str(out), verify="auto")})
