@@ -96,45 +96,47 @@ import numpy as np
 import pandas as pd
 
 from curate.stages.errors import DataError
+from curate.stages.pack.checks import (
+    MAX_ROW_PROBLEMS,
+    verify,
+)
 from curate.stages.pack.layout import (
-    Layout as Layout,
-    best_fit_decreasing as best_fit_decreasing,
-    layout as layout,
-    segments as segments,
+    Layout,
+    best_fit_decreasing,
+    layout,
+    segments,
 )
 from curate.stages.pack.plan import (
-    COLUMNS as COLUMNS,
-    LONG_DOCS as LONG_DOCS,
-    ROW_GROUP_TOKENS as ROW_GROUP_TOKENS,
-    TOO_LONG as TOO_LONG,
-    UINT16_MAX_VOCAB as UINT16_MAX_VOCAB,
-    PackPlan as PackPlan,
-    PackSettings as PackSettings,
-    resolve_plan as resolve_plan,
+    COLUMNS,
+    LONG_DOCS,
+    ROW_GROUP_TOKENS,
+    TOO_LONG,
+    UINT16_MAX_VOCAB,
+    PackPlan,
+    PackSettings,
+    resolve_plan,
 )
 from curate.stages.pack.rows import (
-    _assert_rows as _assert_rows,
-    assemble as assemble,
-    check_rows as check_rows,
-    content_of as content_of,
-    loss_mask_for as loss_mask_for,
-    pack_frame as pack_frame,
-    pack_ids as pack_ids,
-    rows_frame as rows_frame,
-)
-from curate.stages.pack.verify import (
-    MAX_ROW_PROBLEMS as MAX_ROW_PROBLEMS,
-    verify as verify,
+    _assert_rows,
+    assemble,
+    check_rows,
+    content_of,
+    loss_mask_for,
+    pack_frame,
+    pack_ids,
+    rows_frame,
 )
 from curate.stages.stage import Stage
 
+__all__ = [
+    "assemble", "best_fit_decreasing", "check_rows", "COLUMNS", "content_of", "Layout", "layout", "LONG_DOCS",
+    "loss_mask_for", "MAX_ROW_PROBLEMS", "pack_frame", "pack_ids", "pack_pair", "PackPlan", "PackSettings",
+    "PackStage", "resolve_plan", "ROW_GROUP_TOKENS", "row_schema", "rows_frame", "segments", "TOO_LONG",
+    "UINT16_MAX_VOCAB", "verify",
+]
+
+
 log = logging.getLogger(__name__)
-
-
-# --------------------------------------------------------------------------- the layout (pure)
-
-
-# --------------------------------------------------------------------------- rows (pure)
 
 
 # --------------------------------------------------------------------------- one pair (a task)
