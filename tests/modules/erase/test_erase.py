@@ -76,7 +76,7 @@ def data_files(folder: Path) -> dict[str, bytes]:
     found = {}
     for p in sorted(folder.rglob("*")):
         rel = p.relative_to(folder).as_posix()
-        if p.is_file() and not rel.startswith(("_state", "manifest", "_SUCCESS", "_LOCK")):
+        if p.is_file() and not rel.startswith(("_state", "manifest", "_manifest", "_SUCCESS", "_LOCK")):
             found[rel] = p.read_bytes()
     return found
 
