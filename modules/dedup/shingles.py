@@ -86,8 +86,8 @@ def read_ranges(f, start, count, where: str = "") -> tuple[np.ndarray, np.ndarra
     bad = (start < 0) | (count < 0) | (start > size - count)
     if bad.any():  # a damaged or edited table: never allocate or seek by what it says
         k = int(np.flatnonzero(bad)[0])
-        raise DataError(f"{where}: a set at values [{int(start[k])}, {int(start[k]) + int(count[k])}) lies outside "
-                        f"the file's {size} values (damaged: rebuild it)")
+        raise DataError(f"{where}: shorter than its table says: a set at values [{int(start[k])}, "
+                        f"{int(start[k]) + int(count[k])}) lies outside the file's {size} values (damaged: rebuild it)")
     offsets = np.zeros(len(start) + 1, dtype=np.int64)
     np.cumsum(count, out=offsets[1:])
     values = np.empty(int(offsets[-1]), dtype=np.uint64)

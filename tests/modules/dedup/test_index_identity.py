@@ -122,5 +122,5 @@ def test_a_set_outside_its_file_is_bad_data_named(made, tmp_path):
         values, offsets = shingles.read_ranges(fh, [2], [3], "x")
         assert values.tolist() == [2, 3, 4]
         for start, count in ((0, -1), (8, 5), (0, 2**40), (-3, 1)):
-            with pytest.raises(DataError, match=r"x: a set at values .* outside the file's 10 values"):
+            with pytest.raises(DataError, match=r"x: shorter than its table says: a set at values .* outside the file.s 10 values"):
                 shingles.read_ranges(fh, [start], [count], "x")
