@@ -23,8 +23,12 @@ def check_chain(steps, schema: set[str] | None) -> None:
         if available is not None:
             missing = [c for c in cols.needs if c not in available]
             if missing:
+                there = ", ".join(sorted(available)) or "none"
+                if cols.source:  # the words the stage's own check uses once its input exists
+                    raise SettingsError(f"{label}: {cols.source}: unknown column {missing[0]!r}: neither the input "
+                                        f"nor an earlier stage provides it (there: {there})")
                 raise SettingsError(f"{label}: needs column {missing[0]!r}, which neither the input nor an earlier "
-                                    f"stage provides (there: {', '.join(sorted(available)) or 'none'})")
+                                    f"stage provides (there: {there})")
         if cols.unknown:
             available = None
         elif available is not None:

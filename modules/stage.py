@@ -54,6 +54,8 @@ class Columns:
     removes: tuple[str, ...] = ()
     makes: tuple[str, ...] | None = None
     unknown: bool = False
+    #: the setting that names the needed columns (select's ``where``), for the refusal's words
+    source: str = ""
 
 
 class Stage:

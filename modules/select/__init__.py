@@ -173,7 +173,7 @@ class SelectStage(MapStage):
     needs = ()
 
     def columns(self, settings):
-        return Columns(needs=tuple(columns_of(parse(settings.where))))
+        return Columns(needs=tuple(columns_of(parse(settings.where))), source="where")
     Settings = SelectSettings
     help = "keep documents whose columns (tag's scores, metadata) satisfy an expression; drops as 'select'"
 

@@ -64,10 +64,21 @@ def sample_docs(store, partitions: range, k: int) -> np.ndarray:
 
 
 def sets_of(store, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(values, offsets) of the sets of ``docs`` (any partitions), in the order of ``docs``."""
+    """(values, offsets) of the sets of ``docs`` (any partitions, repeats allowed), in the order of
+    ``docs``; each distinct set is read once (no read exceeds its partition's sets)."""
+    docs = np.asarray(docs, dtype=np.int64)
+    unique, back = np.unique(docs, return_inverse=True)
+    values, offsets = _sets_of_unique(store, unique)
+    counts = np.diff(offsets)[back]
+    out_offsets = np.zeros(len(docs) + 1, dtype=np.int64)
+    np.cumsum(counts, out=out_offsets[1:])
+    take = np.repeat(offsets[:-1][back] - out_offsets[:-1], counts) + np.arange(out_offsets[-1])
+    return values[take], out_offsets
+
+
+def _sets_of_unique(store, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     from curate.stages import dedup
 
-    docs = np.asarray(docs, dtype=np.int64)
     parts = docs >> dedup.DOC_SHIFT
     chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     for p in np.unique(parts):

@@ -69,7 +69,7 @@ def test_journal_resume_and_ownership(tmp_path):
         out.remove("user.txt")
     manifest = out.finish({"fingerprint": "run1"}, [])
     # finish deleted what the unit owned and did not list, never the user's file
-    assert sorted(os.listdir(tmp_path)) == ["_SUCCESS", "_state", "_manifest.json", "user.txt"]
+    assert sorted(os.listdir(tmp_path)) == ["_SUCCESS", "_manifest.json", "_state", "user.txt"]
     assert os.listdir(tmp_path / "_state") == ["part-00000.json"]  # this run's record stays for resuming
     assert manifest["status"] == "complete" and manifest["outputs"] == []
 

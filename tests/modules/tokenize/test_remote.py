@@ -89,7 +89,7 @@ def test_cli_with_workers_uploads(s3, tmp_path):
     assert "ran" in proc.stdout
     fs.invalidate_cache()
     names = sorted(p.rsplit("/", 1)[-1] for p in fs.ls("bkt/cli"))
-    assert names == ["_SUCCESS", "_rejects", "_state", "_manifest.json",
+    assert names == ["_SUCCESS", "_manifest.json", "_rejects", "_state",
                      "part_00000.bin", "part_00000.docs.parquet", "part_00000.idx",
                      "part_00001.bin", "part_00001.docs.parquet", "part_00001.idx",
                      "part_00002.bin", "part_00002.docs.parquet", "part_00002.idx"]
