@@ -99,7 +99,8 @@ def save_table(table, folder, i: int) -> dict:
     if isinstance(folder, StepFolder):
         with folder.out.open(folder.part(i)) as f:
             pq.write_table(table, f)
-        return {"partition": i, "rows": table.num_rows, "outputs": [f.record]}
+        # the record carries its rows as write_frame's do, so a step resumed from the journal lists them too
+        return {"partition": i, "rows": table.num_rows, "outputs": [{**f.record, "rows": table.num_rows}]}
     from curate.stages.dataset import atomic_write
 
     os.makedirs(folder, exist_ok=True)
