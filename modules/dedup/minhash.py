@@ -471,25 +471,6 @@ def _shingle_sets(data, offsets, ngram, word, out, sizes):
     return o
 
 
-@njit(cache=True)
-def _jaccard_of_sets(va, oa, vb, ob, out):
-    """out[d] = |A & B| / |A | B| of the sorted distinct runs va[oa[d]:oa[d+1]] and vb[ob[d]:ob[d+1]]."""
-    for d in range(len(oa) - 1):
-        i, ea, j, eb = oa[d], oa[d + 1], ob[d], ob[d + 1]
-        na, nb = ea - i, eb - j
-        inter = 0
-        while i < ea and j < eb:
-            if va[i] == vb[j]:
-                inter += 1
-                i += 1
-                j += 1
-            elif va[i] < vb[j]:
-                i += 1
-            else:
-                j += 1
-        union = na + nb - inter
-        out[d] = inter / union if union else 0.0
-
 # --------------------------------------------------------------------------- public API
 
 
@@ -600,9 +581,10 @@ def jaccard_sets(sets_a, sets_b) -> np.ndarray:
     vb, ob = list_buffers(sets_b)
     if len(oa) != len(ob):
         raise ValueError("jaccard_sets: sets_a and sets_b differ in length")
-    out = np.zeros(len(oa) - 1, dtype=np.float64)
-    _jaccard_of_sets(va, oa, vb, ob, out)
-    return out
+    from curate.stages.dedup.shingles import jaccard_indexed
+
+    pairs = np.arange(len(oa) - 1)  # set i with set i: the one merge kernel serves both callers
+    return jaccard_indexed(va, oa, pairs, vb, ob, pairs)
 
 
 def sets_to_binary(sets):

@@ -69,11 +69,11 @@ class Clock:
         """A new clock and the descriptor the child maps it from (the caller closes it once passed)."""
         if hasattr(os, "memfd_create"):
             fd = os.memfd_create("curate-sandbox-clock")
-        else:  # no memfd (macOS): an unlinked temporary file serves the same
+        else:  # no memfd (macOS): a nameless temporary file serves the same
             import tempfile
 
-            fd, path = tempfile.mkstemp(prefix="curate-sandbox-")
-            os.unlink(path)
+            with tempfile.TemporaryFile(prefix="curate-sandbox-") as f:  # unnamed from the start on POSIX
+                fd = os.dup(f.fileno())
         os.ftruncate(fd, mmap.PAGESIZE)
         return cls(fd), fd
 
