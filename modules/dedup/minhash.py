@@ -471,6 +471,36 @@ def _shingle_sets(data, offsets, ngram, word, out, sizes):
     return o
 
 
+@njit(cache=True)
+def _jaccard_indexed(va, oa, ia, vb, ob, ib, out):
+    for k in range(len(ia)):
+        i, ea = oa[ia[k]], oa[ia[k] + 1]
+        j, eb = ob[ib[k]], ob[ib[k] + 1]
+        na, nb = ea - i, eb - j
+        inter = 0
+        while i < ea and j < eb:
+            if va[i] == vb[j]:
+                inter += 1
+                i += 1
+                j += 1
+            elif va[i] < vb[j]:
+                i += 1
+            else:
+                j += 1
+        union = na + nb - inter
+        out[k] = inter / union if union else 0.0
+
+
+def jaccard_indexed(va, oa, ia, vb, ob, ib) -> np.ndarray:
+    """out[k] = Jaccard of set ``ia[k]`` of (va, oa) and set ``ib[k]`` of (vb, ob): pairs by index, so
+    a set compared with many others is held once."""
+    out = np.zeros(len(ia), dtype=np.float64)
+    _jaccard_indexed(va, np.asarray(oa, np.int64), np.asarray(ia, np.int64), vb, np.asarray(ob, np.int64),
+                     np.asarray(ib, np.int64), out)
+    return out
+
+
+
 # --------------------------------------------------------------------------- public API
 
 
@@ -581,8 +611,6 @@ def jaccard_sets(sets_a, sets_b) -> np.ndarray:
     vb, ob = list_buffers(sets_b)
     if len(oa) != len(ob):
         raise ValueError("jaccard_sets: sets_a and sets_b differ in length")
-    from curate.stages.dedup.shingles import jaccard_indexed
-
     pairs = np.arange(len(oa) - 1)  # set i with set i: the one merge kernel serves both callers
     return jaccard_indexed(va, oa, pairs, vb, ob, pairs)
 

@@ -20,7 +20,14 @@ import numpy as np
 from numba import njit
 
 # the kernel's pieces: the set computed with the signature shares its shingles and their first hash
-from curate.stages.dedup.minhash import _count_units, _fmix32, _minhash_row, _shingle_spans, _xxh32
+from curate.stages.dedup.minhash import (  # noqa: F401 (jaccard_indexed: callers find it here)
+    _count_units,
+    _fmix32,
+    _minhash_row,
+    _shingle_spans,
+    _xxh32,
+    jaccard_indexed,
+)
 
 #: two wanted sets less than this many values apart are read in one go (the gap is read and dropped)
 READ_GAP = 1 << 16
@@ -122,35 +129,6 @@ def locate(numbers: np.ndarray, starts: np.ndarray, counts: np.ndarray, docs, wh
     if not found.all():
         raise DataError(f"{where}: no document {int(docs[~found][0])} (damaged: rebuild it)")
     return starts[at], counts[at].astype(np.int64)
-
-
-@njit(cache=True)
-def _jaccard_indexed(va, oa, ia, vb, ob, ib, out):
-    for k in range(len(ia)):
-        i, ea = oa[ia[k]], oa[ia[k] + 1]
-        j, eb = ob[ib[k]], ob[ib[k] + 1]
-        na, nb = ea - i, eb - j
-        inter = 0
-        while i < ea and j < eb:
-            if va[i] == vb[j]:
-                inter += 1
-                i += 1
-                j += 1
-            elif va[i] < vb[j]:
-                i += 1
-            else:
-                j += 1
-        union = na + nb - inter
-        out[k] = inter / union if union else 0.0
-
-
-def jaccard_indexed(va, oa, ia, vb, ob, ib) -> np.ndarray:
-    """out[k] = Jaccard of set ``ia[k]`` of (va, oa) and set ``ib[k]`` of (vb, ob): pairs by index, so
-    a set compared with many others is held once."""
-    out = np.zeros(len(ia), dtype=np.float64)
-    _jaccard_indexed(va, np.asarray(oa, np.int64), np.asarray(ia, np.int64), vb, np.asarray(ob, np.int64),
-                     np.asarray(ib, np.int64), out)
-    return out
 
 
 # --------------------------------------------------------------------------- computed with the signatures
