@@ -60,7 +60,9 @@ A and C can be far apart) therefore keeps one document or several. In rounds:
   removes every member close to it. A component of two joined by a verified edge is decided without
   sets (the edge is the check).
 - Round k >= 2, on the members still undecided: up to ``candidates_in_round(k)`` of them (8, doubling
-  each round up to 64) and the pool documents not undecided are candidates, picked by a hash of the
+  each round up to 64; in a component of n undecided members at least min(n, ``PAIR_BUDGET`` / n),
+  so every member of one of up to 1,024 is a candidate) and the pool documents not undecided are
+  candidates, picked by a hash of the
   document number (so an ``--against`` run, whose documents keep the joint run's numbers, picks the
   same). Every undecided member is compared with every candidate. In turn, those close to the most
   undecided members first (then by rank): an undecided candidate is kept unless it is close to a
@@ -73,11 +75,14 @@ Why several documents can be kept: one is kept for each group of members that no
 close to (the far end of a chain, a copy far from the first), and a hub of a cloud of near copies,
 although close to the first document, is kept again when it covers the copies the first does not (a
 cloud of 2,000 copies with 1% of words changed keeps a handful instead of hundreds). Why few rounds:
-each round decides every one of its candidates and everything close to the kept ones, and the number
-of candidates doubles, so a chain of L documents takes about log2(L) rounds (a path of 40: 3) and a
-cloud 2 or 3 (past 64 candidates a round decides a few hundred links of a chain: chains of thousands
-of near copies of near copies, which the web does not seem to make, would take L / 200); each round compares at most (64 + POOL_SIZE) pairs per undecided member and reads only
-those members' sets, so its cost follows the documents it decides. ``MAX_REFINE_ROUNDS`` (32) is a
+each round decides every one of its candidates and everything close to the kept ones. A component
+with at most 1,024 undecided members has them all as candidates, so the round after round 1 decides
+it whole: a chain of up to 1,024 documents takes 2 rounds, and a cloud of 100,000 near copies 3 or 4
+(round 2 covers all but the few hundred copies far from everything, round 3 decides those). Longer
+chains of near copies of near copies, which the web does not seem to make, take more: a round
+decides about three links per candidate, PAIR_BUDGET / n candidates. A round compares at most
+max(64, PAIR_BUDGET / n) + POOL_SIZE pairs per undecided member and reads only those members' sets,
+so its cost follows the documents it decides. ``MAX_REFINE_ROUNDS`` (32) is a
 safety net: members still undecided then are kept, never removed unverified. Without the check, a
 component keeps its first document and removes the others.
 
@@ -135,17 +140,18 @@ from curate.stages.dedup.fuzzy.against import (
     Joint, anchor_edges, attach_members, expanded_members, index_docs, matched_centers,
 )
 from curate.stages.dedup.fuzzy.decide import (
-    FIRST_CANDIDATES, MAX_CANDIDATES, MAX_REFINE_ROUNDS, MEMBER_COLUMNS, attach_ids, candidate_pairs,
-    candidates_in_round, component_duplicates, decide, decide_pairs, decide_round, doc_hash, group_sizes,
+    FIRST_CANDIDATES, MAX_CANDIDATES, MAX_REFINE_ROUNDS, MEMBER_COLUMNS, PAIR_BUDGET, attach_ids, candidate_pairs,
+    candidates_in_round, candidates_per_member, component_duplicates, decide, decide_pairs, decide_round, doc_hash, group_sizes,
     pick_candidates, pick_representatives, split_pairs,
 )
 from curate.stages.dedup.fuzzy.rounds import first_round, refine_removals
 from curate.stages.dedup.fuzzy.stage import FuzzyDedupStage
 
 __all__ = [
-    "ANCHORS", "FIRST_CANDIDATES", "MAX_CANDIDATES", "MAX_REFINE_ROUNDS", "MEMBER_COLUMNS", "PAIR_SET_VALUES",
+    "ANCHORS", "FIRST_CANDIDATES", "MAX_CANDIDATES", "MAX_REFINE_ROUNDS", "MEMBER_COLUMNS", "PAIR_BUDGET", "PAIR_SET_VALUES",
     "REASON", "FuzzyDedupSettings", "FuzzyDedupStage", "Joint", "SetStore", "anchor_edges", "attach_ids",
-    "attach_members", "bucket_centers", "bucket_frame", "candidate_pairs", "candidates_in_round", "close_pairs",
+    "attach_members", "bucket_centers", "bucket_frame", "candidate_pairs", "candidates_in_round", "candidates_per_member",
+    "close_pairs",
     "component_duplicates", "decide", "decide_pairs", "decide_round", "doc_hash", "expanded_members", "first_round",
     "group_sizes", "index_docs", "matched_centers", "pair_jaccard", "pick_candidates", "pick_representatives",
     "read_signatures", "refine_removals", "signature_table", "signatures_and_sets", "split_pairs", "star_edges",

@@ -81,6 +81,22 @@ def candidates_in_round(k: int) -> int:
     return min(FIRST_CANDIDATES << max(k - 2, 0), MAX_CANDIDATES)
 
 
+#: comparisons a round may spend on one component: a component of n undecided members has at least
+#: min(n, PAIR_BUDGET // n) candidates, so one of up to 1,024 is decided whole in the round (every member a
+#: candidate), and a larger one as fast as its budget allows (2^20 pairs: 24 MiB of compact rows, about
+#: a CPU-second of set merges). Without it the 500 mutually far copies a cloud of 100,000 leaves after
+#: round 2 took one round per 64 of them.
+PAIR_BUDGET = 1 << 20
+
+
+def candidates_per_member(df: pd.DataFrame, k: int) -> np.ndarray:
+    """int64 per row of ``df`` (doc, comp: every undecided member of its components): how many
+    candidates round ``k`` picks in the row's component: candidates_in_round(k), or more for a small
+    component (PAIR_BUDGET)."""
+    n = df.groupby("comp", sort=False)["doc"].transform("size").to_numpy(dtype=np.int64)
+    return np.maximum(candidates_in_round(k), np.minimum(n, PAIR_BUDGET // np.maximum(n, 1)))
+
+
 def doc_hash(docs) -> np.ndarray:
     """uint64 per document number (splitmix64's finaliser): the order candidates are sampled in. A pure
     function of the number, so an ``--against`` run, whose documents keep the joint run's numbers,
@@ -95,16 +111,18 @@ def doc_hash(docs) -> np.ndarray:
     return x
 
 
-def pick_candidates(df: pd.DataFrame, r: int) -> np.ndarray:
+def pick_candidates(df: pd.DataFrame, r) -> np.ndarray:
     """bool per row of ``df`` (doc, comp: every undecided member of its components): the ``r`` members
-    of each component with the smallest :func:`doc_hash`."""
+    of each component with the smallest :func:`doc_hash` (``r``: a number, or one per row, the same
+    within a component)."""
     h = doc_hash(df["doc"].to_numpy(dtype=np.int64))
     comp = df["comp"].to_numpy(dtype=np.int64)
     order = np.lexsort((h, comp))
     starts = np.r_[0, np.flatnonzero(np.diff(comp[order])) + 1] if len(order) else np.zeros(0, np.int64)
     nth = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
     out = np.zeros(len(df), dtype=bool)
-    out[order[nth < r]] = True
+    limit = np.asarray(r)[order] if np.ndim(r) else r
+    out[order[nth < limit]] = True
     return out
 
 
@@ -112,12 +130,12 @@ def candidate_pairs(df: pd.DataFrame, k: int) -> pd.DataFrame:
     """(doc, cand, comp) for round ``k``: every undecided member of ``df`` (rows with ``pool`` False; all
     of its components) with each candidate of its component (:func:`decide_round`) but itself. Rows
     with ``pool`` True are the components' pool documents (:func:`member_pool`)."""
-    r = candidates_in_round(k)
     rows = df[["doc", "comp"]].astype("int64")
     in_pool = df["pool"].to_numpy(dtype=bool) if "pool" in df.columns else np.zeros(len(df), dtype=bool)
     members = rows[~in_pool]
     pool = rows[in_pool & rows["comp"].isin(members["comp"]).to_numpy() & ~rows["doc"].isin(members["doc"]).to_numpy()]
-    cands = pd.concat([members[pick_candidates(members, r)], pool[pick_candidates(pool, POOL_SIZE)]],
+    picked = pick_candidates(members, candidates_per_member(members, k))
+    cands = pd.concat([members[picked], pool[pick_candidates(pool, POOL_SIZE)]],
                       ignore_index=True)
     pairs = members.merge(cands.rename(columns={"doc": "cand"}), on="comp", how="inner")
     pairs = pairs[pairs["doc"].to_numpy() != pairs["cand"].to_numpy()]
@@ -195,7 +213,7 @@ def decide_round(members: pd.DataFrame, pool: pd.DataFrame, close: pd.DataFrame,
     :func:`member_pool`) it keeps again, given ``close`` (doc, cand: the pairs of :func:`candidate_pairs`
     whose true Jaccard reaches the threshold).
 
-    The candidates are the ``candidates_in_round(k)`` undecided members and as many pool documents not
+    The candidates are the :func:`candidates_per_member` undecided members and POOL_SIZE pool documents not
     undecided of smallest :func:`doc_hash`. They are taken in turn, those close to the most undecided
     members first (then by rank): an undecided one is kept unless close to one kept before it; a pool
     document (removed in an earlier round, for a document it is close to) is kept again when it is
@@ -204,7 +222,6 @@ def decide_round(members: pd.DataFrame, pool: pd.DataFrame, close: pd.DataFrame,
     stay undecided (kept when ``last``)."""
     from curate.stages.dataset import STRING
 
-    r = candidates_in_round(k)
     columns = [c for c in members.columns if c not in ("cand",)]
     undecided = set(members["doc"].to_numpy(dtype=np.int64).tolist())
     pool = pool[pool["comp"].isin(members["comp"]) & ~pool["doc"].isin(undecided)][columns]
@@ -215,9 +232,10 @@ def decide_round(members: pd.DataFrame, pool: pd.DataFrame, close: pd.DataFrame,
     comp = m["comp"].to_numpy(dtype=np.int64)
     is_u = m["_u"].to_numpy(dtype=bool)
     is_cand = np.zeros(n, dtype=bool)
-    for side, most in ((is_u, r), (~is_u, POOL_SIZE)):
-        at = np.flatnonzero(side)
-        is_cand[at[pick_candidates(m.iloc[at], most)]] = True
+    at = np.flatnonzero(is_u)
+    is_cand[at[pick_candidates(m.iloc[at], candidates_per_member(m.iloc[at], k))]] = True
+    at = np.flatnonzero(~is_u)
+    is_cand[at[pick_candidates(m.iloc[at], POOL_SIZE)]] = True
     row = pd.Series(np.arange(n), index=doc)
     x = row.reindex(close["doc"].to_numpy(dtype=np.int64)).to_numpy()
     y = row.reindex(close["cand"].to_numpy(dtype=np.int64)).to_numpy()

@@ -102,6 +102,18 @@ def test_candidates_are_a_function_of_the_document_numbers():
     assert [fuzzy.candidates_in_round(k) for k in (2, 3, 4, 5, 9)] == [8, 16, 32, 64, 64]
 
 
+def test_a_small_component_has_every_member_a_candidate():
+    """PAIR_BUDGET: up to 1,024 undecided members all are candidates; past it, budget / n of them, never
+    fewer than the round's own number."""
+    sizes = [3, 1024, 1025, 4096, 100_000]
+    df = pd.DataFrame({"doc": np.arange(sum(sizes)), "comp": np.repeat(np.arange(len(sizes)), sizes)})
+    r = fuzzy.candidates_per_member(df, 2)
+    first = np.r_[0, np.cumsum(sizes)[:-1]]
+    assert r[first].tolist() == [8, 1024, 1023, 256, 10]  # 8: round 2's own number
+    picked = fuzzy.pick_candidates(df, r)
+    assert np.bincount(df["comp"], weights=picked).astype(int).tolist() == [3, 1024, 1023, 256, 10]
+
+
 # --------------------------------------------------------------------------- a chain
 
 
@@ -116,10 +128,13 @@ def chain(rng, length, n=300):
     return [" ".join(d) for d in docs]
 
 
-def test_a_chain_is_decided_in_log_rounds(tmp_path):
+@pytest.mark.parametrize("length", [40, 150])
+def test_a_chain_is_decided_in_two_rounds(tmp_path, length):
+    """Round 1 keeps the first link and removes its neighbour; round 2 has every undecided link as a
+    candidate (PAIR_BUDGET) and decides the rest. (Doubling candidates alone took log2(L) rounds.)"""
     rng = random.Random(3)
-    texts = chain(rng, 40)
-    assert all(jaccard(texts[i], texts[i + 1]) >= T > jaccard(texts[i], texts[i + 2]) for i in range(38))
+    texts = chain(rng, length)
+    assert all(jaccard(texts[i], texts[i + 1]) >= T > jaccard(texts[i], texts[i + 2]) for i in range(length - 2))
     others = [" ".join(rng.sample(SENTENCES, 15)) for _ in range(10)]
     records = [{"id": f"c{k:02d}", "text": t} for k, t in enumerate(texts)]
     records += [{"id": f"o{k:02d}", "text": t} for k, t in enumerate(others)]
@@ -128,11 +143,11 @@ def test_a_chain_is_decided_in_log_rounds(tmp_path):
     audit = check_removals(tmp_path / "out", by_id)
     kept = set(read_output(tmp_path / "out")["id"])
     assert {f"o{k:02d}" for k in range(10)} <= kept and "c00" in kept  # --keep's first (smallest id) is kept
-    assert manifest["dedup"]["components"] == 1 and len(audit) == 40
-    # the old rule (one representative a round) needed a round per two links: about 20 here
-    assert manifest["dedup"]["refine_rounds"] <= math.ceil(math.log2(40))
+    assert manifest["dedup"]["components"] == 1 and len(audit) == length
+    # the first rule (one representative a round) needed a round per two links: about L / 2
+    assert manifest["dedup"]["refine_rounds"] == 2 <= math.ceil(math.log2(length))
     chain_kept = sorted(int(i[1:]) for i in kept if i.startswith("c"))
-    assert 40 / 3 <= len(chain_kept) <= 40 / 2 + 1  # a path keeps about every other or third link
+    assert length / 3 <= len(chain_kept) <= length / 2 + 1  # a path keeps about every other or third link
 
 
 # --------------------------------------------------------------------------- a star
