@@ -36,6 +36,9 @@ giant (issue 35): --copies copies of one 620-word page (1% of the words changed 
   Jaccard 0.7-0.95, a quarter of the pairs below 0.8) among --unrelated unrelated documents, through
   the CLI as scale runs it; reports copies kept, unrelated documents removed, rounds, wall, CPU
   seconds and peak RSS per process. --unrelated 900000 --copies 100000 is the 1M case.
+substrings (issue 33): ``curate dedup substrings`` (every setting at its default) on the scale corpus
+  (without its giant cluster) at --sizes-mb MB of text, measured as scale is: MB of text per CPU
+  second, wall, peak RSS per process, restarts, documents changed, bytes removed, documents dropped.
 synthetic (formerly scale): synthetic documents (~1 kB, Zipf words; 10% exact copies and 10% near copies with 1% of the
   words changed), Parquet, through exact_dedup then fuzzy_dedup (defaults; connected components
   forced onto the distributed path) on a LocalCluster of --workers single-threaded workers. Per
@@ -722,6 +725,43 @@ def bench_giant(args) -> None:
     print(f"load average now: {os.getloadavg()[0]:.2f}")
 
 
+def bench_substrings(args) -> None:
+    """Exact-substring dedup (issue 33) on the scale corpus at --sizes-mb of text: MB per CPU-second,
+    wall, peak per process, bytes removed."""
+    rows = [("text MB", "documents", "wall s", "CPU s", "MB/CPU-s", "peak RSS MiB (largest processes)", "restarts",
+             "documents changed", "bytes removed", "dropped")]
+    for mb in [int(x) for x in args.sizes_mb.split(",")]:
+        n = int(mb * 1e6 / NEWS_BYTES_PER_DOC)
+        data = os.path.join(args.workdir, f"news-{n}-giant0")
+        info = news_corpus(data, n)
+        out = os.path.join(args.workdir, f"out-substrings-{n}")
+        run = run_cli_measured(["--log-level", "WARNING", "dedup", "substrings", "--input", os.path.join(data, "*.parquet"),
+                                "--output", out, "--workers", str(args.workers), "--memory-limit", args.memory_limit,
+                                "--force", *(["--blocksize", args.blocksize] if args.blocksize else [])], args.workers)
+        if run["exit"] != 0:
+            print(f"curate exited {run['exit']}:\n{run['log_tail']}", flush=True)
+            rows.append((f"{info['text_bytes'] / 1e6:,.0f}", f"{n:,}", "failed", "", "", "", "", "", "", ""))
+            continue
+        import pyarrow.parquet as pq
+
+        dup = pq.read_table(os.path.join(out, "_duplicates"), columns=["removed_bytes"]).column("removed_bytes")
+        with open(os.path.join(out, "_manifest.json")) as f:
+            counts = json.load(f).get("counts", {})
+        rows.append((f"{info['text_bytes'] / 1e6:,.0f}", f"{n:,}", f"{run['wall']:.0f}", f"{run['cpu']:.0f}",
+                     f"{info['text_bytes'] / 1e6 / max(run['cpu'], 1e-9):.2f}", _peaks(run),
+                     f"{run['restarts']} ({run['restart_lines']} log lines)", f"{len(dup):,}",
+                     f"{sum(dup.to_pylist()):,}", f"{sum(counts.get('dropped', {}).values()):,}"))
+        table(rows[:1] + rows[-1:])
+    print()
+    table(rows)
+    print(f"\n{args.workers} workers, --memory-limit {args.memory_limit}, every other setting at its default; "
+          f"load average now: {os.getloadavg()[0]:.2f}")
+
+
+#: text bytes per document of the scale corpus (measured: 2.18 GB for 1M documents)
+NEWS_BYTES_PER_DOC = 2184
+
+
 # --------------------------------------------------------------------------- incremental
 
 
@@ -863,6 +903,12 @@ def main() -> int:
         g.add_argument("--memory-limit", default="2GiB")
         g.add_argument("--blocksize", default=None, help="default: curate's")
         g.add_argument("--workdir", default="/tmp/curate-bench-dedup")
+    b = sub.add_parser("substrings", help="exact-substring dedup on the scale corpus (issue 33)")
+    b.add_argument("--sizes-mb", default="100,1000", help="MB of text")
+    b.add_argument("--workers", type=int, default=2)
+    b.add_argument("--memory-limit", default="2GiB")
+    b.add_argument("--blocksize", default=None, help="default: curate's")
+    b.add_argument("--workdir", default="/tmp/curate-bench-dedup")
     i = sub.add_parser("incremental")
     i.add_argument("--docs", type=int, default=500_000, help="documents of snapshot A")
     i.add_argument("--fraction", type=float, default=0.1, help="size of snapshot B as a share of A's")
@@ -873,7 +919,7 @@ def main() -> int:
     i.add_argument("--workdir", default="/tmp/curate-bench-dedup")
     args = p.parse_args()
     {"accuracy": bench_accuracy, "speed": bench_speed, "scale": bench_scale, "giant": bench_giant,
-     "synthetic": bench_synthetic, "incremental": bench_incremental}[args.part](args)
+     "synthetic": bench_synthetic, "incremental": bench_incremental, "substrings": bench_substrings}[args.part](args)
     return 0
 
 

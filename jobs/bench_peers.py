@@ -40,6 +40,12 @@ Stages (the inputs are generated once under --workdir and shared):
   auto``) vs datatrove's ``JsonlReader`` -> ``DocumentTokenizer`` (one task). Wall seconds and the CPU
   seconds of the whole process tree.
 - ``startup``: the same on 10 documents: the fixed cost of a run.
+- ``sentences``: C4's rule, every three-sentence span seen in an earlier document removed and documents
+  left under 50 words dropped, on --sentence-docs news-like documents (real sentences of the sample,
+  1 in 10 a near copy of an earlier one: ``bench_dedup.py``'s scale corpus): ``curate dedup sentences``
+  (defaults, --workers N) vs datatrove's three SentenceDedup stages (signatures with N finder
+  workers, N finder tasks, the filter; spaCy's English sentence splitter, datatrove's default;
+  min_doc_words 50). Compare documents per CPU-second of the whole process tree (the last column).
 """
 
 from __future__ import annotations
@@ -57,7 +63,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NUM_PERM = 128
 SEED = 42
 THRESHOLD = 0.8
-STAGES = ("minhash-core", "minhash-text", "fuzzy", "exact", "tokenize-1k", "startup")
+STAGES = ("minhash-core", "minhash-text", "fuzzy", "exact", "tokenize-1k", "startup", "sentences")
 TOKENIZE_DOCS = {"tokenize-1k": 1000, "startup": 10}
 
 
@@ -80,8 +86,10 @@ def read_parquet_column(path: str, column: str):
     return pq.read_table(path, columns=[column]).column(column).combine_chunks()
 
 
-def peak_tree_rss(proc, stop) -> int:
-    """Sample the RSS of ``proc`` and its descendants every 20 ms until ``stop`` is set; the peak sum."""
+def peak_tree_rss(proc, stop, cpu: dict | None = None) -> int:
+    """Sample the RSS of ``proc`` and its descendants every 20 ms until ``stop`` is set; the peak sum.
+    ``cpu`` gets each process's last seen CPU seconds (a pool's processes that are terminated, not
+    waited for, are missing from getrusage's children)."""
     import psutil
 
     peak = 0
@@ -95,6 +103,9 @@ def peak_tree_rss(proc, stop) -> int:
             for p in [root, *root.children(recursive=True)]:
                 try:
                     total += p.memory_info().rss
+                    if cpu is not None:
+                        t = p.cpu_times()
+                        cpu[p.pid] = t.user + t.system + t.children_user + t.children_system
                 except psutil.NoSuchProcess:
                     pass
         except psutil.NoSuchProcess:
@@ -146,11 +157,12 @@ def one_curate(stage: str, work: str, workers: int) -> dict:
                         "--output", out, "--tokenizer", os.path.join(work, "tokenizer")], check=True,
                        stdout=subprocess.DEVNULL)
         return {"docs": TOKENIZE_DOCS[stage], "cores": 1}
-    cmd = {"fuzzy": ["dedup", "fuzzy"], "exact": ["dedup", "exact"]}[stage]
+    cmd = {"fuzzy": ["dedup", "fuzzy"], "exact": ["dedup", "exact"], "sentences": ["dedup", "sentences"]}[stage]
     out = os.path.join(work, f"out-curate-{stage}")
     shutil.rmtree(out, ignore_errors=True)
     curate = os.path.join(os.path.dirname(sys.executable), "curate")
-    subprocess.run([curate, "--log-level", "WARNING", *cmd, "--input", os.path.join(work, "docs", "*.parquet"), "--output", out, "--workers", str(workers),
+    data = os.path.join(work, "news" if stage == "sentences" else "docs", "*.parquet")
+    subprocess.run([curate, "--log-level", "WARNING", *cmd, "--input", data, "--output", out, "--workers", str(workers),
                     "--dashboard-address", "127.0.0.1:0"], check=True,
                    stdout=subprocess.DEVNULL)
     with open(os.path.join(out, "_manifest.json")) as f:
@@ -219,7 +231,7 @@ def one_datatrove(stage: str, work: str, workers: int) -> dict:
                               eos_token="<|endoftext|>", shuffle_documents=False, save_filename="tokens"),
         ], tasks=1, workers=1, logging_dir=os.path.join(base, "logs")).run()
         return {"docs": TOKENIZE_DOCS[stage], "cores": 1}
-    data = os.path.join(work, "docs")
+    data = os.path.join(work, "news" if stage == "sentences" else "docs")
     files = len([f for f in os.listdir(data) if f.endswith(".parquet")])
     tasks = max(workers, files)
 
@@ -247,6 +259,20 @@ def one_datatrove(stage: str, work: str, workers: int) -> dict:
         run([MinhashDedupCluster(input_folder=f"{base}/buckets", output_folder=f"{base}/remove_ids", config=cfg)],
             "cluster", 1)
         run([reader(), MinhashDedupFilter(input_folder=f"{base}/remove_ids"), ParquetWriter(f"{base}/out")],
+            "filter", tasks)
+    elif stage == "sentences":
+        from datatrove.pipeline.dedup.sentence_dedup import (
+            SentDedupConfig,
+            SentenceDedupFilter,
+            SentenceDedupSignature,
+            SentenceFindDedups,
+        )
+
+        cfg = SentDedupConfig(n_sentences=3, min_doc_words=50)
+        run([reader(), SentenceDedupSignature(output_folder=f"{base}/sigs", config=cfg, finder_workers=workers)],
+            "sig", tasks)
+        run([SentenceFindDedups(data_folder=f"{base}/sigs", output_folder=f"{base}/dups", config=cfg)], "find", workers)
+        run([reader(), SentenceDedupFilter(data_folder=f"{base}/dups", config=cfg), ParquetWriter(f"{base}/out")],
             "filter", tasks)
     else:
         from datatrove.pipeline.dedup.exact_dedup import (
@@ -300,7 +326,7 @@ ONE = {"curate": one_curate, "datasketch": one_datasketch, "rensa": one_rensa, "
 # --------------------------------------------------------------------------- inputs (curate side)
 
 
-def prepare(work: str, docs: int, core_docs: int) -> None:
+def prepare(work: str, docs: int, core_docs: int, sentence_docs: int = 0) -> None:
     sys.path.insert(0, ROOT)
     sys.path.insert(0, os.path.join(ROOT, "jobs"))
     import numpy as np
@@ -323,6 +349,10 @@ def prepare(work: str, docs: int, core_docs: int) -> None:
 
         make_cl100k_hf_dir(os.path.join(work, "tokenizer"))
     make_synthetic(os.path.join(work, "docs"), docs, per_file=max(docs // 8, 1000))
+    if sentence_docs:
+        from bench_dedup import news_corpus
+
+        news_corpus(os.path.join(work, "news"), sentence_docs, per_file=max(sentence_docs // 8, 1000))
     if not os.path.exists(os.path.join(work, "texts-all.parquet")):
         import glob
 
@@ -355,14 +385,15 @@ def measure(python: str, impl: str, stage: str, work: str, workers: int, env: di
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, **env})
     peak: list[int] = []
-    sampler = threading.Thread(target=lambda: peak.append(peak_tree_rss(proc, stop)))
+    sampled: dict[int, float] = {}
+    sampler = threading.Thread(target=lambda: peak.append(peak_tree_rss(proc, stop, sampled)))
     sampler.start()
     out, err = proc.communicate()
     wall = time.perf_counter() - t
     stop.set()
     sampler.join()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the process and every child it waited for
-    tree_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    tree_cpu = max((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), sum(sampled.values()))
     if proc.returncode != 0:
         last = (err.strip().splitlines() or ["?"])[-1]
         return {"error": f"exit {proc.returncode}: {last[:160]}"}
@@ -381,6 +412,7 @@ def main() -> int:
     p.add_argument("--stages", default=",".join(STAGES))
     p.add_argument("--docs", type=int, default=100_000, help="documents for fuzzy and exact")
     p.add_argument("--core-docs", type=int, default=20_000, help="documents for the MinHash rows")
+    p.add_argument("--sentence-docs", type=int, default=50_000, help="documents for sentences")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--workdir", default="/tmp/curate-bench-peers")
@@ -389,12 +421,13 @@ def main() -> int:
     sys.path.insert(0, ROOT)
     from curate.stages.dedup.fuzzy import FuzzyDedupSettings
 
-    prepare(args.workdir, args.docs, args.core_docs)
+    prepare(args.workdir, args.docs, args.core_docs, args.sentence_docs if "sentences" in args.stages else 0)
     env = {"BENCH_BANDS_ROWS": json.dumps(FuzzyDedupSettings().lsh_params())}
     peers = {"datatrove": args.datatrove, "rensa": args.rensa, "nemo": args.nemo}
     impls = {"minhash-core": ["curate", "rensa"], "minhash-text": ["curate", "rensa"],
              "fuzzy": ["curate", "datatrove", "datasketch"], "exact": ["curate", "datatrove", "nemo"],
-             "tokenize-1k": ["curate", "datatrove"], "startup": ["curate", "datatrove"]}
+             "tokenize-1k": ["curate", "datatrove"], "startup": ["curate", "datatrove"],
+             "sentences": ["curate", "datatrove"]}
     print(f"{os.cpu_count()} cores; {args.workers} workers/tasks for fuzzy and exact; median of {args.repeat} "
           "alternated whole processes\n")
     for stage in args.stages.split(","):
@@ -407,30 +440,31 @@ def main() -> int:
                     continue
                 runs.setdefault(impl, []).append(measure(python, impl, stage, args.workdir, args.workers, env))
         rows = [("implementation", "docs", "removed", "seconds", "docs/s/core", "peak MiB", "curate is x faster",
-                 "tree CPU-s")]
+                 "tree CPU-s", "docs/CPU-s")]
         rate = {}
         for impl, results in runs.items():
             ok = [r for r in results if "error" not in r]
             if not ok:
-                rows.append((impl, "-", "-", results[0]["error"], "", "", "", ""))
+                rows.append((impl, "-", "-", results[0]["error"], "", "", "", "", ""))
                 continue
             timed = "cpu" if "cpu" in ok[0] else "wall"
             seconds = statistics.median(r[timed] for r in ok)
             rate[impl] = ok[0]["docs"] / seconds / ok[0]["cores"]
             rows.append((impl, f"{ok[0]['docs']:,}", f"{ok[0].get('removed', '-')}", f"{seconds:.2f}",
                          f"{rate[impl]:,.0f}", f"{max(r['peak'] for r in ok) / 2**20:,.0f}", "",
-                         f"{statistics.median(r['tree_cpu'] for r in ok):.2f}"))
+                         f"{statistics.median(r['tree_cpu'] for r in ok):.2f}",
+                         f"{ok[0]['docs'] / max(statistics.median(r['tree_cpu'] for r in ok), 1e-9):,.0f}"))
             if "extra" in ok[0]:
                 for key in ok[0]["extra"]:
                     s = statistics.median(r["extra"][key] for r in ok)
                     rate[f"{impl} {key}"] = ok[0]["docs"] / s
                     rows.append((f"{impl} {key}", f"{ok[0]['docs']:,}", "-", f"{s:.2f}",
-                                 f"{rate[f'{impl} {key}']:,.0f}", "", "", ""))
+                                 f"{rate[f'{impl} {key}']:,.0f}", "", "", "", ""))
         for k, r in enumerate(rows[1:], start=1):
             name = r[0]
             base = "curate" + name[len(name.split(" ")[0]):] if " " in name else "curate"
             if name in rate and base in rate:
-                rows[k] = (*r[:6], f"{rate[base] / rate[name]:.2f}", r[7])
+                rows[k] = (*r[:6], f"{rate[base] / rate[name]:.2f}", *r[7:])
         print(f"{stage}:")
         table(rows)
         print(flush=True)
