@@ -34,6 +34,12 @@ import os
 import socket
 import sys
 
+from curate.app.cluster_security import (
+    DEFAULT_DASHBOARD_PORT as DEFAULT_DASHBOARD_PORT,
+    _security_fields,
+    cluster_security as cluster_security,
+    local_dashboard_address as local_dashboard_address,
+)
 from curate.app.cluster_settings import (
     AUTO_THREADS_BYTES as AUTO_THREADS_BYTES,
     ClusterSettings,
@@ -42,8 +48,6 @@ from curate.app.cluster_settings import (
 from curate.stages.errors import CurateError, SettingsError
 
 log = logging.getLogger("curate.cluster")
-
-DEFAULT_DASHBOARD_PORT = 8787
 
 
 class NotClientRank(Exception):
@@ -57,24 +61,6 @@ class NotClientRank(Exception):
 
 class WorldTooSmall(SettingsError):
     """Every rank finds this at once; only rank 0 reports it."""
-
-
-def _port_free(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-def local_dashboard_address(requested: str | None) -> str:
-    if requested:
-        return requested
-    if _port_free("127.0.0.1", DEFAULT_DASHBOARD_PORT):
-        return f"127.0.0.1:{DEFAULT_DASHBOARD_PORT}"
-    log.info("port %d is taken; the dashboard gets a free port", DEFAULT_DASHBOARD_PORT)
-    return "127.0.0.1:0"
 
 
 def _memory_per_worker(n: int, requested: str | None):
@@ -194,29 +180,6 @@ def _close_local(cluster) -> None:
         log.warning("the local cluster did not stop in time; its worker processes were killed")
     finally:
         tornado_log.setLevel(level)
-
-
-# --------------------------------------------------------------------------- security
-
-
-def cluster_security():
-    """A fresh certificate authority, key and certificate, in memory, for one cluster's lifetime.
-
-    Every connection (scheduler, workers, client) is TLS and both ends must present a certificate
-    signed by this CA (distributed sets CERT_REQUIRED on both sides), so a process without it can
-    neither listen in nor connect. The PEM text never touches a file of ours; distributed writes the
-    certificate and key for a moment into a 0700 temporary folder of the user's to load them into
-    an SSL context, and deletes it at once.
-    """
-    from distributed.security import Security
-
-    return Security.temporary()
-
-
-def _security_fields(security) -> dict:
-    names = ("tls_ca_file", "tls_client_key", "tls_client_cert", "tls_scheduler_key", "tls_scheduler_cert",
-             "tls_worker_key", "tls_worker_cert")
-    return {name: getattr(security, name) for name in names}
 
 
 # --------------------------------------------------------------------------- MPI
