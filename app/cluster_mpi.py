@@ -1,29 +1,13 @@
-"""Getting a Dask cluster: the only place in curate that creates a client.
+"""``--cluster mpi``: a Dask cluster made of the ranks of an ``mpirun``/``srun``.
 
-``--cluster`` chooses, the same for every subcommand:
-
-- ``local``: a LocalCluster, one single-threaded worker process per core, a memory
-  limit per worker, the dashboard on 127.0.0.1:8787 (or a free port when that one is taken).
-- ``mpi``: under ``mpirun``/``srun``. Rank 0 runs the scheduler, rank 1 the client that runs the
-  job and ranks 2.. the workers (what dask-mpi does, written out here to add what it lacks: TLS,
-  loss handling). Rank 0 makes a fresh CA and certificate and hands them to the other ranks over
-  MPI, then every rank leaves MPI, so that a dead worker is only a lost Dask worker. At the end the
-  client tells every rank the job is over, retires the workers, then stops the scheduler: exit 0
-  everywhere and no CommClosedError tracebacks. When the job rank or the scheduler is lost instead,
-  every other rank stops within seconds with EXIT_CLUSTER_LOST.
-- ``auto`` (default): ``threads`` when the run's input is small (at most ``AUTO_THREADS_BYTES``
-  on disk) and no worker was sized (``--workers``, ``--memory-limit``, ``--dashboard-address``,
-  ``--local-directory``), else ``local``; the log says which and why (:func:`resolve_auto`).
-- ``threads``: no cluster at all: Dask's threaded scheduler in this process (``--workers`` threads,
-  default one per core). Nothing listens, nothing is spawned; no dashboard, no live page, no Dask
-  performance report (the HTML report is still written). For small runs and notebooks.
-- a scheduler file path, or ``tcp://``/``tls://host:port``: attach to a running cluster (never shut
-  it down).
-
-Every cluster curate starts speaks TLS with mutual authentication (``cluster_security``): a process
-without the cluster's certificate can neither connect nor listen in. The dashboard (HTTP, no
-authentication) listens on 127.0.0.1 of the scheduler's machine unless ``--dashboard-address`` says
-otherwise.
+Rank 0 runs the scheduler, rank 1 the client that runs the job and ranks 2.. the workers (what
+dask-mpi does, written out here to add what it lacks: TLS, loss handling). Rank 0 makes a fresh CA
+and certificate and hands them to the other ranks over MPI, then every rank leaves MPI, so that a
+dead worker is only a lost Dask worker. At the end the client tells every rank the job is over,
+retires the workers, then stops the scheduler: exit 0 everywhere and no CommClosedError tracebacks.
+When the job rank or the scheduler is lost instead, every other rank stops within seconds with
+EXIT_CLUSTER_LOST. Ranks other than 1 never return: they raise :class:`NotClientRank` with their
+exit code.
 """
 
 from __future__ import annotations
@@ -34,21 +18,9 @@ import os
 import socket
 import sys
 
-from curate.app.cluster_client import (
-    announce as announce,
-    install_log_filters as install_log_filters,
-)
-from curate.app.cluster_security import (
-    DEFAULT_DASHBOARD_PORT as DEFAULT_DASHBOARD_PORT,
-    _security_fields,
-    cluster_security as cluster_security,
-    local_dashboard_address as local_dashboard_address,
-)
-from curate.app.cluster_settings import (
-    AUTO_THREADS_BYTES as AUTO_THREADS_BYTES,
-    ClusterSettings,
-    resolve_auto as resolve_auto,
-)
+from curate.app.cluster_client import announce
+from curate.app.cluster_security import _security_fields, cluster_security, local_dashboard_address
+from curate.app.cluster_settings import ClusterSettings
 from curate.stages.errors import CurateError, SettingsError
 
 log = logging.getLogger("curate.cluster")
@@ -66,127 +38,6 @@ class NotClientRank(Exception):
 class WorldTooSmall(SettingsError):
     """Every rank finds this at once; only rank 0 reports it."""
 
-
-def _memory_per_worker(n: int, requested: str | None):
-    if requested:
-        return requested
-    from distributed.system import MEMORY_LIMIT
-
-    return int(MEMORY_LIMIT * 0.9 / n)
-
-
-@contextlib.contextmanager
-def connect(settings: ClusterSettings):
-    """Yield a connected ``distributed.Client`` (None for ``threads``: no cluster); tear down whatever
-    was started here afterwards. An ``auto`` not resolved by the caller (:func:`resolve_auto`, which
-    knows the input) is a local cluster."""
-    if settings.mode == "auto":
-        settings = resolve_auto(settings, None)
-    if settings.auto_reason:
-        log.info("cluster: auto chose %s (%s; --cluster local|threads to choose)", settings.mode, settings.auto_reason)
-    if settings.mode == "threads":
-        import dask
-
-        threads = settings.workers or os.cpu_count() or 1
-        log.info("no cluster: Dask's threaded scheduler in this process, %d threads (nothing listens)", threads)
-        with dask.config.set(scheduler="threads", num_workers=threads):
-            yield None
-    elif settings.mode == "local":
-        with _local(settings) as client:
-            yield client
-    elif settings.mode == "mpi":
-        with _mpi(settings) as client:
-            yield client
-    else:
-        from distributed import Client
-
-        if settings.workers is not None:
-            log.warning("--workers %d is ignored when attaching to a running cluster (%s): it has the "
-                        "workers it was started with", settings.workers, settings.mode)
-        # a tls:// scheduler: Client takes the certificates from dask's config (distributed.comm.tls.*)
-        kwargs = {"address": settings.mode} if "://" in settings.mode else {"scheduler_file": settings.mode}
-        with Client(**kwargs) as client:
-            announce(client, f"attached to {client.scheduler.address}")
-            yield client
-
-
-@contextlib.contextmanager
-def _local(settings: ClusterSettings):
-    from distributed import Client
-
-    n = settings.workers or os.cpu_count() or 1
-    with _children_ignore_sigint():
-        cluster = _start_local(settings, n)
-    try:
-        with Client(cluster) as client:
-            announce(client, f"local cluster: {n} worker(s) x {settings.threads_per_worker} thread(s), "
-                             f"scheduler {client.scheduler.address} (TLS)")
-            yield client
-    except KeyboardInterrupt:
-        _quiet_distributed()  # the cancelled tasks and closing comms would each log a traceback
-        raise
-    finally:
-        _close_local(cluster)
-
-
-@contextlib.contextmanager
-def _children_ignore_sigint():
-    """Processes started within ignore SIGINT (they inherit the disposition, and Python then installs no
-    handler of its own): Ctrl-C in a terminal reaches the whole process group, and each nanny and
-    worker would print its own KeyboardInterrupt traceback. This process stops them when it is
-    interrupted, so Ctrl-C is one line and exit 130."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, before)
-
-
-def _quiet_distributed() -> None:
-    for name in ("distributed", "tornado", "asyncio"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)
-
-
-def _start_local(settings: ClusterSettings, n: int):
-    from distributed import LocalCluster
-
-    return LocalCluster(
-        n_workers=n,
-        threads_per_worker=settings.threads_per_worker,
-        processes=True,
-        host="127.0.0.1",
-        # other users of a shared login node reach 127.0.0.1 too: TLS with a certificate that only
-        # this process and its workers hold (handed to the worker processes when they are spawned)
-        protocol="tls://",
-        security=cluster_security(),
-        dashboard_address=local_dashboard_address(settings.dashboard_address),
-        memory_limit=_memory_per_worker(n, settings.memory_limit),
-        local_directory=settings.local_directory,
-    )
-
-
-def _close_local(cluster) -> None:
-    """Stop a LocalCluster; on an overloaded machine a worker process may outlive the nannies' few
-    seconds' grace: they kill it, and the timeout that follows is reported as one warning line
-    instead of failing a job whose output is complete."""
-    tornado_log = logging.getLogger("tornado.application")  # logs the same timeout with a traceback
-    level = tornado_log.level
-    tornado_log.setLevel(logging.CRITICAL)
-    try:
-        cluster.close()
-    except TimeoutError:
-        log.warning("the local cluster did not stop in time; its worker processes were killed")
-    finally:
-        tornado_log.setLevel(level)
-
-
-# --------------------------------------------------------------------------- MPI
 
 #: a rank whose cluster lost its scheduler or its job rank exits with this code
 EXIT_CLUSTER_LOST = 3
