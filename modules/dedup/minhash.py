@@ -1,4 +1,4 @@
-"""Shingles and MinHash signatures, computed for a whole partition in one compiled (numba) pass.
+"""MinHash signatures of shingles, computed for a whole partition in one compiled (numba) pass.
 
 Definitions (the contract the tests check):
 
@@ -20,6 +20,11 @@ Definitions (the contract the tests check):
 The kernel reads the partition's text straight from its Arrow buffers (offsets + UTF-8 bytes), finds
 the shingles from the positions of the spaces (or code point starts), hashes each shingle once and
 takes the minimum of each permutation over the document's shingles in a loop LLVM vectorises.
+
+This module keeps the signatures; the pieces they share with the true Jaccard live beside it, one
+concern a module, and every name (the private kernels shingles.py uses included) stays importable
+from here: ``shingling`` (normalised text and its shingles), ``hashing`` (xxh32 and fmix32, compiled)
+and ``jaccard`` (shingle sets and their true Jaccard).
 """
 
 from __future__ import annotations
@@ -27,122 +32,33 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-WORD, CHAR = "word", "char"
-
-#: code points that separate words: Unicode punctuation (P*), symbols (S*), separators (Z*) and
-#: controls (Cc, which include tab and newline). Planes 4-13 and 15-16 hold none of them.
-_SEPARATOR_CATEGORIES = ("P", "S", "Z")
-_separator_table = None
-
-
-def _build_separator_table() -> np.ndarray:
-    import unicodedata
-
-    table = np.zeros(0x110000, dtype=np.uint8)
-    for cp in (*range(0x40000), *range(0xE0000, 0xE1000)):
-        cat = unicodedata.category(chr(cp))
-        if cat[0] in _SEPARATOR_CATEGORIES or cat == "Cc":
-            table[cp] = 1
-    return table
-
-
-def separator_table() -> np.ndarray:
-    """uint8[0x110000]: 1 where the code point is a separator.
-
-    Building it takes 266k ``unicodedata`` calls (0.2-0.4 s), paid by every worker process of every
-    run; so it is kept, bit-packed (139 KB), in ``__pycache__`` beside this file (where numba caches
-    the kernels), keyed by the Unicode version of this Python, and rebuilt when absent or unreadable."""
-    global _separator_table
-    if _separator_table is None:
-        import os
-        import unicodedata
-
-        cache = os.path.join(os.path.dirname(os.path.abspath(__file__)), "__pycache__",
-                             f"separators-{unicodedata.unidata_version}.bin")
-        try:
-            with open(cache, "rb") as f:
-                packed = np.frombuffer(f.read(), dtype=np.uint8)
-            table = np.unpackbits(packed)[:0x110000]
-            if len(table) != 0x110000:
-                raise ValueError("truncated")
-        except (OSError, ValueError):
-            table = _build_separator_table()
-            try:  # best effort (a read-only install just rebuilds): temp file, then an atomic rename
-                os.makedirs(os.path.dirname(cache), exist_ok=True)
-                tmp = f"{cache}.{os.getpid()}.tmp"
-                with open(tmp, "wb") as f:
-                    f.write(np.packbits(table).tobytes())
-                os.replace(tmp, cache)
-            except OSError:
-                pass
-        _separator_table = np.ascontiguousarray(table, dtype=np.uint8)
-    return _separator_table
-
-
-# --------------------------------------------------------------------------- normalisation
-
-
-def as_large_strings(values):
-    """A pyarrow LargeStringArray (one chunk, nulls as empty strings) from a Series/array/list."""
-    import pyarrow as pa
-
-    if isinstance(values, (pa.Array, pa.ChunkedArray)):
-        arr = values
-    elif hasattr(values, "array"):  # pandas Series
-        arr = pa.array(values.array) if not isinstance(values.array, np.ndarray) else pa.array(values.to_numpy())
-    else:
-        arr = pa.array(list(values), type=pa.large_string())
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks() if arr.num_chunks else pa.array([], type=pa.large_string())
-    if arr.type != pa.large_string():
-        arr = arr.cast(pa.large_string())
-    if arr.null_count:
-        arr = arr.fill_null("")
-    return arr
-
-
-def normalise(values):
-    """Normalised texts (see the module docstring) as a pyarrow LargeStringArray.
-
-    Lowercasing is Arrow's ``utf8_lower``; the separator pass is one compiled loop over the bytes
-    (a regex replacement in Arrow runs at ~50 MB/s and would dominate the MinHash step)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    arr = as_large_strings(pc.utf8_lower(as_large_strings(values)))
-    data, offsets = _buffers(arr)
-    out = np.empty(max(len(data), 1), dtype=np.uint8)
-    out_offsets = np.empty(len(arr) + 1, dtype=np.int64)
-    _collapse_separators(data, offsets, separator_table(), out, out_offsets)
-    return pa.LargeStringArray.from_buffers(len(arr), pa.py_buffer(out_offsets),
-                                            pa.py_buffer(out[: out_offsets[-1]]))
-
-
-def normalise_text(text: str) -> str:
-    return normalise([text])[0].as_py()
-
-
-def shingles(text: str, ngram: int = 5, kind: str = WORD) -> list[str]:
-    """The shingles of one text, in order, repeats included (the readable reference of the kernel)."""
-    norm = normalise_text(text)
-    if not norm:
-        return []
-    units = norm.split(" ") if kind == WORD else list(norm)
-    sep = " " if kind == WORD else ""
-    if len(units) < ngram:
-        return [norm]
-    return [sep.join(units[i:i + ngram]) for i in range(len(units) - ngram + 1)]
-
-
-def _buffers(arr):
-    """(UTF-8 bytes as uint8, int64 offsets) of a LargeStringArray, zero-copy."""
-    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset: arr.offset + len(arr) + 1]
-    data_buf = arr.buffers()[2]
-    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(1, np.uint8)
-    if len(data) == 0:
-        data = np.zeros(1, np.uint8)
-    return data, offsets
-
+from curate.stages.dedup.hashing import (
+    _fmix32 as _fmix32,
+    _xxh32 as _xxh32,
+    xxh32 as xxh32,
+)
+from curate.stages.dedup.jaccard import (
+    jaccard as jaccard,
+    jaccard_indexed as jaccard_indexed,
+    jaccard_sets as jaccard_sets,
+    list_buffers as list_buffers,
+    sets_from_binary as sets_from_binary,
+    sets_to_binary as sets_to_binary,
+    shingle_sets as shingle_sets,
+)
+from curate.stages.dedup.shingling import (
+    CHAR as CHAR,
+    WORD,
+    _buffers as _buffers,
+    _build_separator_table as _build_separator_table,
+    _count_units as _count_units,
+    _shingle_spans as _shingle_spans,
+    as_large_strings as as_large_strings,
+    normalise as normalise,
+    normalise_text as normalise_text,
+    separator_table as separator_table,
+    shingles as shingles,
+)
 
 # --------------------------------------------------------------------------- permutations
 
@@ -158,187 +74,6 @@ def permutations(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 # --------------------------------------------------------------------------- compiled kernels
 # Module-level so numba can cache the machine code next to this file (closures are not cached);
 # compiling happens on the first call, not at import.
-
-M32 = np.uint64(0xFFFFFFFF)
-P1 = np.uint64(0x9E3779B1)
-P2 = np.uint64(0x85EBCA77)
-P3 = np.uint64(0xC2B2AE3D)
-P4 = np.uint64(0x27D4EB2F)
-P5 = np.uint64(0x165667B1)
-NEG_P1 = np.uint64((1 << 32) - 0x9E3779B1)
-F1 = np.uint64(0x85EBCA6B)
-F2 = np.uint64(0xC2B2AE35)
-U0, U1, U2, U3, U4, U6, U8, U12, U13, U15, U16, U18, U24, U32 = (np.uint64(x) for x in (0, 1, 2, 3, 4, 6, 8, 12, 13, 15, 16, 18, 24, 32))
-
-@njit(inline="always")
-def _rotl(x, r):
-    return ((x << np.uint64(r)) | (x >> np.uint64(32 - r))) & M32
-
-@njit(inline="always")
-def _read32(data, i):
-    return (np.uint64(data[i]) | (np.uint64(data[i + U1]) << U8) | (np.uint64(data[i + U2]) << U16)
-            | (np.uint64(data[i + U3]) << U24))
-
-@njit(inline="always")
-def _xround(acc, value):
-    acc = (acc + value * P2) & M32
-    return (_rotl(acc, 13) * P1) & M32
-
-@njit(cache=True)
-def _xxh32(data, start, end, seed):
-    """xxh32 of data[start:end] (bit-exact with the reference implementation).
-
-    Indices are unsigned so numba emits no negative-index wraparound checks (~20% faster)."""
-    seed = np.uint64(seed) & M32
-    i = np.uint64(start)
-    e = np.uint64(end)
-    length = e - i
-    if length >= 16:
-        v1 = (seed + P1 + P2) & M32
-        v2 = (seed + P2) & M32
-        v3 = seed
-        v4 = (seed + NEG_P1) & M32
-        while i + U16 <= e:
-            v1 = _xround(v1, _read32(data, i))
-            v2 = _xround(v2, _read32(data, i + U4))
-            v3 = _xround(v3, _read32(data, i + U8))
-            v4 = _xround(v4, _read32(data, i + U12))
-            i += U16
-        h = (_rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)) & M32
-    else:
-        h = (seed + P5) & M32
-    h = (h + (length & M32)) & M32
-    while i + U4 <= e:
-        h = (h + _read32(data, i) * P3) & M32
-        h = (_rotl(h, 17) * P4) & M32
-        i += U4
-    while i < e:
-        h = (h + np.uint64(data[i]) * P5) & M32
-        h = (_rotl(h, 11) * P1) & M32
-        i += U1
-    h ^= h >> U15
-    h = (h * P2) & M32
-    h ^= h >> U13
-    h = (h * P3) & M32
-    h ^= h >> U16
-    return h
-
-
-@njit(inline="always")
-def _fmix32(h):
-    h ^= h >> U16
-    h = (h * F1) & M32
-    h ^= h >> U13
-    h = (h * F2) & M32
-    h ^= h >> U16
-    return h
-
-@njit(cache=True)
-def _collapse_separators(data, offsets, table, out, out_offsets):
-    """Copy each text, every run of separator code points -> one space, no leading/trailing space.
-
-    Unsigned indices: no negative-index checks in this byte loop."""
-    o = U0
-    for d in range(len(offsets) - 1):
-        out_offsets[d] = o
-        i, e = np.uint64(offsets[d]), np.uint64(offsets[d + 1])
-        pending = U0  # a separator run follows a word: write one space before the next word
-        seen = U0  # a word has been written (no leading space)
-        while i < e:
-            b0 = data[i]
-            n = U1
-            if b0 < 0x80:
-                # branch-free: word boundaries are unpredictable and mispredictions dominated this loop
-                # (stores may land one past the last kept byte; out has room, they are overwritten)
-                sep = np.uint64(table[b0])
-                keep = U1 - sep
-                out[o] = 32
-                o += keep & pending
-                out[o] = b0
-                o += keep
-                pending = sep & seen
-                seen = seen | keep
-                i += U1
-                continue
-            if (b0 >> 5) == 6 and i + U1 < e:
-                cp, n = (np.uint64(b0 & 0x1F) << U6) | np.uint64(data[i + U1] & 0x3F), U2
-            elif (b0 >> 4) == 14 and i + U2 < e:
-                cp = (np.uint64(b0 & 0x0F) << U12) | (np.uint64(data[i + U1] & 0x3F) << U6) \
-                    | np.uint64(data[i + U2] & 0x3F)
-                n = U3
-            elif (b0 >> 3) == 30 and i + U3 < e:
-                cp = (np.uint64(b0 & 0x07) << U18) | (np.uint64(data[i + U1] & 0x3F) << U12) \
-                    | (np.uint64(data[i + U2] & 0x3F) << U6) | np.uint64(data[i + U3] & 0x3F)
-                n = U4
-            else:  # not reachable for valid UTF-8 (Arrow strings are validated); keep the byte
-                cp = np.uint64(0x41)
-            if cp < 0x110000 and table[cp]:
-                pending = seen
-            else:
-                if pending:
-                    out[o] = 32
-                    o += U1
-                    pending = U0
-                for k in range(n):
-                    out[o + k] = data[i + k]
-                o += n
-                seen = U1
-            i += n
-    out_offsets[len(offsets) - 1] = o
-
-
-@njit(cache=True)
-def _shingle_spans(data, s0, e0, ngram, word, out_start, out_end):
-    """Byte spans of the shingles of normalised text data[s0:e0] into out_start/out_end (each with
-    room for one more than the number of words or code points); returns their number.
-
-    The positions of the spaces (words) or code point starts (characters) are collected without
-    branches first (word boundaries are unpredictable), then turned into spans in place."""
-    if e0 <= s0:
-        return 0
-    k = 0
-    if word:  # normalised: words are separated by exactly one space
-        for i in range(s0, e0):
-            out_end[k] = i
-            k += np.int64(data[i] == 32)
-        out_end[k] = e0
-        words = k + 1
-        if words < ngram:
-            out_start[0], out_end[0] = s0, e0
-            return 1
-        m = words - ngram + 1
-        out_start[0] = s0
-        for j in range(1, m):
-            out_start[j] = out_end[j - 1] + 1
-        for j in range(m):
-            out_end[j] = out_end[j + ngram - 1]
-        return m
-    for i in range(s0, e0):
-        out_start[k] = i
-        k += np.int64((data[i] & 0xC0) != 0x80)  # a code point starts here
-    if k < ngram:
-        out_start[0], out_end[0] = s0, e0
-        return 1
-    m = k - ngram + 1
-    for j in range(m - 1):
-        out_end[j] = out_start[j + ngram]
-    out_end[m - 1] = e0
-    return m
-
-
-@njit(cache=True)
-def _count_units(data, s0, e0, word):
-    """Upper bound of the number of shingles: words (spaces + 1) or code points."""
-    n = 0
-    if word:
-        for i in range(s0, e0):
-            if data[i] == 32:
-                n += 1
-        return n + 1
-    for i in range(s0, e0):
-        if (data[i] & 0xC0) != 0x80:
-            n += 1
-    return n + 1
 
 @njit(cache=True)
 def _minhash_row(hv, s, e, a, b, row):
@@ -412,102 +147,8 @@ def _signatures_of_hashes(hv, row_offsets, a, b, out):
         out[d, :] = row
 
 
-@njit(cache=True)
-def _shingle_set(data, s0, e0, ngram, word, starts, ends):
-    """Sorted distinct 64-bit shingle hashes (two xxh32 seeds) of data[s0:e0]."""
-    m = _shingle_spans(data, s0, e0, ngram, word, starts, ends)
-    h = np.empty(m, dtype=np.uint64)
-    for j in range(m):
-        h[j] = (_xxh32(data, starts[j], ends[j], 0) << U32) | _xxh32(data, starts[j], ends[j], 1)
-    h.sort()
-    u = 0
-    for j in range(m):
-        if j == 0 or h[j] != h[j - 1]:
-            h[u] = h[j]
-            u += 1
-    return h[:u]
-
-@njit(cache=True)
-def _jaccard_pairs(data_a, off_a, data_b, off_b, ngram, word, out):
-    for d in range(len(off_a) - 1):
-        sa, ea, sb, eb = off_a[d], off_a[d + 1], off_b[d], off_b[d + 1]
-        cap = max(_count_units(data_a, sa, ea, word), _count_units(data_b, sb, eb, word))
-        starts = np.empty(cap, dtype=np.int64)
-        ends = np.empty(cap, dtype=np.int64)
-        x = _shingle_set(data_a, sa, ea, ngram, word, starts, ends)
-        y = _shingle_set(data_b, sb, eb, ngram, word, starts, ends)
-        i = j = inter = 0
-        while i < len(x) and j < len(y):
-            if x[i] == y[j]:
-                inter += 1
-                i += 1
-                j += 1
-            elif x[i] < y[j]:
-                i += 1
-            else:
-                j += 1
-        union = len(x) + len(y) - inter
-        out[d] = inter / union if union else 0.0
-
-@njit(cache=True)
-def _shingle_sets(data, offsets, ngram, word, out, sizes):
-    """The shingle set of each text (as :func:`_shingle_set`) into ``out``, one after the other;
-    ``sizes[d]`` is the number of document d's distinct shingles. Returns the total."""
-    o = 0
-    cap = 1024
-    starts = np.empty(cap, dtype=np.int64)
-    ends = np.empty(cap, dtype=np.int64)
-    for d in range(len(offsets) - 1):
-        s0, e0 = offsets[d], offsets[d + 1]
-        need = _count_units(data, s0, e0, word)
-        if need > cap:
-            cap = max(need, 2 * cap)
-            starts = np.empty(cap, dtype=np.int64)
-            ends = np.empty(cap, dtype=np.int64)
-        h = _shingle_set(data, s0, e0, ngram, word, starts, ends)
-        out[o:o + len(h)] = h
-        o += len(h)
-        sizes[d] = len(h)
-    return o
-
-
-@njit(cache=True)
-def _jaccard_indexed(va, oa, ia, vb, ob, ib, out):
-    for k in range(len(ia)):
-        i, ea = oa[ia[k]], oa[ia[k] + 1]
-        j, eb = ob[ib[k]], ob[ib[k] + 1]
-        na, nb = ea - i, eb - j
-        inter = 0
-        while i < ea and j < eb:
-            if va[i] == vb[j]:
-                inter += 1
-                i += 1
-                j += 1
-            elif va[i] < vb[j]:
-                i += 1
-            else:
-                j += 1
-        union = na + nb - inter
-        out[k] = inter / union if union else 0.0
-
-
-def jaccard_indexed(va, oa, ia, vb, ob, ib) -> np.ndarray:
-    """out[k] = Jaccard of set ``ia[k]`` of (va, oa) and set ``ib[k]`` of (vb, ob): pairs by index, so
-    a set compared with many others is held once."""
-    out = np.zeros(len(ia), dtype=np.float64)
-    _jaccard_indexed(va, np.asarray(oa, np.int64), np.asarray(ia, np.int64), vb, np.asarray(ob, np.int64),
-                     np.asarray(ib, np.int64), out)
-    return out
-
-
 
 # --------------------------------------------------------------------------- public API
-
-
-def xxh32(data: bytes, seed: int = 0) -> int:
-    """The kernel's xxh32 called from Python (for tests; equals ``xxhash.xxh32_intdigest``)."""
-    buf = np.frombuffer(data, dtype=np.uint8) if data else np.zeros(1, np.uint8)
-    return int(_xxh32(buf, 0, len(data), seed))
 
 
 def signatures(texts, num_perm: int = 128, seed: int = 42, ngram: int = 5, kind: str = WORD,
@@ -554,91 +195,3 @@ def signatures_of_hashes(hashes, row_offsets, num_perm: int = 128, seed: int = 4
     out = np.empty((len(row_offsets) - 1, num_perm), dtype=np.uint32)
     _signatures_of_hashes(hv, row_offsets, a, b, out)
     return out
-
-
-def jaccard(texts_a, texts_b, ngram: int = 5, kind: str = WORD, normalised: bool = False) -> np.ndarray:
-    """True Jaccard similarity of the shingle sets of texts_a[i] and texts_b[i] (64-bit hashed)."""
-    arr_a = as_large_strings(texts_a) if normalised else normalise(texts_a)
-    arr_b = as_large_strings(texts_b) if normalised else normalise(texts_b)
-    if len(arr_a) != len(arr_b):
-        raise ValueError("jaccard: texts_a and texts_b differ in length")
-    da, oa = _buffers(arr_a)
-    db, ob = _buffers(arr_b)
-    out = np.zeros(len(arr_a), dtype=np.float64)
-    _jaccard_pairs(da, oa, db, ob, ngram, kind == WORD, out)
-    return out
-
-
-def shingle_sets(texts, ngram: int = 5, kind: str = WORD, normalised: bool = False):
-    """The shingle set of each text, as the true-Jaccard check sees it (sorted distinct 64-bit hashes:
-    xxh32 seed 0 in the high half, seed 1 in the low half), as a pyarrow ``list<uint64>`` array.
-
-    ``jaccard_sets(shingle_sets(a), shingle_sets(b))`` equals ``jaccard(a, b)`` exactly: a saved index
-    keeps these instead of the texts."""
-    import pyarrow as pa
-
-    arr = as_large_strings(texts) if normalised else normalise(texts)
-    data, offsets = _buffers(arr)
-    n = len(arr)
-    total = max(int(offsets[-1] - offsets[0]) + n, 1)  # a document has at most one shingle per byte, plus one
-    out = np.empty(total, dtype=np.uint64)
-    sizes = np.zeros(n, dtype=np.int64)
-    used = _shingle_sets(data, offsets, ngram, kind == WORD, out, sizes)
-    list_offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(sizes, out=list_offsets[1:])
-    return pa.ListArray.from_arrays(pa.array(list_offsets, type=pa.int32()), pa.array(out[:used], type=pa.uint64()))
-
-
-def list_buffers(sets) -> tuple[np.ndarray, np.ndarray]:
-    """(uint64 values, int64 offsets) of a pyarrow list<uint64> array (or chunked array, or a pandas
-    Series of that Arrow type), zero-copy where Arrow allows it."""
-    import pyarrow as pa
-
-    if hasattr(sets, "array") and not isinstance(sets, (pa.Array, pa.ChunkedArray)):  # a pandas Series
-        sets = pa.array(sets.array) if hasattr(sets.array, "__arrow_array__") else pa.array(list(sets))
-    if isinstance(sets, pa.ChunkedArray):
-        sets = sets.combine_chunks() if sets.num_chunks else pa.array([], type=pa.list_(pa.uint64()))
-    if sets.null_count:
-        raise ValueError("shingle sets: a null set")
-    offsets = np.asarray(sets.offsets, dtype=np.int64)
-    values = sets.values.to_numpy(zero_copy_only=False).astype(np.uint64, copy=False)
-    return values, offsets
-
-
-def jaccard_sets(sets_a, sets_b) -> np.ndarray:
-    """True Jaccard similarity of sets_a[i] and sets_b[i], two list<uint64> arrays of shingle sets."""
-    va, oa = list_buffers(sets_a)
-    vb, ob = list_buffers(sets_b)
-    if len(oa) != len(ob):
-        raise ValueError("jaccard_sets: sets_a and sets_b differ in length")
-    pairs = np.arange(len(oa) - 1)  # set i with set i: the one merge kernel serves both callers
-    return jaccard_indexed(va, oa, pairs, vb, ob, pairs)
-
-
-def sets_to_binary(sets):
-    """A list<uint64> array of shingle sets as a large_binary array, each set the little-endian bytes of
-    its hashes (how sets travel through Dask shuffles, which do not move Arrow list columns)."""
-    import pyarrow as pa
-
-    values, offsets = list_buffers(sets)
-    data = np.ascontiguousarray(values[offsets[0]:offsets[-1]], dtype="<u8")
-    starts = ((offsets - offsets[0]) * 8).astype(np.int64)
-    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(starts) - 1,
-                                            [None, pa.py_buffer(starts), pa.py_buffer(data)])
-
-
-def sets_from_binary(column):
-    """The list<uint64> array of sets a binary column holds (:func:`sets_to_binary`; a pandas Series or
-    a pyarrow array)."""
-    import pyarrow as pa
-
-    arr = pa.array(column.array) if hasattr(column, "array") else column
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks() if arr.num_chunks else pa.array([], type=pa.large_binary())
-    arr = arr.cast(pa.large_binary())
-    n = len(arr)
-    starts = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + n + 1] if n else np.zeros(1, np.int64)
-    raw = np.frombuffer(arr.buffers()[2], dtype=np.uint8) if n and arr.buffers()[2] is not None else np.zeros(0, np.uint8)
-    values = np.array(raw[starts[0]:starts[-1]].view("<u8"), dtype=np.uint64)  # a copy: aligned for the kernel
-    offsets = ((starts - starts[0]) // 8).astype(np.int64)
-    return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values, type=pa.uint64()))
