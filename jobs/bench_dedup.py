@@ -32,6 +32,7 @@ scale (issue 30, as a new user runs it): news-like documents (8 to 25 real sente
   The process tree is sampled every 0.2 s (psutil): wall, CPU seconds of the whole tree (getrusage of
   the reaped children), peak RSS per process, worker restarts (worker processes beyond --workers, and
   the log's restart lines), MB of text per CPU second; from the manifest: rounds, survivors, removed.
+  --kind measures another dedup path the same way: fuzzy-no-check, fuzzy-save-index, exact.
 giant (issue 35): --copies copies of one 620-word page (1% of the words changed at random: pairwise
   Jaccard 0.7-0.95, a quarter of the pairs below 0.8) among --unrelated unrelated documents, through
   the CLI as scale runs it; reports copies kept, unrelated documents removed, rounds, wall, CPU
@@ -654,8 +655,18 @@ def run_cli_measured(args_list: list[str], workers: int) -> dict:
             "log_tail": "".join(lines[-15:])}
 
 
+#: ``scale --kind``: the dedup path measured (issue 30 asks for every one)
+KINDS = {"fuzzy": ["dedup", "fuzzy"], "fuzzy-no-check": ["dedup", "fuzzy", "--no-false-positive-check"],
+         "fuzzy-save-index": ["dedup", "fuzzy", "--save-index", "{out}-index"], "exact": ["dedup", "exact"]}
+
+
 def fuzzy_cli(data: str, out: str, args) -> dict:
-    run = run_cli_measured(["--log-level", "WARNING", "dedup", "fuzzy", "--input", os.path.join(data, "*.parquet"),
+    kind = [a.format(out=out) for a in KINDS[getattr(args, "kind", "fuzzy")]]
+    if "--save-index" in kind:
+        import shutil
+
+        shutil.rmtree(f"{out}-index", ignore_errors=True)
+    run = run_cli_measured(["--log-level", "WARNING", *kind, "--input", os.path.join(data, "*.parquet"),
                             "--output", out, "--workers", str(args.workers), "--memory-limit", args.memory_limit,
                             "--force", *(["--blocksize", args.blocksize] if args.blocksize else [])], args.workers)
     manifest = {}
@@ -688,7 +699,7 @@ def bench_scale(args) -> None:
         info = news_corpus(data, n, giant=args.giant)
         print(f"\n{info['documents']:,} documents, {info['text_bytes'] / 1e9:.2f} GB of text "
               f"(made in {time.perf_counter() - t:.0f}s)", flush=True)
-        out = os.path.join(args.workdir, f"out-news-{n}-giant{args.giant}")
+        out = os.path.join(args.workdir, f"out-news-{n}-giant{args.giant}" + ("" if args.kind == "fuzzy" else f"-{args.kind}"))
         run = fuzzy_cli(data, out, args)
         d = run["manifest"].get("dedup", {})
         counts = run["manifest"].get("counts", {})
@@ -701,8 +712,8 @@ def bench_scale(args) -> None:
         table(rows[:1] + rows[-1:])
     print()
     table(rows)
-    print(f"\n{args.workers} workers, --memory-limit {args.memory_limit}, every other setting at its default; "
-          f"CPU: the whole process tree. Load average now: {os.getloadavg()[0]:.2f}")
+    print(f"\n{' '.join(KINDS[args.kind])}, {args.workers} workers, --memory-limit {args.memory_limit}, every other "
+          f"setting at its default; CPU: the whole process tree. Load average now: {os.getloadavg()[0]:.2f}")
 
 
 def bench_giant(args) -> None:
@@ -896,6 +907,7 @@ def main() -> int:
         if name == "scale":
             g.add_argument("--sizes", default="250000,1000000,4000000")
             g.add_argument("--giant", type=int, default=0, help="add this many copies (1%% changed) of one page")
+            g.add_argument("--kind", choices=sorted(KINDS), default="fuzzy", help="the dedup path measured")
         else:
             g.add_argument("--unrelated", type=int, default=18_000)
             g.add_argument("--copies", type=int, default=2_000)
