@@ -2,7 +2,7 @@
 
 A real fuzzy run over two partitions: eight documents of 100 random words and four near copies of
 four of them (one or two words changed: true Jaccard 0.81 to 0.90, all at or above the 0.8
-threshold). Four bands of eight rows find such a pair with probability 0.56 to 0.8, so the run
+threshold). Four bands of eight rows find such a pair with probability 0.56 to 0.89, so the run
 misses some: the audit's recall is below 1 while its precision is 1 (the check removes a document
 only for one truly similar), and a swapped row or a misread field shows. The page must carry the
 manifest's figures, formatted, and a manifest without an audit must render as before.
@@ -85,7 +85,7 @@ def test_the_page_shows_the_audit_and_component_sizes_of_the_manifest(runs, tmp_
 
     lo, hi = audit["recall_ci"]
     assert cells("recall", pct(audit["recall"]), f"{pct(lo)} – {pct(hi)}",
-                 f"4 sampled pairs at or above the threshold (0.8): the share the run put in one component") in text
+                 "4 sampled pairs at or above the threshold (0.8): the share the run put in one component") in text
     lo, hi = audit["precision_ci"]
     assert cells("precision", "100.00%", f"{pct(lo)} – {pct(hi)}",
                  f"{found} sampled documents removed: the share at or above the threshold with the document "
