@@ -274,6 +274,9 @@ def collect(out: str, verify: bool | str = True) -> dict:
         if m.get("stage") in ("exact_dedup", "fuzzy_dedup"):
             st["groups"] = dedup_groups(folder, "hash" if m["stage"] == "exact_dedup" else "component")
             st["pairs"] = dedup_pairs(folder, m)
+            # a fuzzy run's audit and component sizes (issue 33, point 3); absent in other manifests
+            st["audit"] = (m.get("dedup") or {}).get("audit")
+            st["component_sizes"] = (m.get("dedup") or {}).get("component_sizes")
         stages.append(st)
     run = read_run_info(out) if len(folders) > 1 or folders[0] != out else {}
     reports_dir = os.path.join(out, "_reports")

@@ -7,7 +7,8 @@ the performance report, written by ``curate run``). Sections:
 - funnel: documents and bytes after each stage (tokens at the end), drop reasons stacked per stage;
 - filters: per filter, the histogram of a bounded score sample kept during the run (the manifest's
   ``score_sample``) with the thresholds drawn, and a few rejected documents per reason;
-- dedup: exact group sizes, fuzzy component sizes, example near-duplicate pairs with their Jaccard;
+- dedup: exact group sizes, fuzzy component sizes, example near-duplicate pairs with their Jaccard, a
+  fuzzy run's estimated recall and precision (its audit: sample, intervals) and component sizes;
   span and substring dedup's bytes removed per document (histogram, the largest);
 - tokens: per split/prefix, the document-length histogram in tokens, dtype, and ``verify``'s result;
 - time: seconds and docs/s per stage, workers, and a link to Dask's performance report of the run.
@@ -55,7 +56,7 @@ from curate.app.report_data import (  # noqa: F401
     verify_result,
 )
 from curate.app.report_diff import to_html
-from curate.app.report_format import _bytes, _fmt
+from curate.app.report_format import _bytes, _fmt, _interval, _share
 from curate.app.run_folders import load_manifest, stage_dirs
 
 log = logging.getLogger("curate.report")
@@ -89,6 +90,35 @@ def _pair_texts(p: dict) -> list[str]:
     return [f"<span class='text'>{_e(p['removed_text'])}</span>", f"<span class='text'>{_e(p['kept_text'])}</span>"]
 
 
+def _audit(s: dict) -> list[str]:
+    """A fuzzy run's accuracy audit (the manifest's ``dedup.audit``) and its component sizes
+    (``dedup.component_sizes``); nothing for a manifest without them (exact dedup, an older curate,
+    ``--audit-sample 0``, ``--no-false-positive-check``)."""
+    parts = []
+    a = s.get("audit")
+    if a:
+        threshold = (s["manifest"].get("dedup") or {}).get("threshold")
+        at = f" ({_e(threshold)})" if threshold is not None else ""
+        parts.append(f"<p class='muted'>how well this run's LSH and similarity check did, estimated on a uniform "
+                     f"sample of {_fmt(a.get('sample'))} documents compared all against all by their true Jaccard "
+                     f"({_fmt(a.get('pairs'))} pairs); 95% Wilson intervals: few pairs in the sample, a wide "
+                     "interval</p>")
+        rows = [["recall", _share(a.get("recall")), _interval(a.get("recall_ci")),
+                 f"{_fmt(a.get('true_pairs'))} sampled pairs at or above the threshold{at}: the share the run "
+                 "put in one component"],
+                ["precision", _share(a.get("precision")), _interval(a.get("precision_ci")),
+                 f"{_fmt(a.get('removed_in_sample'))} sampled documents removed: the share at or above the "
+                 "threshold with the document kept for them"]]
+        parts.append(_table(["estimate", "value", "95% interval", "from"], rows, "audit"))
+    sizes = s.get("component_sizes")
+    if sizes:
+        parts.append("<p class='muted'>components by size over the whole run, in the bins the manifest "
+                     "counts them in</p>")
+        parts.append(_table(["component size", *sizes], [["components", *(_fmt(v) for v in sizes.values())]],
+                            "sizes"))
+    return parts
+
+
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1000px;color:#222}
 h1{font-size:1.5em}h2{font-size:1.2em;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:2em}
@@ -97,6 +127,7 @@ text-align:right;vertical-align:top}th{background:#f4f4f4}td:first-child,th:firs
 .ex td{text-align:left}.ex td.text{font-family:monospace;font-size:0.85em;white-space:pre-wrap;max-width:620px}
 .grid{display:flex;flex-wrap:wrap;gap:8px}.ok{color:#2a7d2a;font-weight:bold}.bad{color:#b22;font-weight:bold}
 .muted{color:#777;font-size:0.9em}mark.del{background:#f8c4c4}mark.ins{background:#c4ecc4}
+.audit td{white-space:nowrap}.audit td:last-child,.audit th:last-child{text-align:left;white-space:normal}
 """
 
 
@@ -193,6 +224,7 @@ def render(data: dict) -> str:
         if info:
             dd.append(_table(["what", "value"], [[_e(k), _e(v)] for k, v in info.items()
                                                  if not isinstance(v, (dict, list))]))
+        dd.extend(_audit(s))
         if s.get("pairs"):
             rows = [[_e(p["removed"]), _e(p["kept"]), "-" if p["jaccard"] is None else f"{p['jaccard']:.3f}",
                      *_pair_texts(p)] for p in s["pairs"]]

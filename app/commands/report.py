@@ -11,7 +11,8 @@ one histogram per filter score, thresholds marked (``--png``, default ``DIR/_rep
 
 It also writes one self-contained HTML page of the run (``--html``, default
 ``DIR/_reports/report.html``; see ``app/report_html.py``): the funnel, score histograms from the
-sample every filter run keeps, example rejects, dedup groups and pairs, tokens, and time per stage.
+sample every filter run keeps, example rejects, dedup groups and pairs (and a fuzzy run's estimated
+recall and precision), tokens, and time per stage.
 ``curate run`` writes the same page at its end.
 """
 

@@ -44,7 +44,7 @@ missing, not a curate output, another stage's output, incomplete (no ``_SUCCESS`
 or curate version's format, damaged (a file missing, of another size or checksum, or a file its
 manifest does not list), of the other dedup kind, made with other settings (each difference named),
 made from this run's own input, given twice or inside another given index; a ``--save-index`` that is
-an input, an ``--against`` index or overlaps the output.
+a symbolic link, not a directory, holds a link, is an input, an ``--against`` index or overlaps the output.
 """
 
 from __future__ import annotations
@@ -329,12 +329,13 @@ def check_against(paths, kind: str, record: dict, inputs, verify: bool = True) -
 
 
 def check_save(path: str | None, inputs, against, output: str | None = None) -> None:
-    """Refuse a ``--save-index`` that is an input or an index read, overlaps the output, or is a
-    directory curate did not write as an index."""
+    """Refuse a ``--save-index`` that is a symbolic link or holds one (:func:`check_save_links`), is an
+    input or an index read, overlaps the output, or is a directory curate did not write as an index."""
     if not path:
         return
     from curate.stages.output import Output, check_claim, check_not_input
 
+    check_save_links(path)
     for ix in against:
         if os.path.abspath(ix) == os.path.abspath(path):
             raise SettingsError(f"--save-index {path}: also read by --against; write the new index elsewhere "
@@ -348,6 +349,34 @@ def check_save(path: str | None, inputs, against, output: str | None = None) -> 
         check_claim(Output.at(path), OWNER)
     except SettingsError as e:  # the claim names the directory as --output; here it is the index's
         raise type(e)(str(e).replace("--output ", "--save-index ", 1)) from None
+
+
+def check_save_links(path: str) -> None:
+    """Refuse (OwnershipError, one line naming ``path``) a local ``--save-index`` that is a symbolic
+    link (to a folder or a file, dangling or not), anything but a directory, or a directory with a link
+    anywhere below it. The index is one of the run's outputs, like its ``_rejects/`` or ``_work/``, and
+    is refused as they are: written through a link it would land in a folder curate does not own (a
+    dangling link failed mid-run before, after the dedup was done). The folders above ``path`` are the
+    user's own layout, as they are for ``--output``."""
+    from curate.stages.output import Output, OwnershipError, is_remote, link_target
+
+    if is_remote(path):
+        return  # an object store has no links
+    name = path[len("file://"):] if path.startswith("file://") else path
+    name = name.rstrip(os.sep) or name  # "IDX/" would follow the link
+    if os.path.islink(name):
+        raise OwnershipError(f"--save-index {path}: a symbolic link (to {link_target(name)}); curate never writes "
+                             "an index through a link (it may lead to a folder curate does not own): remove the "
+                             "link or name a directory")
+    if os.path.lexists(name) and not os.path.isdir(name):
+        raise OwnershipError(f"--save-index {path}: exists and is not a directory")
+    links = Output.at(name).links()
+    if links:
+        link = os.path.join(os.path.abspath(name), *links[0].split("/"))
+        more = f" (and {len(links) - 1} more)" if len(links) > 1 else ""
+        raise OwnershipError(f"--save-index {path}: {link} is a symbolic link (to {link_target(link)}){more}; curate "
+                             "never writes, renames or deletes through a link (it may lead out of the index): "
+                             "remove the link or choose another directory")
 
 
 # --------------------------------------------------------------------------- writing

@@ -329,3 +329,34 @@ def test_in_a_job_a_later_stage_is_checked_before_any_work(data, indexes, tmp_pa
     outcomes = run_job(load_job(str(job)), str(tmp_path / "out"))
     assert outcomes[1].manifest["dedup"]["against"]["removed_for_index"] > 0
     assert json.loads((tmp_path / "idx" / "_manifest.json").read_text())["index"]["tiers"] == [2, 4]
+
+
+@pytest.mark.parametrize("kind", ["exact", "fuzzy"])
+def test_a_save_index_on_a_link_is_refused(data, indexes, tmp_path, kind):
+    """Issue 29, point 9: ``--save-index`` on a link is refused as the run's other outputs are (before
+    any work, exit 2, one line naming the path, the link's target untouched). The most tempting target
+    is a finished index of the same kind: it is curate's own, so only the link check stands in the way."""
+    import os
+
+    b = list(map(str, data["B"]))
+    decoy = tmp_path / "decoy"
+    decoy.mkdir()
+    (decoy / "notes.txt").write_text("the user's notes")
+    (tmp_path / "empty").mkdir()  # the old code wrote the index there, through the link
+    links = {"to-empty-folder": tmp_path / "empty", "to-index": indexes / kind, "to-file": decoy / "notes.txt",
+             "dangling": tmp_path / "nowhere"}
+    for name, target in links.items():
+        os.symlink(target, tmp_path / name)
+        for given in (tmp_path / name, f"{tmp_path / name}/"):  # a trailing '/' must not follow the link
+            refused(tmp_path, f"--save-index {given}: a symbolic link (to {target})", kind, "--input", *b,
+                    "--save-index", given, touched=[decoy, indexes / kind])
+    assert not (tmp_path / "nowhere").exists() and not any((tmp_path / "empty").iterdir())
+    # a link below the index folder: a table's folder led elsewhere
+    holder = tmp_path / "holder"
+    holder.mkdir()
+    os.symlink(decoy, holder / ("hashes" if kind == "exact" else "buckets"))
+    refused(tmp_path, f"--save-index {holder}: {holder / ('hashes' if kind == 'exact' else 'buckets')} is a "
+            f"symbolic link (to {decoy})", kind, "--input", *b, "--save-index", holder, touched=[decoy, holder])
+    # a regular file where the index would go
+    refused(tmp_path, f"--save-index {decoy / 'notes.txt'}: exists and is not a directory", kind, "--input", *b,
+            "--save-index", decoy / "notes.txt", touched=[decoy])
