@@ -4,6 +4,8 @@
 #   sudo scripts/minicluster.sh up   [DIR] [NODES]   start it (default DIR /tmp/curate-minicluster, 3 nodes)
 #   eval "$(scripts/minicluster.sh env [DIR])"       point sbatch/srun/squeue/sinfo at it (SLURM_CONF)
 #   sudo scripts/minicluster.sh down [DIR]           stop it and remove everything it created
+#   sudo scripts/minicluster.sh kill-node DIR NODE   lose a node: SIGKILL every process in its namespace
+#   sudo scripts/minicluster.sh start-node DIR NODE  bring a lost node back (its slurmd again)
 #
 # Each node is a network namespace with its own address on a private bridge, its own hostname (a
 # UTS namespace) and its own slurmd (-N nodeN, its own spool, log and pid files). slurmctld and a
@@ -29,6 +31,16 @@ free_port() {
     p=$((20000 + RANDOM % 20000))
     [ -z "$(ss -Hltn "sport = :$p" 2>/dev/null)" ] && { echo "$p"; return; }
   done
+}
+
+start_slurmd() {  # start_slurmd I: node I's slurmd inside its namespace, with a hostname of its own
+  local i=$1 ns
+  ns=$(awk -v n="node$i" '$1 == n { print $2 }' "$dir/nodes")
+  [ -n "$ns" ] || die "no node$i in $dir/nodes"
+  # nsenter rather than `ip netns exec`, which remounts /sys without the cgroup tree slurmd needs;
+  # nsenter, unshare and sh all exec, so the recorded pid is slurmd's
+  start_bg "slurmd-node$i" "$dir/log/slurmd-node$i.out" nsenter --net="/run/netns/$ns" unshare --uts \
+    sh -c "hostname node$i && exec /usr/sbin/slurmd -D -N node$i -f '$dir/etc/node$i/slurm.conf'"
 }
 
 start_bg() {  # start_bg NAME LOG CMD...: start CMD in the background, record its pid under NAME
@@ -139,16 +151,12 @@ up() {
   [ -S "$dir/munge/munge.socket" ] || die "munged did not start: $(cat "$dir/log/munged.out" "$dir/log/munged.log" 2>/dev/null)"
   start_bg slurmctld "$dir/log/slurmctld.out" /usr/sbin/slurmctld -D -i -f "$dir/slurm.conf"
   for i in $(seq 1 "$nodes"); do
-    ns=curate-$tag-node$i
     mkdir -p "$dir/spool/node$i" "$dir/etc/node$i" "$dir/tmp/node$i"
     # every node its own configuration folder: the same slurm.conf, but PMIx's per-job folders
     # (made under /tmp by default, which here is shared) in a folder of the node's own
     cp "$dir/slurm.conf" "$dir/etc/node$i/slurm.conf"
     echo "PMIxCliTmpDirBase=$dir/tmp/node$i" >"$dir/etc/node$i/mpi.conf"
-    # nsenter rather than `ip netns exec`, which remounts /sys without the cgroup tree slurmd needs;
-    # nsenter, unshare and sh all exec, so the recorded pid is slurmd's
-    start_bg "slurmd-node$i" "$dir/log/slurmd-node$i.out" nsenter --net="/run/netns/$ns" unshare --uts \
-      sh -c "hostname node$i && exec /usr/sbin/slurmd -D -N node$i -f '$dir/etc/node$i/slurm.conf'"
+    start_slurmd "$i"
   done
   for _ in $(seq 120); do
     if [ "$(sinfo -h -N -o '%T' 2>/dev/null | grep -c -E '^(idle|mixed|allocated)$')" = "$nodes" ]; then
@@ -202,9 +210,46 @@ down() {
   echo "minicluster: down ($dir)"
 }
 
+node_ns() {  # node_ns NODE: the namespace of a node of the cluster in $dir
+  [ -f "$dir/nodes" ] || die "no cluster in $dir"
+  local ns
+  ns=$(awk -v n="$1" '$1 == n { print $2 }' "$dir/nodes")
+  [ -n "$ns" ] || die "$1 is not a node of the cluster in $dir (see $dir/nodes)"
+  echo "$ns"
+}
+
+kill_node() {  # what a node crash leaves: no slurmd, no slurmstepd, no task; the namespace stays
+  local node=$1 ns pids
+  ns=$(node_ns "$node")
+  # a slurmstepd can fork while we kill: repeat until the namespace is empty
+  for _ in $(seq 50); do
+    pids=$(ip netns pids "$ns")
+    [ -z "$pids" ] && break
+    # shellcheck disable=SC2086
+    kill -KILL $pids 2>/dev/null || true
+    sleep 0.1
+  done
+  [ -z "$(ip netns pids "$ns")" ] || die "processes left in $ns: $(ip netns pids "$ns" | tr '\n' ' ')"
+  # the dead slurmd's pid must not be signalled by `down` once the kernel hands it to another process
+  grep -v " slurmd-$node\$" "$dir/pids" >"$dir/pids.new" || true
+  mv "$dir/pids.new" "$dir/pids"
+  echo "minicluster: $node killed (every process in $ns)"
+}
+
+start_node() {
+  local node=$1 ns
+  ns=$(node_ns "$node")
+  [ -z "$(ip netns pids "$ns")" ] || die "$node is running (processes in $ns); kill-node first"
+  export SLURM_CONF=$dir/slurm.conf
+  start_slurmd "${node#node}"
+  echo "minicluster: $node started again"
+}
+
 case $cmd in
   up) up ;;
   down) down ;;
   env) echo "export SLURM_CONF=$(cd "$dir" && pwd)/slurm.conf" ;;
-  *) echo "usage: scripts/minicluster.sh up|down|env [DIR] [NODES]" >&2; exit 2 ;;
+  kill-node) [ -n "${3:-}" ] || die "usage: scripts/minicluster.sh kill-node DIR NODE"; dir=$(cd "$dir" && pwd); kill_node "$3" ;;
+  start-node) [ -n "${3:-}" ] || die "usage: scripts/minicluster.sh start-node DIR NODE"; dir=$(cd "$dir" && pwd); start_node "$3" ;;
+  *) echo "usage: scripts/minicluster.sh up|down|env|kill-node|start-node [DIR] [NODES|NODE]" >&2; exit 2 ;;
 esac

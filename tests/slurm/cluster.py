@@ -106,5 +106,32 @@ class MiniCluster:
                     ranks[int(kv.split(b"=", 1)[1])] = int(pid)
         return ranks
 
+    def node_of(self, pid: int) -> str:
+        """The node whose network namespace holds a process."""
+        ns = subprocess.run(["ip", "netns", "identify", str(pid)], capture_output=True, text=True, check=True).stdout
+        names = [name for name, (node_ns, _) in self.node.items() if node_ns == ns.strip()]
+        if not names:
+            raise LookupError(f"pid {pid} is in no node of {self.dir} (namespace {ns.strip()!r})")
+        return names[0]
+
+    def kill_node(self, node: str) -> None:
+        """Lose a node as in a crash: SIGKILL every process in its namespace, slurmd included."""
+        proc = subprocess.run([str(SCRIPT), "kill-node", str(self.dir), node], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"minicluster kill-node {node}: {proc.stderr.strip()}")
+
+    def start_node(self, node: str, timeout: float = 60) -> None:
+        """Bring a killed node back and wait until SLURM schedules on it again."""
+        proc = subprocess.run([str(SCRIPT), "start-node", str(self.dir), node], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"minicluster start-node {node}: {proc.stderr.strip()}")
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            node_state = self.run("sinfo", "-h", "-n", node, "-o", "%T", check=False).stdout.strip()
+            if node_state == "idle":
+                return
+            time.sleep(0.5)
+        raise TimeoutError(f"{node} still {node_state!r} {timeout}s after its slurmd started\n{self.logs()}")
+
     def logs(self) -> str:
         return "\n".join(f"== {p.name}\n" + p.read_text()[-1500:] for p in sorted((self.dir / "log").glob("*.log")))

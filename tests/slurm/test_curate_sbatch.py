@@ -2,7 +2,8 @@
 hostname and slurmd per node), with secure Dask comms and lost ranks.
 
 One cluster serves the whole module. The sample job runs once across the three nodes with a worker
-SIGKILLed in the middle, and must still give the files of a ``--cluster local`` run byte for byte.
+SIGKILLed in the middle, and must still give the files of a ``--cluster local`` run byte for byte;
+so must a fuzzy dedup that loses a whole node (every process in it, slurmd included) halfway.
 Smaller jobs prove the exit codes, the scaling script, and that losing the scheduler or the job rank
 stops every rank quickly and that re-submitting resumes.
 """
@@ -10,6 +11,7 @@ stops every rank quickly and that re-submitting resumes.
 from __future__ import annotations
 
 import os
+import random
 import re
 import signal
 import subprocess
@@ -156,6 +158,84 @@ def test_sample_on_three_nodes_secure_and_survives_a_killed_worker(mini, tmp_pat
     assert final.name.endswith("tokenize") and (final / "_SUCCESS").exists()
     verify = subprocess.run([*CURATE, "verify", str(final)], cwd=ROOT, capture_output=True, text=True)
     assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert_same_outputs(local, out)
+
+
+def near_duplicate_corpus(folder, files=6, docs=500, seed=7):
+    """Documents of random words over several files; about one in seven is an earlier document (of
+    any file) with one word changed: a near duplicate (5-word shingles, Jaccard about 0.85)."""
+    rng = random.Random(seed)
+    vocab = [f"w{i}" for i in range(3000)]
+    texts = []
+    for f in range(files):
+        rows = []
+        for i in range(docs):
+            if texts and rng.random() < 0.15:
+                words = rng.choice(texts).split()
+                words[rng.randrange(len(words))] = rng.choice(vocab)
+            else:
+                words = [rng.choice(vocab) for _ in range(rng.randint(60, 100))]
+            texts.append(" ".join(words))
+            rows.append({"id": f"{f}-{i}", "text": texts[-1]})
+        write_jsonl(folder / f"{f:02d}.jsonl", rows)
+
+
+def test_fuzzy_dedup_survives_losing_a_whole_worker_node(mini, tmp_path):
+    near_duplicate_corpus(tmp_path / "data")
+    job = tmp_path / "job.yaml"
+    # fuzzy_dedup's defaults, the false-positive check among them
+    job.write_text(f"input: {tmp_path / 'data'}/*.jsonl\nstages: [fuzzy_dedup]\n")
+    local, local_log = tmp_path / "local", tmp_path / "local.log"
+    # the run without the loss, on the machine while the cluster job runs (a file, not a pipe,
+    # takes its output: a full pipe would stall it)
+    with open(local_log, "w") as f:
+        baseline = subprocess.Popen([*CURATE, "run", str(job), "--output", str(local), "--cluster", "local"],
+                                    cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+
+    try:
+        out, log = tmp_path / "out", tmp_path / "job.log"
+        # two ranks per node in rank order: scheduler and job on one node, only workers on the others
+        job_id = mini.sbatch("-N", "3", "--ntasks-per-node=2", "--distribution=block", "--overcommit",
+                             f"--output={log}", "slurm/curate.sbatch", str(job), str(out))
+        wait_for_line(log, r"stage fuzzy_dedup:", job_id, mini)
+        ranks = mini.rank_pids(job_id)
+        assert sorted(ranks) == [0, 1, 2, 3, 4, 5], ranks
+        where = {rank: mini.node_of(pid) for rank, pid in ranks.items()}
+        victim = max(set(where.values()) - {where[0], where[1]})
+        lost = sorted(r for r, n in where.items() if n == victim)
+        assert lost and min(lost) >= 2, where
+
+        # in the middle: the first step has begun writing and the stage is not done
+        work = out / "01-fuzzy_dedup" / "_work" / "signatures"
+        deadline = time.time() + 300
+        while not work.exists():
+            assert time.time() < deadline and mini.state(job_id).get("JobState") == "RUNNING", log.read_text()[-3000:]
+            time.sleep(0.1)
+        killed = time.time()
+        try:
+            mini.kill_node(victim)
+            # SLURM declares a silent node DOWN after SlurmdTimeout (30 s here, 300 s by default), then
+            # removes it from the job and ends what ran there; declaring it now takes that same path
+            # while the job surely still runs, without the wait
+            mini.run("scontrol", "update", f"nodename={victim}", "state=down", "reason=curate test: node lost")
+            assert not (out / "01-fuzzy_dedup" / "_SUCCESS").exists(), "the stage ended before the node was lost"
+            state = mini.wait(job_id, timeout=300)
+            took = time.time() - killed
+        finally:
+            mini.start_node(victim)
+        print(f"{victim} (ranks {lost}) lost: job over {took:.1f}s later")
+        text = log.read_text()
+        assert state["JobState"] == "COMPLETED" and state["ExitCode"] == "0:0", f"{state}\n{text[-4000:]}"
+        assert f"Node failure on {victim}" in text and "finished with exit code 0" in text, text[-4000:]
+        # the false-positive check ran, and near duplicates went
+        assert "step verified:" in text and "fuzzy_duplicate=" in text, text[-4000:]
+        assert not any(os.path.exists(f"/proc/{ranks[r]}") for r in lost)
+        assert baseline.wait(timeout=600) == 0, local_log.read_text()[-3000:]
+    finally:
+        if baseline.poll() is None:
+            # a failed check must not leave the baseline's cluster running: its own process group
+            os.killpg(baseline.pid, signal.SIGKILL)
+            baseline.wait()
     assert_same_outputs(local, out)
 
 
