@@ -10,19 +10,16 @@ implement ``score_texts(texts)``: vectorised over a :class:`~curate.stages.filte
 batch of documents and the pieces filters share (``texts.py``). ``score(text)`` is that same code on
 a batch of one, so the two can never disagree.
 
-:class:`ScoreFilter` applies a chain: every filter scores every document (vectorised filters are
-cheap; filters that call a model per document, ``expensive = True``, only score documents that are
-still kept), a document is dropped with the reason of the *first* filter in chain order that
-rejects it, and with ``keep_scores`` each filter's score lands in a ``score_<reason>`` column.
-:meth:`ScoreFilter.tag` is the other half of ``tag``/``select`` (``modules/tag.py``): every filter
-scores every document, nothing is dropped.
+:class:`ScoreFilter` (``apply.py``) applies a chain: a document is dropped with the reason of the
+*first* filter in chain order that rejects it; :meth:`ScoreFilter.tag` scores and drops nothing.
 
 A document with nothing to measure (empty, or whitespace only) never divides by zero: each filter
 gives it a fixed score, for ratio filters one that rejects it (as NeMo Curator does).
 
-This module keeps the protocol; what filters measure lives beside it, in ``texts`` (:class:`Texts`,
-:class:`Pieces`, ``to_arrow``, ``ratio``), and every name stays importable from here, where every
-filter imports it.
+This module keeps the protocol and the chain read from YAML; the rest lives beside it, one concern
+a module, and every name stays importable from here, where filters, stages and tests import it:
+``texts`` (what filters measure: :class:`Texts`, :class:`Pieces`, ``to_arrow``, ``ratio``) and
+``apply`` (:class:`ScoreFilter`, ``with_columns``, ``BATCH_BYTES``).
 """
 
 from __future__ import annotations
@@ -35,8 +32,13 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-from curate.stages.dataset import INTERNAL, STRING, mark_dropped
+from curate.stages.dataset import STRING
 from curate.stages.errors import SettingsError
+from curate.stages.filters.apply import (
+    BATCH_BYTES as BATCH_BYTES,
+    ScoreFilter as ScoreFilter,
+    with_columns as with_columns,
+)
 from curate.stages.filters.texts import (
     Pieces as Pieces,
     Texts,
@@ -48,8 +50,6 @@ from curate.stages.stage import check_range, settings_from_mapping
 SCORE_PREFIX = "score_"
 #: ``tag``'s column for the decision of a filter that does not decide by threshold alone
 KEEP_PREFIX = "keep_"
-#: a batch of about this many bytes of text is featurised at once (bounds the flat word arrays)
-BATCH_BYTES = 32 * 1024 * 1024
 
 
 # --------------------------------------------------------------------------- the filter protocol
@@ -220,105 +220,6 @@ def build_chain(specs) -> list[Filter]:
         hints = {f.name for f in dataclasses.fields(cls) if f.init}
         out.append(cls(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in params.items() if k in hints}))
     return out
-
-
-# --------------------------------------------------------------------------- applying a chain
-
-
-class ScoreFilter:
-    """Applies a chain of filters to a frame: scores, drop reasons, optional score columns."""
-
-    def __init__(self, filters: list[Filter], keep_scores: bool = False, batch_bytes: int = BATCH_BYTES):
-        if not filters:
-            raise SettingsError("a filter chain needs at least one filter")
-        self.filters = list(filters)
-        self.keep_scores = keep_scores
-        self.batch_bytes = batch_bytes
-
-    def batches(self, df: pd.DataFrame) -> list[slice]:
-        """Row ranges of about ``batch_bytes`` of text each (a huge document gets a batch of its own)."""
-        if len(df) == 0:
-            return [slice(0, 0)]
-        sizes = df["text"].str.len().fillna(0).to_numpy(dtype=np.int64)
-        ends = np.cumsum(sizes)
-        cuts, start, base = [], 0, 0
-        while start < len(df):
-            stop = int(np.searchsorted(ends, base + self.batch_bytes, side="right"))
-            stop = max(stop, start + 1)
-            cuts.append(slice(start, stop))
-            base = ends[stop - 1]
-            start = stop
-        return cuts
-
-    def evaluate(self, df: pd.DataFrame, every: bool = False) -> tuple[dict, dict, dict]:
-        """(scores, keeps, tags) of a frame: per filter reason its float64 scores and its own keep
-        decisions, and the extra columns filters tag documents with (``language``, ``license``).
-
-        ``every=False`` (filter): an expensive filter scores only the documents every earlier filter
-        kept; the others get NaN and count as kept by it. ``every=True`` (tag): every filter scores
-        every document. Scores do not depend on which other documents are scored with them, so a
-        document's scores by the filters up to the first one rejecting it are the same either way."""
-        n = len(df)
-        scores = {f.reason: np.full(n, np.nan) for f in self.filters}
-        keeps = {f.reason: np.ones(n, dtype=bool) for f in self.filters}
-        notes: dict[str, list] = {}
-        for sl in self.batches(df):
-            part = df.iloc[sl]
-            texts = Texts(part["text"])
-            alive = np.ones(len(part), dtype=bool)
-            for f in self.filters:
-                if f.expensive and not every and not alive.all():
-                    rows = np.flatnonzero(alive)
-                    sub = part.iloc[rows]
-                    s_sub, extra = f.evaluate(sub, Texts(sub["text"]))
-                    s_sub = np.asarray(s_sub, dtype=np.float64)
-                    s = np.full(len(part), np.nan)
-                    s[rows] = s_sub
-                    k = np.ones(len(part), dtype=bool)
-                    # the filter's own tags (the language it identified) are part of its decision
-                    k[rows] = f.keep_frame(s_sub, sub.assign(**extra) if extra else sub)
-                    extra = {c: v.reindex(part.index) for c, v in extra.items()}
-                else:
-                    s, extra = f.evaluate(part, texts)
-                    s = np.asarray(s, dtype=np.float64)
-                    k = np.asarray(f.keep_frame(s, part.assign(**extra) if extra else part), dtype=bool)
-                scores[f.reason][sl] = s
-                keeps[f.reason][sl] = k
-                alive &= k
-                for col, values in extra.items():
-                    notes.setdefault(col, []).append(values)
-        tags = {col: pd.concat(parts) if parts else pd.Series([], dtype=STRING) for col, parts in notes.items()}
-        return scores, keeps, tags
-
-    def apply(self, df: pd.DataFrame) -> pd.DataFrame:
-        scores, keeps, added = self.evaluate(df)
-        out = df
-        for f in self.filters:  # chain order: a document gets the reason of the first filter rejecting it
-            out = mark_dropped(out, ~keeps[f.reason], f.reason)
-        if self.keep_scores:
-            for f in self.filters:
-                added[f.score_column] = pd.Series(scores[f.reason], index=df.index, dtype="float64")
-        return with_columns(out, added)
-
-    def tag(self, df: pd.DataFrame) -> pd.DataFrame:
-        """``df`` with every filter's score column (and, for a filter deciding by more than a
-        threshold, its ``keep_<reason>`` decision), every document scored by every filter, none dropped."""
-        scores, keeps, added = self.evaluate(df, every=True)
-        for f in self.filters:
-            added[f.score_column] = pd.Series(scores[f.reason], index=df.index, dtype="float64")
-            if not f.threshold_decides:
-                added[f.decision_column] = pd.Series(keeps[f.reason], index=df.index, dtype="bool")
-        return with_columns(df, added)
-
-
-def with_columns(df: pd.DataFrame, added: dict[str, pd.Series]) -> pd.DataFrame:
-    """``df`` with the ``added`` columns (aligned by position) before the internal ones; a column
-    already there is replaced where it is."""
-    if not added:
-        return df
-    reason_cols = [c for c in INTERNAL if c in df.columns]
-    body = df.drop(columns=reason_cols).assign(**{c: v.set_axis(df.index) for c, v in added.items()})
-    return pd.concat([body, df[reason_cols]], axis=1)
 
 
 def resolve_path(path: str, where: str) -> str:
