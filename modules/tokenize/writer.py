@@ -54,14 +54,14 @@ machines. ``SPLIT_SEED`` is ``xxh64(b"curate-split", seed 0)``, a fixed constant
 the ``shuffle`` stage's seeds (0 by default): with the same seed the held-out documents would be
 exactly those with the smallest shuffle keys, i.e. the first shuffle partition(s).
 
-The splits and the leakage between them live beside this module, in ``splits``; every name stays
-importable from here, where the tests import it.
+What needs no files lives beside this module, one concern a module, and every name stays importable
+from here, where the tests import it: ``splits`` (the sets and the leakage between them) and
+``framing`` (a batch of token lists as range-checked Megatron sequences).
 """
 
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import logging
 import re
@@ -75,6 +75,7 @@ from curate.stages.errors import DataError, SettingsError
 from curate.stages.output import Output
 from curate.stages.stage import REASON, Stage, check_range
 from curate.stages.tokenize import docs, megatron
+from curate.stages.tokenize.framing import TokenRangeError, frame_documents
 from curate.stages.tokenize.load import HubSnapshot
 from curate.stages.tokenize.splits import (
     LEAKAGE,
@@ -142,58 +143,6 @@ class TokenizeSettings:
             raise SettingsError("hold_out_leakage needs --split: it keeps the held-out sets' duplicates out of train")
         if not 0 < self.leakage_threshold <= 1:
             raise SettingsError(f"leakage_threshold must be in (0, 1]; got {self.leakage_threshold!r}")
-
-
-# --------------------------------------------------------------------------- pure parts
-
-
-class TokenRangeError(ValueError):
-    """A token id that does not fit: ``document`` is its position in the batch."""
-
-    def __init__(self, document: int, detail: str):
-        super().__init__(f"document {document}: {detail}")
-        self.document = document
-        self.detail = detail
-
-
-def frame_documents(lists, dtype, vocab_size: int, eod_id: int | None = None, bos_id: int | None = None,
-                    keep_empty: bool = False):
-    """Token sequences of a batch (lists or integer arrays) -> (tokens as ``dtype``, one length per
-    non-empty document, mask of the empty documents).
-
-    Each non-empty document becomes ``[bos] ids [eod]``. With ``keep_empty`` an empty document is a
-    sequence too (``[bos] [eod]``, possibly of length 0) and none is reported empty. Raises :class:`TokenRangeError` when an
-    id is negative, ``>= vocab_size`` or does not fit ``dtype``: never a silent wrap-around.
-    """
-    dtype = np.dtype(dtype)
-    raw = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
-    if len(lists) and all(isinstance(x, np.ndarray) for x in lists):
-        flat = np.concatenate(lists)
-    else:
-        flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=int(raw.sum()))
-    limit = min(vocab_size, int(np.iinfo(dtype).max) + 1)
-    if len(flat) and (int(flat.max()) >= limit or int(flat.min()) < 0):
-        pos = int(np.argmax((flat >= limit) | (flat < 0)))
-        doc = int(np.searchsorted(np.cumsum(raw), pos, side="right"))
-        raise TokenRangeError(doc, f"token id {int(flat[pos])} is outside [0, {limit}) "
-                                   f"(vocabulary size {vocab_size}, dtype {dtype})")
-    empty = raw == 0 if not keep_empty else np.zeros(len(raw), dtype=bool)
-    extra = (bos_id is not None) + (eod_id is not None)
-    lengths = raw[~empty] + extra
-    if extra == 0:
-        return flat.astype(dtype), lengths, empty
-    out = np.empty(int(lengths.sum()), dtype=dtype)
-    ends = np.cumsum(lengths)
-    starts = ends - lengths
-    content = np.ones(len(out), dtype=bool)
-    if bos_id is not None:
-        out[starts] = bos_id
-        content[starts] = False
-    if eod_id is not None:
-        out[ends - 1] = eod_id
-        content[ends - 1] = False
-    out[content] = flat
-    return out, lengths, empty
 
 
 # --------------------------------------------------------------------------- one partition
