@@ -39,9 +39,10 @@
 
 :mod:`curate.stages.download.stream` reads a URL as a file object with the same policy, without landing it.
 
-The policy both share (options, errors, the pace of an attempt, backoff, the slots) lives in
-:mod:`curate.stages.download.retry`; every name stays importable from here, where stream, base, the
-benches and the tests import it.
+What both share lives beside this module, one concern a module, and every name stays importable
+from here, where stream, base, the benches and the tests import it: ``retry`` (the policy: options,
+errors, the pace of an attempt, backoff, the slots) and ``sidecar`` (the ``.url`` sidecar that makes
+a raw file curate's).
 
 Bytes are saved as served (``Accept-Encoding: identity``, no transparent decompression): a
 ``.warc.gz`` stays gzip.
@@ -54,7 +55,6 @@ import hashlib
 import logging
 import os
 import re
-import threading
 import time
 from dataclasses import dataclass
 
@@ -71,16 +71,23 @@ from curate.stages.download.retry import (
     describe as describe,
     read_some,
 )
-from curate.stages.errors import DataError, SettingsError
-from curate.stages.output import RAW_SIDECAR, remove_raw
+from curate.stages.download.sidecar import (
+    SOURCE_SUFFIX as SOURCE_SUFFIX,
+    ForeignFile as ForeignFile,
+    _write_source,
+    check_not_foreign,
+    foreign_files as foreign_files,
+    remove_download as remove_download,
+    source_url,
+)
+from curate.stages.errors import DataError
+from curate.stages.output import remove_raw
 from curate.stages.secrets import redact_url
 
 log = logging.getLogger("curate.download")
 
 _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
 _UNSATISFIED_RANGE = re.compile(r"bytes\s+\*/(\d+)")
-#: sidecar beside a download naming its URL: ``<dest>.url``
-SOURCE_SUFFIX = RAW_SIDECAR
 
 
 @dataclass(frozen=True)
@@ -92,10 +99,6 @@ class DownloadResult:
     bytes: int
     attempts: int
     seconds: float
-
-
-class ForeignFile(SettingsError):
-    """A file where a download would go that curate did not download (no sidecar): left alone."""
 
 
 # --------------------------------------------------------------------------- entry point
@@ -141,49 +144,6 @@ def download(url: str, dest: str, options: DownloadOptions | None = None, *, exp
         raise DownloadError(f"{shown}: SHA-1 differs from the listing's {sha1} (corrupt download, removed)")
     os.replace(part, dest)
     return DownloadResult(url, dest, status, size, attempts, round(time.monotonic() - started, 3))
-
-
-def check_not_foreign(dest: str) -> None:
-    """Refuse (:class:`ForeignFile`) when ``dest`` or its ``.part`` exists without a sidecar: curate
-    did not download it, so it is the user's and stays untouched."""
-    for path in (dest, dest + ".part"):
-        if os.path.exists(path) and not os.path.exists(dest + SOURCE_SUFFIX):
-            raise ForeignFile(f"{path}: not downloaded by curate (no {SOURCE_SUFFIX} sidecar); "
-                              "curate never overwrites or deletes it: move it or choose another --raw-dir")
-
-
-def foreign_files(folder: str, names) -> list[str]:
-    """The files among ``names`` (and their ``.part``) in ``folder`` that curate did not download."""
-    found = []
-    for name in names:
-        dest = os.path.join(folder, name)
-        if os.path.exists(dest + SOURCE_SUFFIX):
-            continue
-        found += [p for p in (dest, dest + ".part") if os.path.lexists(p)]
-    return found
-
-
-def source_url(dest: str) -> str | None:
-    """The (redacted) URL whose bytes are at ``dest`` (or ``dest.part``), from its sidecar; None if unknown."""
-    try:
-        with open(dest + SOURCE_SUFFIX, encoding="utf-8") as f:
-            return f.read().strip() or None
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
-def _write_source(dest: str, url: str) -> None:
-    tmp = f"{dest}{SOURCE_SUFFIX}.tmp-{os.getpid()}-{threading.get_ident()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(redact_url(url) + "\n")
-    os.replace(tmp, dest + SOURCE_SUFFIX)
-
-
-def remove_download(dest: str) -> None:
-    """Delete a downloaded file and its sidecar (either may be missing)."""
-    for path in (dest, dest + SOURCE_SUFFIX):  # the sidecar last: it is what makes the file curate's
-        if os.path.exists(path):
-            remove_raw(path, dest)
 
 
 def _sha1(path: str) -> str:
