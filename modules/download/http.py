@@ -39,6 +39,11 @@
 
 :mod:`curate.stages.download.stream` reads a URL as a file object with the same policy, without landing it.
 
+What both share lives beside this module, one concern a module, and every name stays importable
+from here, where stream, base, the benches and the tests import it: ``retry`` (the policy: options,
+errors, the pace of an attempt, backoff, the slots) and ``sidecar`` (the ``.url`` sidecar that makes
+a raw file curate's).
+
 Bytes are saved as served (``Accept-Encoding: identity``, no transparent decompression): a
 ``.warc.gz`` stays gzip.
 """
@@ -50,44 +55,39 @@ import hashlib
 import logging
 import os
 import re
-import threading
 import time
 from dataclasses import dataclass
 
-from curate.stages.errors import DataError, SettingsError
-from curate.stages.output import RAW_SIDECAR, remove_raw
+from curate.stages.download.retry import (
+    RETRY_STATUS,
+    DownloadError,
+    DownloadOptions,
+    Pace,
+    TransientDownloadError as TransientDownloadError,
+    _slot,
+    _Slow,
+    _Transient,
+    _wait,
+    describe as describe,
+    read_some,
+)
+from curate.stages.download.sidecar import (
+    SOURCE_SUFFIX as SOURCE_SUFFIX,
+    ForeignFile as ForeignFile,
+    _write_source,
+    check_not_foreign,
+    foreign_files as foreign_files,
+    remove_download as remove_download,
+    source_url,
+)
+from curate.stages.errors import DataError
+from curate.stages.output import remove_raw
 from curate.stages.secrets import redact_url
 
 log = logging.getLogger("curate.download")
 
-#: answers worth retrying: the server or something in between is overloaded or broken for now
-RETRY_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504, 509, 520, 521, 522, 523, 524})
 _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
 _UNSATISFIED_RANGE = re.compile(r"bytes\s+\*/(\d+)")
-#: sidecar beside a download naming its URL: ``<dest>.url``
-SOURCE_SUFFIX = RAW_SIDECAR
-
-
-@dataclass(frozen=True)
-class DownloadOptions:
-    retries: int = 5
-    #: seconds before the first retry; doubled at each further failure, capped by max_backoff
-    backoff: float = 1.0
-    max_backoff: float = 60.0
-    #: seconds to connect, and between two reads
-    timeout: float = 60.0
-    chunk_bytes: int = 1 << 20
-    #: one ranged GET when streaming from S3 (each is a request; the block is held in memory)
-    s3_block_bytes: int = 8 << 20
-    #: downloads or streams at once per process (per Dask worker)
-    max_inflight: int = 4
-    #: seconds one attempt at a file may last (0: no limit); then it fails and is resumed
-    deadline: float = 3600.0
-    #: bytes per second below which an attempt fails (0: no limit), averaged over rate_window seconds
-    min_rate: int = 1024
-    rate_window: float = 30.0
-    requester_pays: bool = False
-    s3_endpoint_url: str = ""
 
 
 @dataclass(frozen=True)
@@ -99,73 +99,6 @@ class DownloadResult:
     bytes: int
     attempts: int
     seconds: float
-
-
-class DownloadError(DataError):
-    """A URL that could not be downloaded (a permanent error, or retries exhausted)."""
-
-
-class TransientDownloadError(DownloadError):
-    """A download that failed for reasons that may pass (the retries ran out on connection errors,
-    timeouts, 408/429/5xx, transfers cut short; the file changed while it streamed): a rerun tries
-    it again, where a permanent failure (another 4xx, a bad listing) stays final."""
-
-
-class ForeignFile(SettingsError):
-    """A file where a download would go that curate did not download (no sidecar): left alone."""
-
-
-class _Transient(Exception):
-    def __init__(self, message: str, retry_after: float | None = None):
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class _Slow(_Transient):
-    """An attempt over the deadline or under the minimum rate: counts as a failure even after progress."""
-
-
-class Pace:
-    """Enforces ``deadline`` and ``min_rate`` on one attempt; call :meth:`add` after every read."""
-
-    def __init__(self, options: DownloadOptions):
-        self.options = options
-        self.started = self.window_start = time.monotonic()
-        self.window_bytes = 0
-
-    def add(self, n: int) -> None:
-        o = self.options
-        now = time.monotonic()
-        if o.deadline and now - self.started > o.deadline:
-            raise _Slow(f"attempt exceeded the deadline of {o.deadline:g}s")
-        self.window_bytes += n
-        elapsed = now - self.window_start
-        if o.min_rate and elapsed >= o.rate_window:
-            rate = self.window_bytes / elapsed
-            if rate < o.min_rate:
-                raise _Slow(f"transfer rate {rate:.0f} B/s below the minimum of {o.min_rate} B/s")
-            self.window_start, self.window_bytes = now, 0
-
-
-def read_some(raw, amt: int, decode: bool = False) -> bytes:
-    """Up to ``amt`` bytes as soon as any arrived (urllib3's read1), so a trickle cannot block a
-    read for long and the pace checks run between reads. ``decode``: undo a Content-Encoding
-    (small documents only; raw files are kept as served)."""
-    read1 = getattr(raw, "read1", None)
-    return read1(amt, decode_content=decode) if read1 is not None else raw.read(amt, decode_content=decode)
-
-
-# --------------------------------------------------------------------------- concurrency slots
-
-_SLOTS: dict[int, threading.BoundedSemaphore] = {}
-_SLOTS_LOCK = threading.Lock()
-
-
-def _slot(limit: int) -> threading.BoundedSemaphore:
-    with _SLOTS_LOCK:
-        if limit not in _SLOTS:
-            _SLOTS[limit] = threading.BoundedSemaphore(limit)
-        return _SLOTS[limit]
 
 
 # --------------------------------------------------------------------------- entry point
@@ -213,49 +146,6 @@ def download(url: str, dest: str, options: DownloadOptions | None = None, *, exp
     return DownloadResult(url, dest, status, size, attempts, round(time.monotonic() - started, 3))
 
 
-def check_not_foreign(dest: str) -> None:
-    """Refuse (:class:`ForeignFile`) when ``dest`` or its ``.part`` exists without a sidecar: curate
-    did not download it, so it is the user's and stays untouched."""
-    for path in (dest, dest + ".part"):
-        if os.path.exists(path) and not os.path.exists(dest + SOURCE_SUFFIX):
-            raise ForeignFile(f"{path}: not downloaded by curate (no {SOURCE_SUFFIX} sidecar); "
-                              "curate never overwrites or deletes it: move it or choose another --raw-dir")
-
-
-def foreign_files(folder: str, names) -> list[str]:
-    """The files among ``names`` (and their ``.part``) in ``folder`` that curate did not download."""
-    found = []
-    for name in names:
-        dest = os.path.join(folder, name)
-        if os.path.exists(dest + SOURCE_SUFFIX):
-            continue
-        found += [p for p in (dest, dest + ".part") if os.path.lexists(p)]
-    return found
-
-
-def source_url(dest: str) -> str | None:
-    """The (redacted) URL whose bytes are at ``dest`` (or ``dest.part``), from its sidecar; None if unknown."""
-    try:
-        with open(dest + SOURCE_SUFFIX, encoding="utf-8") as f:
-            return f.read().strip() or None
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
-def _write_source(dest: str, url: str) -> None:
-    tmp = f"{dest}{SOURCE_SUFFIX}.tmp-{os.getpid()}-{threading.get_ident()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(redact_url(url) + "\n")
-    os.replace(tmp, dest + SOURCE_SUFFIX)
-
-
-def remove_download(dest: str) -> None:
-    """Delete a downloaded file and its sidecar (either may be missing)."""
-    for path in (dest, dest + SOURCE_SUFFIX):  # the sidecar last: it is what makes the file curate's
-        if os.path.exists(path):
-            remove_raw(path, dest)
-
-
 def _sha1(path: str) -> str:
     h = hashlib.sha1()
     with open(path, "rb") as f:
@@ -266,32 +156,6 @@ def _sha1(path: str) -> str:
 
 def _size(path: str) -> int:
     return os.path.getsize(path) if os.path.exists(path) else 0
-
-
-_ERRNO = re.compile(r"\[Errno -?\d+\][^'\")]*")
-
-
-def describe(error: Exception) -> str:
-    """A short account of a network error (requests nests urllib3's long messages in its own)."""
-    text = redact_url(str(error))
-    m = _ERRNO.search(text)
-    if m:
-        return f"connection failed: {m.group(0).strip()}"
-    if "timed out" in text.lower():
-        return "timed out"
-    return text
-
-
-def _wait(url: str, failures: int, error: Exception, options: DownloadOptions) -> None:
-    url = redact_url(url)
-    if failures > options.retries:
-        raise TransientDownloadError(f"{url}: {describe(error)} (gave up after {failures} failed attempts)") from error
-    delay = min(options.max_backoff, options.backoff * 2 ** (failures - 1))
-    retry_after = getattr(error, "retry_after", None)
-    if retry_after is not None:
-        delay = min(options.max_backoff, max(delay, retry_after))
-    log.warning("%s: %s; retry %d/%d in %.1fs", url, describe(error), failures, options.retries, delay)
-    time.sleep(delay)
 
 
 # --------------------------------------------------------------------------- HTTP

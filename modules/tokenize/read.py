@@ -184,7 +184,7 @@ def one_input(inputs, stage: str) -> str:
 
 @dataclass
 class CheckReport:
-    """What ``verify`` of a packed-rows or shards output found (``modules/pack.py``, ``modules/shards.py``).
+    """What ``verify`` of a packed-rows or shards output found (``modules/pack/checks.py``, ``shards_verify.py``).
 
     ``problems``: one line each, ``FILE: CHECK: detail``. ``summary``: lines describing a sound
     output. ``notes``: what a sound output lacks. ``first``: (what, its first tokens) to show. ``tokenizer``: the name to decode them with.

@@ -53,12 +53,15 @@ Splits (``--split validation=0.01,test=0.01``): a document goes to validation wh
 machines. ``SPLIT_SEED`` is ``xxh64(b"curate-split", seed 0)``, a fixed constant that differs from
 the ``shuffle`` stage's seeds (0 by default): with the same seed the held-out documents would be
 exactly those with the smallest shuffle keys, i.e. the first shuffle partition(s).
+
+What needs no files lives beside this module, one concern a module, and every name stays importable
+from here, where the tests import it: ``splits`` (the sets and the leakage between them) and
+``framing`` (a batch of token lists as range-checked Megatron sequences).
 """
 
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import logging
 import re
@@ -72,35 +75,24 @@ from curate.stages.errors import DataError, SettingsError
 from curate.stages.output import Output
 from curate.stages.stage import REASON, Stage, check_range
 from curate.stages.tokenize import docs, megatron
+from curate.stages.tokenize.framing import TokenRangeError, frame_documents
 from curate.stages.tokenize.load import HubSnapshot
+from curate.stages.tokenize.splits import (
+    LEAKAGE,
+    SPLIT_NAMES,
+    SPLIT_SEED as SPLIT_SEED,
+    _leaks,
+    assign_sets,
+    held_out,
+    leakage_index,
+    parse_split,
+)
 
 log = logging.getLogger(__name__)
 
-SPLIT_NAMES = ("validation", "test")  # train is what is left
-#: the reject reason of a train document that duplicates a held-out one (--hold-out-leakage)
-LEAKAGE = "leakage"
-#: seed of the split hash: xxh64(b"curate-split", seed 0). Fixed forever (changing it moves documents
-#: between train and the held-out sets); not 0, so the split is independent of ``shuffle --seed 0``
-SPLIT_SEED = 7849727821106584039
 REJECTS = "_rejects"
 PAIR_RE = re.compile(r"^(?P<prefix>.+)_(?P<index>\d{5})\.(?P<ext>bin|idx)$")
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*(_[A-Za-z0-9.-]+)*$")
-
-
-def parse_split(text: str) -> dict[str, float]:
-    """'validation=0.01,test=0.01' -> {'validation': 0.01, 'test': 0.01}."""
-    out: dict[str, float] = {}
-    for item in (s.strip() for s in str(text).split(",")):
-        if not item:
-            continue
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise SettingsError(f"split: expected NAME=FRACTION such as validation=0.01; got {item!r}")
-        try:
-            out[name.strip()] = float(value)
-        except ValueError:
-            raise SettingsError(f"split: {name.strip()} must be a fraction such as 0.01; got {value!r}") from None
-    return out
 
 
 @dataclass(frozen=True)
@@ -153,75 +145,6 @@ class TokenizeSettings:
             raise SettingsError(f"leakage_threshold must be in (0, 1]; got {self.leakage_threshold!r}")
 
 
-# --------------------------------------------------------------------------- pure parts
-
-
-class TokenRangeError(ValueError):
-    """A token id that does not fit: ``document`` is its position in the batch."""
-
-    def __init__(self, document: int, detail: str):
-        super().__init__(f"document {document}: {detail}")
-        self.document = document
-        self.detail = detail
-
-
-def frame_documents(lists, dtype, vocab_size: int, eod_id: int | None = None, bos_id: int | None = None,
-                    keep_empty: bool = False):
-    """Token sequences of a batch (lists or integer arrays) -> (tokens as ``dtype``, one length per
-    non-empty document, mask of the empty documents).
-
-    Each non-empty document becomes ``[bos] ids [eod]``. With ``keep_empty`` an empty document is a
-    sequence too (``[bos] [eod]``, possibly of length 0) and none is reported empty. Raises :class:`TokenRangeError` when an
-    id is negative, ``>= vocab_size`` or does not fit ``dtype``: never a silent wrap-around.
-    """
-    dtype = np.dtype(dtype)
-    raw = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
-    if len(lists) and all(isinstance(x, np.ndarray) for x in lists):
-        flat = np.concatenate(lists)
-    else:
-        flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64, count=int(raw.sum()))
-    limit = min(vocab_size, int(np.iinfo(dtype).max) + 1)
-    if len(flat) and (int(flat.max()) >= limit or int(flat.min()) < 0):
-        pos = int(np.argmax((flat >= limit) | (flat < 0)))
-        doc = int(np.searchsorted(np.cumsum(raw), pos, side="right"))
-        raise TokenRangeError(doc, f"token id {int(flat[pos])} is outside [0, {limit}) "
-                                   f"(vocabulary size {vocab_size}, dtype {dtype})")
-    empty = raw == 0 if not keep_empty else np.zeros(len(raw), dtype=bool)
-    extra = (bos_id is not None) + (eod_id is not None)
-    lengths = raw[~empty] + extra
-    if extra == 0:
-        return flat.astype(dtype), lengths, empty
-    out = np.empty(int(lengths.sum()), dtype=dtype)
-    ends = np.cumsum(lengths)
-    starts = ends - lengths
-    content = np.ones(len(out), dtype=bool)
-    if bos_id is not None:
-        out[starts] = bos_id
-        content[starts] = False
-    if eod_id is not None:
-        out[ends - 1] = eod_id
-        content[ends - 1] = False
-    out[content] = flat
-    return out, lengths, empty
-
-
-def assign_sets(ids: pd.Series, split: dict[str, float] | None) -> np.ndarray:
-    """Set of each document: 'train', or a held-out set by the hash of its id (see the module doc)."""
-    if not split:
-        return np.full(len(ids), "train", dtype=object)
-    from curate.stages.shuffle import hash_ids
-
-    u = (hash_ids(ids, SPLIT_SEED) >> np.uint64(11)).astype(np.float64) * 2.0**-53
-    sets = np.full(len(ids), "train", dtype=object)
-    lo = 0.0
-    for name in SPLIT_NAMES:
-        if name in split:
-            hi = lo + split[name]
-            sets[(u >= lo) & (u < hi)] = name
-            lo = hi
-    return sets
-
-
 # --------------------------------------------------------------------------- one partition
 
 
@@ -254,28 +177,6 @@ def rejects_name(unit: str, i: int, fmt: str) -> str:
 
     part = dataset.part_name(i, fmt)
     return f"{REJECTS}/{unit}-{part}" if unit else f"{REJECTS}/{part}"
-
-
-def held_out(df: pd.DataFrame, split: dict) -> pd.DataFrame:
-    """(set, id, text) of the partition's documents that go to a held-out set (``--hold-out-leakage``'s
-    first pass)."""
-    good = (df[REASON].isna() if REASON in df.columns else pd.Series(True, index=df.index)) & df["text"].notna()
-    kept = df[good.to_numpy()]
-    sets = assign_sets(kept["id"], split)
-    rows = sets != "train"
-    return pd.DataFrame({"set": sets[rows], "id": kept["id"].to_numpy()[rows].astype(str),
-                         "text": kept["text"].to_numpy()[rows].astype(str)})
-
-
-def leakage_index(frames, threshold: float):
-    """The held-out documents of every partition, indexed for :meth:`curate.stages.leakage.Index.probe`."""
-    from curate.stages.leakage import Index
-
-    index = Index(threshold)
-    for frame in frames:
-        for name, group in frame.groupby("set", sort=True):
-            index.add(str(name), group["id"].tolist(), group["text"].tolist())
-    return index
 
 
 def tokenize_partition(df: pd.DataFrame, i: int, plan: Plan, leakage=None) -> dict:
@@ -378,17 +279,6 @@ def _write_partition(df: pd.DataFrame, i: int, plan: Plan, tok, out: Output, lea
         "rejects": rejects,
         "outputs": records,
     }
-
-
-def _leaks(kept: pd.DataFrame, sets: np.ndarray, leakage) -> dict[int, str]:
-    """Position in ``kept`` -> what it duplicates (``SET:ID jaccard J``) of each train document that
-    duplicates a held-out document."""
-    train = np.flatnonzero(sets == "train")
-    ids = kept["id"].to_numpy()[train].astype(str)
-    found = {}
-    for m in leakage.probe("train", list(ids), kept["text"].to_numpy()[train].astype(str).tolist()):
-        found.setdefault(m.id_a, f"{m.split_b}:{m.id_b} jaccard {m.jaccard:.2f}")
-    return {int(p): found[i] for p, i in zip(train, ids) if i in found}
 
 
 def sidecar(kept: pd.DataFrame, positions: np.ndarray, url: bool):

@@ -1,0 +1,186 @@
+"""Every refusal a run can meet, before any cluster starts or any file is touched, and the plan.
+
+A stage run is refused for a missing input, an output that is a file or lies inside an input, a live
+lock, an output curate does not own, or a chain of stages whose columns do not fit together
+(:mod:`curate.stages.columns`). A job's plan puts stage k in ``<output>/<kk>-<stage>/`` reading stage
+k-1's output; ``curate run --dry-run`` (:func:`dry_run`) shows that plan and what a run would skip as
+up to date, with nothing started and nothing written.
+"""
+
+from __future__ import annotations
+
+import os
+
+from curate.app.job import Job, StageSpec
+from curate.stages import dataset, output as output_mod, registry
+from curate.stages.errors import SettingsError
+from curate.stages.paths import glob_paths
+from curate.stages.stage import IOSettings, fingerprint, settings_files
+
+
+def stage_dir(output: str, k: int, name: str) -> str:
+    if ":" in name:  # a user's own stage, module:Class: its folder takes the class's name
+        name = registry.get(name).name
+    return os.path.join(output, f"{k:02d}-{name}")
+
+
+def check_inputs(name: str, inputs, io: IOSettings) -> None:
+    """Fail before any cluster starts when an input is missing (SettingsError naming it)."""
+    cls = registry.get(name)
+    if not cls.takes_input:
+        return
+    if not inputs:
+        raise SettingsError(f"stage {name}: no input")
+    if cls.reads_raw_files:
+        for spec in inputs:
+            if "://" not in spec and not os.path.exists(spec) and not glob_paths(spec):
+                raise SettingsError(f"input {spec}: no such file or directory")
+    else:
+        dataset.expand_inputs(inputs, allow_incomplete=io.allow_incomplete)
+
+
+def check_output_path(output: str) -> None:
+    """An output is a folder: a regular file (or anything else) there is the user's, and refused."""
+    if "://" not in output and os.path.lexists(output) and not os.path.isdir(output):
+        raise SettingsError(f"--output {output}: exists and is not a directory")
+
+
+def stage_owner(name: str, job: str | None = None) -> dict:
+    return {"kind": "stage", "stage": name, "job": job}
+
+
+def job_owner(job: Job) -> dict:
+    return {"kind": "job", "job": job.name}
+
+
+def unit_of(name: str, settings) -> str:
+    """The ownership unit a stage writes in its directory: tokenize's --prefix, else the whole directory."""
+    prefix = getattr(settings, "prefix", "part") if name == "tokenize" else "part"
+    return "" if prefix == "part" else prefix
+
+
+def preflight_stage(name: str, settings, inputs, output: str, io: IOSettings, job: str | None = None,
+                    check_locks: bool = True) -> None:
+    """Every refusal a stage run can meet, before any cluster starts or any file is touched:
+    missing inputs, an output that is (inside) an input, a live lock, an output curate does not own
+    (the lock first: a run in progress explains its own files)."""
+    check_output_path(output)
+    check_inputs(name, inputs, io)
+    if not registry.get(name).reads_raw_files and registry.get(name).takes_input:
+        from curate.stages.dataset.input_check import check_columns
+
+        check_columns(inputs, io)
+    registry.get(name)().check(settings, tuple(inputs))
+    output_mod.check_not_input(output, inputs)
+    registry.get(name)().check_output(settings, tuple(inputs), output)
+    out = output_mod.Output.at(output, unit_of(name, settings))
+    if check_locks and not out.remote:
+        output_mod.Lock(out)._check_others()
+    output_mod.check_claim(out, stage_owner(name, job))
+
+
+def job_plan(job: Job, output: str, stop_after: int | None = None) -> list[tuple[int, StageSpec, tuple, str]]:
+    """(k, stage, inputs, output directory) of every stage the job runs."""
+    plan, previous_output = [], None
+    for k, spec in enumerate(job.stages, start=1):
+        inputs = spec.input or (job.input if k == 1 else (previous_output,))
+        out = stage_dir(output, k, spec.name)
+        plan.append((k, spec, tuple(inputs), out))
+        previous_output = out
+        if stop_after is not None and k >= stop_after:
+            break
+    return plan
+
+
+def preflight_job(job: Job, output: str, stop_after: int | None = None, check_locks: bool = True) -> None:
+    """The job's refusals before any work: the first stage's inputs, the root and every stage output."""
+    root = output_mod.Output.at(output)
+    plan = job_plan(job, output, stop_after)
+    first_inputs = plan[0][2]
+    check_output_path(output)
+    check_inputs(plan[0][1].name, first_inputs, job.io)
+    if not registry.get(plan[0][1].name).reads_raw_files and registry.get(plan[0][1].name).takes_input:
+        from curate.stages.dataset.input_check import check_columns
+
+        check_columns(first_inputs, job.io)
+    for _k, spec, inputs, out in plan:  # a stage whose inputs exist already (the first, or given its own)
+        if not any(_is_stage_dir(i, plan) for i in inputs):
+            registry.get(spec.name)().check(spec.settings, tuple(inputs))
+        registry.get(spec.name)().check_output(spec.settings, tuple(inputs), out)
+    check_columns_of(job, plan)
+    output_mod.check_not_input(output, [i for _, _, inputs, out in plan for i in inputs
+                                        if os.path.abspath(i) != os.path.abspath(out) and not _is_stage_dir(i, plan)])
+    if check_locks and not root.remote:  # first: a stage command writing a stage folder is named as such
+        output_mod.Lock(root)._check_others()
+    output_mod.check_claim(root, job_owner(job))
+    for _k, spec, _inputs, out in plan:
+        output_mod.check_claim(output_mod.Output.at(out, unit_of(spec.name, spec.settings)),
+                               stage_owner(spec.name, job.name))
+
+
+def check_columns_of(job: Job, plan) -> None:
+    """The job's chain of stages fits together (:mod:`curate.stages.columns`): a stage needing a column
+    that neither the input nor an earlier stage provides is refused before any work."""
+    from curate.stages.columns import check_chain, input_columns
+
+    k0, first, inputs, _out = plan[0]
+    schema = None
+    if not registry.get(first.name).reads_raw_files and registry.get(first.name).takes_input and \
+            not any(_is_stage_dir(i, plan) for i in inputs):
+        schema = input_columns(inputs)
+        if schema is not None and (job.io.text_field, job.io.id_field) != ("text", "id"):
+            schema |= {"text", "id"}  # the reader renames them
+    steps = [(f"job file {job.source}: stage {k} ({spec.name})", registry.get(spec.name), spec.settings)
+             for k, spec, _i, _o in plan]
+    check_chain(steps, schema)
+
+
+def stage_io(io: IOSettings, inputs, plan) -> IOSettings:
+    """The input/output settings of a job's stage: the job's, but a stage reading an earlier stage's
+    output reads curate's own columns (``text``, ``id``), whatever the job's input called them."""
+    import dataclasses
+
+    if any(_is_stage_dir(i, plan) for i in inputs) and (io.text_field, io.id_field) != ("text", "id"):
+        return dataclasses.replace(io, text_field="text", id_field="id")
+    return io
+
+
+def _is_stage_dir(path: str, plan) -> bool:
+    return any(os.path.abspath(path) == os.path.abspath(out) for _, _, _, out in plan)
+
+
+def dry_run(job: Job, output: str, stop_after: int | None = None, force: bool = False) -> str:
+    """``curate run --dry-run``: every refusal of a real run (settings were checked when the job was
+    loaded), then the plan as a table: each stage, its inputs and whether a run would do it or skip it
+    as up to date. No cluster, nothing written. A stage after one that reruns is judged by the
+    fingerprint that stage will have, so the plan says what the run will really do."""
+    preflight_job(job, output, stop_after)
+    planned: dict[str, str] = {}  # stage folder -> the fingerprint its output will have
+    rows = [("#", "stage", "folder", "input", "plan")]
+    stages = job_plan(job, output, stop_after)
+    for k, spec, inputs, out in stages:
+        identity = []
+        for spec_in in inputs:
+            key = os.path.abspath(spec_in)
+            identity += [{"dataset": planned[key]}] if key in planned else dataset.input_identity([spec_in], job.io.allow_incomplete)
+        fp = fingerprint(spec.name, spec.settings, identity + dataset.input_identity(settings_files(spec.settings)),
+                         stage_io(job.io, inputs, stages))
+        planned[os.path.abspath(out)] = fp
+        unit = output_mod.Output.at(out, unit_of(spec.name, spec.settings))
+        manifest = unit.manifest() if unit.exists() else None
+        if force:
+            plan = "run (--force)"
+        elif manifest is None:
+            plan = "run"
+        elif not unit.complete():
+            plan = "run (resume an unfinished output)"
+        elif manifest.get("fingerprint") == fp:
+            plan = "skip (up to date)"
+        else:
+            plan = "run (settings or inputs changed)"
+        shown_inputs = ", ".join(os.path.basename(i) if _is_stage_dir(i, job_plan(job, output)) else i for i in inputs)
+        rows.append((str(k), spec.name, os.path.basename(out), shown_inputs or "-", plan))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return f"curate: job {job.name} -> {output}: checked; nothing started, nothing written\n" + "\n".join(lines)
