@@ -37,9 +37,12 @@ Steps, each Parquet under ``OUT/_work/``:
 
 Memory: a task holds one input partition and its tokens (4 bytes a token) and window rows (16 bytes a
 window), or one shuffled partition of window rows: about 46 bytes per token of a partition at the
-peak (measured with tracemalloc: the sort of the window hashes), 15 times the partition's text, so
-``--blocksize 32MiB`` (about 11M tokens of English) keeps a task near 0.5 GB. The one exception grows with the
-corpus slowly: a first occurrence copied into every partition is fetched once per partition.
+peak (measured with tracemalloc: the sort of the window hashes), 15 times the partition's text. So
+the stage reads its input in partitions of at most ``MAX_PARTITION_BYTES`` (32 MiB, about 11M tokens
+of English: a task near 0.5 GB) whatever ``--blocksize`` says (a smaller one applies; the manifest's
+``io`` records the one used): at the default 128 MiB a worker died at ``--memory-limit 2GiB``. The one
+exception grows with the corpus slowly: a first occurrence copied into every partition is fetched
+once per partition.
 """
 
 from __future__ import annotations
@@ -56,6 +59,8 @@ from curate.stages.errors import SettingsError
 from curate.stages.stage import Stage, check_range
 
 REASON = "substring_duplicate"
+#: the largest input partition this stage reads (the module doc: memory)
+MAX_PARTITION_BYTES = 32 << 20
 STRING_DTYPE = pd.StringDtype("pyarrow")
 
 
@@ -275,6 +280,18 @@ def _final_task(inputs, i, removals_path, min_words) -> pd.DataFrame:
 # --------------------------------------------------------------------------- the stage
 
 
+def capped_partitions(ctx):
+    """``ctx`` with its ``io.blocksize`` at most MAX_PARTITION_BYTES."""
+    import dataclasses
+
+    from curate.stages.stage import parse_bytes
+
+    n = MAX_PARTITION_BYTES
+    if parse_bytes(ctx.io.blocksize, "blocksize") <= n:
+        return ctx
+    return dataclasses.replace(ctx, io=dataclasses.replace(ctx.io, blocksize=f"{n >> 20}MiB" if n % (1 << 20) == 0 else str(n)))
+
+
 class SubstringDedupStage(Stage):
     """Remove every span of at least --min-tokens tokens from all its occurrences but the first."""
 
@@ -294,6 +311,7 @@ class SubstringDedupStage(Stage):
         from curate.stages import dataset
         from curate.stages.dedup.spans import merge_stats
 
+        ctx = capped_partitions(ctx)
         ddf = dataset.read_dataset(ctx.input, ctx.io, rejects_dir=ctx.output)
         inputs = dedup.Inputs(ctx, ddf)
         nparts = len(inputs)

@@ -111,6 +111,18 @@ def test_a_span_repeated_a_thousand_times(tmp_path):
     assert manifest["dedup"]["documents_changed"] == 999
 
 
+def test_partitions_are_capped_whatever_the_blocksize(tmp_path, monkeypatch):
+    """A partition costs ~15x its text in the windows step: the stage reads at most MAX_PARTITION_BYTES
+    a partition (at --blocksize 128MiB a worker died at 2 GiB), and the result is the oracle's."""
+    monkeypatch.setattr(substrings, "MAX_PARTITION_BYTES", 4000)
+    rng = random.Random(4)
+    span = words(rng, 30)
+    docs = [(f"d{k:03d}", f"{words(rng, 8)} {span} {words(rng, 4)}") for k in range(200)]
+    manifest, _, texts = check(tmp_path, [docs[:120], docs[120:]], 25)
+    assert manifest["partitions"] > 5 and manifest["io"]["blocksize"] == "4000"
+    assert texts["d000"] == docs[0][1] and manifest["dedup"]["documents_changed"] == 199
+
+
 def test_hash_collisions_never_remove_text(tmp_path, monkeypatch):
     """With window hashes squeezed to 9 bits, hundreds of different windows share a hash: matches are
     only ever proposed by hashes, so whatever is removed must still be a true repeat."""
