@@ -37,12 +37,14 @@ Steps, each Parquet under ``OUT/_work/``:
 
 Memory: a task holds one input partition and its tokens (4 bytes a token) and window rows (16 bytes a
 window), or one shuffled partition of window rows: about 46 bytes per token of a partition at the
-peak (measured with tracemalloc: the sort of the window hashes), 15 times the partition's text. So
-the stage reads its input in partitions of at most ``MAX_PARTITION_BYTES`` (32 MiB, about 11M tokens
-of English: a task near 0.5 GB) whatever ``--blocksize`` says (a smaller one applies; the manifest's
-``io`` records the one used): at the default 128 MiB a worker died at ``--memory-limit 2GiB``. The one
-exception grows with the corpus slowly: a first occurrence copied into every partition is fetched
-once per partition.
+peak (measured with tracemalloc: the sort of the window hashes), 15 times the partition's text, and
+the ``matches`` shuffle splits a partition's first windows (20 bytes a token) several times over. So
+the stage reads its input in partitions of at most ``MAX_PARTITION_BYTES`` (8 MiB, about 2.7M tokens
+of English) whatever ``--blocksize`` says (a smaller one applies; the manifest's ``io`` records the
+one used): at the default 128 MiB a worker died at ``--memory-limit 2GiB`` on 100 MB of text, at 32
+MiB on 1 GB (in the shuffle); at 8 MiB 1 GB peaks at 1.7 GiB (``jobs/bench_dedup.py substrings``). The
+one exception grows with the corpus slowly: a first occurrence copied into every partition is
+fetched once per partition (the peak was 1.2 GiB at 100 MB of the same corpus).
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ from curate.stages.stage import Stage, check_range
 
 REASON = "substring_duplicate"
 #: the largest input partition this stage reads (the module doc: memory)
-MAX_PARTITION_BYTES = 32 << 20
+MAX_PARTITION_BYTES = 8 << 20
 STRING_DTYPE = pd.StringDtype("pyarrow")
 
 

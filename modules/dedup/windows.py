@@ -38,6 +38,10 @@ def token_tables(encoding: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return length, inside, values
 
 
+#: documents tokenized at a time (:func:`tokenize`)
+TOKENIZE_BATCH = 1000
+
+
 def tokenize(texts: list, encoding: str) -> tuple[np.ndarray, np.ndarray]:
     """(all tokens of ``texts`` as one uint32 array, offsets: document ``d``'s at ``[offsets[d],
     offsets[d+1])``). A document whose tokens do not add up to its UTF-8 bytes (it cannot happen for
@@ -46,12 +50,17 @@ def tokenize(texts: list, encoding: str) -> tuple[np.ndarray, np.ndarray]:
 
     tok = load_tokenizer(encoding)
     length = token_tables(encoding)[0]
-    seqs = tok.encode_sequences([t if isinstance(t, str) else "" for t in texts])
     out = []
-    for text, ids in zip(texts, seqs):
-        ids = np.asarray(ids, dtype=np.uint32)
-        nbytes = len(text.encode("utf-8", "surrogatepass")) if isinstance(text, str) else 0
-        out.append(ids if int(length[ids].sum()) == nbytes else ids[:0])
+    # a batch at a time: the encoder returns Python ints (about 36 bytes a token), which a whole 32 MiB
+    # partition would hold at once (~300 MB) beside its arrays
+    for b in range(0, len(texts), TOKENIZE_BATCH):
+        batch = texts[b:b + TOKENIZE_BATCH]
+        seqs = tok.encode_sequences([t if isinstance(t, str) else "" for t in batch])
+        for text, ids in zip(batch, seqs):
+            ids = np.asarray(ids, dtype=np.uint32)
+            nbytes = len(text.encode("utf-8", "surrogatepass")) if isinstance(text, str) else 0
+            out.append(ids if int(length[ids].sum()) == nbytes else ids[:0])
+        del seqs
     sizes = np.array([len(a) for a in out], dtype=np.int64)
     offsets = np.zeros(len(out) + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])
