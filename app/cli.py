@@ -373,6 +373,14 @@ def main(argv=None) -> int:
         print(f"curate: error: {type(e).__name__}: {e} (rerun with --debug for the traceback)",
               file=sys.stderr, flush=True)
         return 1
+    finally:
+        # an error's traceback can hold Arrow readers in a reference cycle; left to the interpreter's
+        # shutdown, their C++ destructors run after Arrow's thread pool is gone and the process aborts
+        # ("terminate called without an active exception", exit 134 instead of the error's code: 1 in 5
+        # refused `curate merge` runs)
+        import gc
+
+        gc.collect()
 
 
 if __name__ == "__main__":
