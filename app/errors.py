@@ -30,6 +30,7 @@ class WorkerKilled(CurateError):
         self.stage = None
         self.source = None
         self.blocksize = None
+        self.capped = False  # the stage reads partitions smaller than --blocksize (its partition_cap)
         super().__init__(self._message())
 
     @classmethod
@@ -57,12 +58,17 @@ class WorkerKilled(CurateError):
         from curate.stages import dataset, registry
         from curate.stages.settings import parse_bytes
 
+        cls = registry.get(stage)
+        cap = cls.partition_cap() if hasattr(cls, "partition_cap") else None
+        size = parse_bytes(io.blocksize, "blocksize")
         self.stage, self.blocksize = stage, io.blocksize
+        if cap is not None and cap < size:  # the stage reads smaller partitions than --blocksize says
+            size, self.blocksize, self.capped = cap, dataset.format_size(cap), True
         i = self.partition
-        if i is not None and not registry.get(stage).reads_raw_files:
+        if i is not None and not cls.reads_raw_files:
             try:
                 files = dataset.expand_named(inputs, allow_incomplete=io.allow_incomplete)
-                pieces = dataset.plan_pieces(files, parse_bytes(io.blocksize, "blocksize"))
+                pieces = dataset.plan_pieces(files, size)
             except Exception:  # presentation only: the partition number is still said
                 pieces = []
             if i < len(pieces):
@@ -81,6 +87,10 @@ class WorkerKilled(CurateError):
         src = f" (input: {self.source})" if self.source else ""
         limit = f"its memory limit of {format_size(self.memory_limit)}" if self.memory_limit else "its memory limit"
         times = {None: "", 1: " once"}.get(self.attempts, f" {self.attempts} times")
+        if self.capped:
+            return (f"{where}a worker died{times} running task {self.task}{part}{src}, most likely over {limit}; "
+                    f"this stage reads partitions of at most {self.blocksize} whatever --blocksize says: use a "
+                    "larger --memory-limit (or fewer --workers)")
         bs = f" (now {self.blocksize})" if self.blocksize else ""
         return (f"{where}a worker died{times} running task {self.task}{part}{src}, most likely over {limit}; "
                 f"use a smaller --blocksize{bs} or a larger --memory-limit (or fewer --workers)")

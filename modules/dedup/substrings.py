@@ -303,6 +303,11 @@ class SubstringDedupStage(Stage):
     help = "remove every span of --min-tokens or more tokens (default 50) from all its occurrences but the first " \
            "(Lee et al. 2022), each match verified token by token"
 
+    @staticmethod
+    def partition_cap() -> int:
+        """The largest input partition the stage reads (what an out-of-memory message names)."""
+        return MAX_PARTITION_BYTES
+
     def check(self, settings, inputs) -> None:
         win.token_tables(settings.tokenizer)  # an unknown or unloadable encoding: refused before any work
 

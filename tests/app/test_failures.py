@@ -129,3 +129,23 @@ def test_verify_unique_ids_lists_duplicates_and_exits_1(tmp_path):
     assert "  'dup': 2 documents (a.jsonl, b.jsonl)" in proc.stderr
     assert last_line(proc).endswith("1 duplicate id(s) among 102 documents (1 documents beyond the first of each)")
     no_tracebacks(proc)
+
+
+def test_a_worker_killed_in_a_stage_with_capped_partitions_names_its_partition(tmp_path):
+    """substring_dedup reads partitions of at most 8 MiB whatever --blocksize says: the message names
+    that partition's input and does not advise a smaller --blocksize, which would change nothing."""
+    from curate.app.errors import WorkerKilled
+    from curate.stages.dedup import substrings
+    from curate.stages.stage import IOSettings
+
+    src = tmp_path / "big.jsonl"
+    with open(src, "w") as f:
+        f.writelines([json.dumps({"id": str(i), "text": "w " * 5000}) + "\n" for i in range(2000)])  # 20 MB
+    cap = substrings.MAX_PARTITION_BYTES
+    e = WorkerKilled(("windows-task", 1), 2 << 30, 4).in_stage("substring_dedup", (str(src),), IOSettings())
+    line = str(e)
+    assert f"on partition 1 (input: {src} bytes {cap}-{2 * cap})" in line, line
+    assert line.endswith("this stage reads partitions of at most 8 MiB whatever --blocksize says: use a larger "
+                         "--memory-limit (or fewer --workers)"), line
+    plain = WorkerKilled(("read", 0), 2 << 30, 4).in_stage("normalize", (str(src),), IOSettings())
+    assert "use a smaller --blocksize (now 128MiB)" in str(plain)
