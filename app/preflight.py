@@ -70,6 +70,7 @@ def preflight_stage(name: str, settings, inputs, output: str, io: IOSettings, jo
         from curate.stages.dataset.input_check import check_columns
 
         check_columns(inputs, io)
+        check_reserved(inputs, io)
     registry.get(name)().check(settings, tuple(inputs))
     output_mod.check_not_input(output, inputs)
     registry.get(name)().check_output(settings, tuple(inputs), output)
@@ -105,7 +106,10 @@ def preflight_job(job: Job, output: str, stop_after: int | None = None, check_lo
         check_columns(first_inputs, job.io)
     for _k, spec, inputs, out in plan:  # a stage whose inputs exist already (the first, or given its own)
         if not any(_is_stage_dir(i, plan) for i in inputs):
-            registry.get(spec.name)().check(spec.settings, tuple(inputs))
+            cls = registry.get(spec.name)
+            if cls.takes_input and not cls.reads_raw_files:
+                check_reserved(inputs, job.io)
+            cls().check(spec.settings, tuple(inputs))
         registry.get(spec.name)().check_output(spec.settings, tuple(inputs), out)
     check_columns_of(job, plan)
     output_mod.check_not_input(output, [i for _, _, inputs, out in plan for i in inputs
@@ -116,6 +120,22 @@ def preflight_job(job: Job, output: str, stop_after: int | None = None, check_lo
     for _k, spec, _inputs, out in plan:
         output_mod.check_claim(output_mod.Output.at(out, unit_of(spec.name, spec.settings)),
                                stage_owner(spec.name, job.name))
+
+
+def check_reserved(inputs, io: IOSettings) -> None:
+    """An input with a column named like curate's own (``_reason``, ``_detail``, ``__offset``) is
+    refused before any work, naming the file and the rename (the readers refuse it too, for a key
+    that first appears after the records sampled here)."""
+    from curate.stages.dataset.checks import reserved_problem
+    from curate.stages.select.schema import input_schema
+
+    for spec in inputs:
+        try:
+            got = input_schema(str(spec))
+        except Exception:  # a missing or broken input has its own refusal, naming it
+            continue
+        if got is not None and (problem := reserved_problem(got[0], io)) is not None:
+            raise SettingsError(f"{got[1]}: reserved_column: {problem}")
 
 
 def check_columns_of(job: Job, plan) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from curate.stages.dataset.budget import format_size
+from curate.stages.dataset.contract import DETAIL, OFFSET, REASON, RESERVED
 from curate.stages.errors import DataError
 from curate.stages.settings import IOSettings
 
@@ -87,3 +88,19 @@ def _column_problem(schema, io_settings: IOSettings) -> tuple[str, str] | None:
         hint = "" if io_settings.convert_ids or not pa.types.is_integer(t) else " (--convert-ids accepts integer ids)"
         return "bad_id", f"column {idf!r} is {t}, not a string{hint}"
     return None
+
+
+def reserved_problem(names, io_settings: IOSettings) -> str | None:
+    """A message naming the input columns that are curate's own names (``RESERVED``), else None.
+
+    Taken for curate's, a user's ``_reason`` would send its documents to ``_rejects/`` and a
+    ``_detail`` or ``__offset`` would vanish, so such an input is refused rather than read. The text
+    and id fields are exempt: the reader renames them to ``text`` and ``id`` first."""
+    clash = [c for c in RESERVED if c in set(map(str, names)) and c not in (io_settings.text_field, io_settings.id_field)]
+    if not clash:
+        return None
+    cols = ", ".join(repr(c) for c in clash)
+    return (f"column{'s' if len(clash) > 1 else ''} {cols} {'are' if len(clash) > 1 else 'is'} curate's own "
+            f"({REASON!r} and {DETAIL!r} mark dropped documents, {OFFSET!r} is the reader's): rename "
+            f"{'them' if len(clash) > 1 else 'it'} in the input, e.g. {clash[0]!r} to {clash[0].strip('_') + '_in'!r}, "
+            "before curate reads it (docs/concepts/dataset.md lists the reserved names)")

@@ -19,6 +19,15 @@ DETAIL = "_detail"
 INTERNAL = (REASON, DETAIL)
 
 
+#: the readers' own column: where a record starts (JSONL byte offset, Parquet row), for generated ids
+OFFSET = "__offset"
+
+
+#: input column names that are curate's: an input column so named would be taken for curate's own
+#: (a set ``_reason`` sends the document to ``_rejects/``), so readers refuse it and name the rename
+RESERVED = (*INTERNAL, OFFSET)
+
+
 SUCCESS = "_SUCCESS"
 
 

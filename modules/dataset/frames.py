@@ -7,7 +7,7 @@ import logging
 import numpy as np
 import pandas as pd
 
-from curate.stages.dataset.contract import DETAIL, INTERNAL, REASON, STRING
+from curate.stages.dataset.contract import DETAIL, INTERNAL, OFFSET, REASON, STRING
 from curate.stages.dataset.pieces import Piece
 from curate.stages.errors import DataError
 from curate.stages.settings import IOSettings
@@ -29,7 +29,7 @@ def _with_rejects(df: pd.DataFrame, bad: list[dict]) -> pd.DataFrame:
 
 def _records_frame(records: list[dict]) -> pd.DataFrame:
     if not records:
-        return pd.DataFrame({"__offset": pd.Series([], dtype="int64")})
+        return pd.DataFrame({OFFSET: pd.Series([], dtype="int64")})
     return pd.DataFrame.from_records(records)
 
 
@@ -70,7 +70,7 @@ def _standardise(df: pd.DataFrame, piece: Piece, io_settings: IOSettings, meta: 
             df = df.drop(columns=["id"])
         rename[idf] = "id"
     df = df.rename(columns=rename)
-    offsets = df.pop("__offset") if "__offset" in df.columns else None
+    offsets = df.pop(OFFSET) if OFFSET in df.columns else None
     if offsets is None:
         offsets = pd.Series(np.arange(len(df)), index=df.index)
     generated = piece.name + ":" + offsets.astype("int64").astype(STRING)

@@ -10,7 +10,8 @@ import re
 import pandas as pd
 
 from curate.stages.dataset.budget import document_budget, format_size
-from curate.stages.dataset.checks import TooLarge, _converted, _record_problem
+from curate.stages.dataset.checks import TooLarge, _converted, _record_problem, reserved_problem
+from curate.stages.dataset.contract import OFFSET
 from curate.stages.dataset.discover import is_url, open_input
 from curate.stages.dataset.frames import _records_frame, _reject_row, _standardise, _with_rejects
 from curate.stages.dataset.pieces import Piece
@@ -155,7 +156,10 @@ def _read_jsonl_piece(piece: Piece, io_settings: IOSettings, meta) -> pd.DataFra
     for offset, index, line, rec in _iter_jsonl(piece, budget):
         problem = _record_problem(rec, io_settings)
         if problem is None:
-            good.append({**(_converted(rec, io_settings) if convert else rec), "__offset": offset})
+            if OFFSET in rec:  # would be overwritten below, unseen by the frame's check
+                raise DataError(f"{piece.path} line {line_number(index)}: reserved_column: "
+                                f"{reserved_problem([OFFSET], io_settings)}")
+            good.append({**(_converted(rec, io_settings) if convert else rec), OFFSET: offset})
             continue
         reason, msg = problem
         if reason == "too_large":
@@ -165,4 +169,9 @@ def _read_jsonl_piece(piece: Piece, io_settings: IOSettings, meta) -> pd.DataFra
             raise DataError(f"{where}: {reason}: {msg} (use --on-error skip to write such lines to _rejects/)")
         bad.append(_reject_row(f"{piece.name}:{offset}", line.decode("utf-8", errors="replace").rstrip("\n"),
                                reason, f"{where}: {msg}"))
-    return _with_rejects(_standardise(_records_frame(good), piece, io_settings, meta), bad)
+    frame = _records_frame(good)
+    # the schema check before any work sees the first records only: a reserved key further on fails here
+    reserved = reserved_problem([c for c in frame.columns if c != OFFSET], io_settings)
+    if reserved is not None:
+        raise DataError(f"{piece.path}: reserved_column: {reserved}")
+    return _with_rejects(_standardise(frame, piece, io_settings, meta), bad)

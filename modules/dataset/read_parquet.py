@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 
 from curate.stages.dataset.budget import document_budget, format_size
-from curate.stages.dataset.checks import _column_problem, _is_string_type, _one_line
-from curate.stages.dataset.contract import STRING
+from curate.stages.dataset.checks import _column_problem, _is_string_type, _one_line, reserved_problem
+from curate.stages.dataset.contract import OFFSET, STRING
 from curate.stages.dataset.frames import _records_frame, _reject_row, _standardise, _with_rejects
 from curate.stages.dataset.pieces import Piece, parquet_source
 from curate.stages.errors import DataError
@@ -75,6 +75,9 @@ def _read_parquet_piece(piece: Piece, io_settings: IOSettings, meta) -> pd.DataF
                     raise DataError(f"{where}: too_large: {msg}")
                 keep.remove(g)
                 bad.append(_reject_row(f"{piece.name}:{starts[g]}", pd.NA, "too_large", f"{where}: {msg}"))
+    reserved = reserved_problem(schema.names, io_settings)
+    if reserved is not None:  # never a reject: every row would lose or misread a column
+        raise DataError(f"{piece.path}: reserved_column: {reserved}")
     problem = _column_problem(schema, io_settings)
     if problem is not None and not skip:
         raise DataError(f"{piece.path}: {problem[0]}: {problem[1]} "
@@ -97,7 +100,7 @@ def _read_parquet_piece(piece: Piece, io_settings: IOSettings, meta) -> pd.DataF
     if idf in schema.names and not _is_string_type(schema.field(idf).type):  # integers, convert_ids
         table = table.set_column(schema.get_field_index(idf), idf, table[idf].cast(pa.string()))
     df = table.to_pandas()
-    df["__offset"] = rows
+    df[OFFSET] = rows
     # a null text stays NA, as a Parquet writer meant it (stages that need text mark it missing_text)
     return _with_rejects(_standardise(df, piece, io_settings, meta), bad)
 
