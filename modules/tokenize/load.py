@@ -213,12 +213,57 @@ def check_spec(spec: str) -> None:
         return
     path = os.path.expanduser(spec)
     if os.path.isdir(path):
+        _check_directory(spec, path)
         return
     if os.path.exists(path):
         raise SettingsError(f"tokenizer {spec}: not a directory (a tokenizer directory holds tokenizer.json, "
                             f"tokenizer_config.json, ...)")
     if _looks_like_path(spec):
         raise SettingsError(f"tokenizer {spec}: no such directory")
+
+
+#: files that hold a vocabulary (one suffices). A directory without any is loaded once to ask whether
+#: its class brings its own (ByT5's bytes): a folder with only config.json or tokenizer_config.json
+#: otherwise loads as a handful of special tokens and turns every word into [UNK], or into nothing
+_VOCABULARY_FILES = ("tokenizer.json", "vocab.json", "vocab.txt", "*.model", "*.tiktoken")
+
+
+def _check_directory(spec: str, path: str) -> None:
+    """A tokenizer directory holds a vocabulary, and its tokenizer.json is JSON: else SettingsError."""
+    import json
+
+    names = sorted(os.listdir(path))
+    file = os.path.join(path, "tokenizer.json")
+    if os.path.isfile(file):
+        try:
+            with open(file, encoding="utf-8") as f:
+                json.load(f)
+        except (OSError, ValueError) as e:
+            raise SettingsError(f"tokenizer {spec}: {file} is not a JSON tokenizer file: "
+                                f"{' '.join(str(e).split())[:200]}") from None
+        return
+    if any(fnmatch.fnmatchcase(n, p) for n in names for p in _VOCABULARY_FILES):
+        return
+    _load_hf(spec)  # no vocabulary file: only a class that needs none passes _require_vocabulary
+
+
+def _require_vocabulary(spec: str, directory: str | None, tok: HFTokenizer) -> HFTokenizer:
+    """``tok``, unless it has no entry besides its special tokens (SettingsError naming the folder
+    and the files a tokenizer needs): such a tokenizer writes [UNK] for every word, or nothing."""
+    if tok._tok is None:
+        words = tok._backend.get_vocab_size(with_added_tokens=False)
+    else:
+        special = set(tok._tok.all_special_ids)
+        words = sum(1 for i in tok._tok.get_vocab().values() if i not in special)
+    if words > 0:
+        return tok
+    where = directory or spec
+    held = ", ".join(sorted(os.listdir(directory))) if directory and os.path.isdir(directory) else ""
+    raise SettingsError(
+        f"tokenizer {spec}: no vocabulary: {where} {'holds ' + held if held else 'holds no tokenizer files'}, "
+        f"which loads as {tok.vocab_size} special token(s) only (every word would become [UNK] or nothing); "
+        "a tokenizer directory needs tokenizer.json, or its class's vocabulary files (vocab.json and "
+        "merges.txt, vocab.txt, a SentencePiece .model, a .tiktoken file)")
 
 
 def check_loadable(spec: str) -> None:
@@ -315,7 +360,7 @@ def _load_hf(spec: str) -> HFTokenizer:
         fast = _load_tokenizer_json(path)
         if fast is not None:
             backend, eod_id, bos_id = fast
-            return HFTokenizer(spec, None, os.path.abspath(path), backend, eod_id, bos_id)
+            return _require_vocabulary(spec, path, HFTokenizer(spec, None, os.path.abspath(path), backend, eod_id, bos_id))
     from transformers import AutoTokenizer
 
     if os.path.isdir(path):
@@ -323,7 +368,7 @@ def _load_hf(spec: str) -> HFTokenizer:
             tok = AutoTokenizer.from_pretrained(path)
         except Exception as e:
             raise SettingsError(f"tokenizer {spec}: cannot load a tokenizer from this directory: {e}") from e
-        return HFTokenizer(spec, tok, os.path.abspath(path))
+        return _require_vocabulary(spec, path, HFTokenizer(spec, tok, os.path.abspath(path)))
     if _looks_like_path(spec) or os.path.exists(path):
         raise SettingsError(f"tokenizer {spec}: no such directory")
     try:
@@ -336,7 +381,7 @@ def _load_hf(spec: str) -> HFTokenizer:
         except Exception as e:
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise SettingsError(f"tokenizer {spec}: cannot load from the Hugging Face hub or cache: {first}") from e
-    return HFTokenizer(spec, tok, None)
+    return _require_vocabulary(spec, None, HFTokenizer(spec, tok, None))
 
 
 #: the files of a hub repository that define a tokenizer (AutoTokenizer may read config.json for the

@@ -293,10 +293,11 @@ def read_document(bin_file, index: Index, doc: int, limit: int | None = None) ->
     return np.frombuffer(data, dtype=index.dtype.newbyteorder("<"))
 
 
-def scan_range(bin_file, dtype, vocab_size: int, chunk: int = CHUNK, hasher=None):
+def scan_range(bin_file, dtype, vocab_size: int, chunk: int = CHUNK, hasher=None, counter=None):
     """Stream a ``.bin``: (ids >= vocab_size or < 0, position of the first one or None, largest id).
 
-    ``hasher`` (e.g. ``xxhash.xxh3_128()``) sees every byte on the way: a checksum without a second read.
+    ``hasher`` (e.g. ``xxhash.xxh3_128()``) sees every byte on the way: a checksum without a second read;
+    ``counter`` (an :class:`IdCounts`) sees every chunk of ids.
     """
     dtype = np.dtype(dtype).newbyteorder("<")
     bad, first, largest, pos = 0, None, -1, 0
@@ -315,5 +316,34 @@ def scan_range(bin_file, dtype, vocab_size: int, chunk: int = CHUNK, hasher=None
                 first = pos + int(np.argmax(wrong))
             bad += n
             largest = max(largest, int(tokens.max()))
+            if counter is not None:
+                counter.update(tokens)
         pos += len(tokens)
     return bad, first, largest
+
+
+class IdCounts:
+    """How often each id occurs in a stream of chunks, for the most common one (:meth:`top`).
+
+    Ids are counted with ``np.bincount`` while they stay below ``limit`` (a vocabulary fits: 2^22
+    counters are 32 MiB); a stream with larger ids (floats, not tokens) stops being counted."""
+
+    def __init__(self, limit: int = 1 << 22):
+        self.limit, self.total, self.counts = limit, 0, np.zeros(0, dtype=np.int64)
+
+    def update(self, ids: np.ndarray) -> None:
+        if self.counts is None or not len(ids):
+            return
+        if ids.dtype.kind not in "iu" or int(ids.max()) >= self.limit or int(ids.min()) < 0:
+            self.counts = None
+            return
+        got = np.bincount(ids, minlength=len(self.counts))
+        got[:len(self.counts)] += self.counts
+        self.counts, self.total = got, self.total + len(ids)
+
+    def top(self) -> tuple[int, int, int] | None:
+        """(the most common id, its count, all ids counted), or None when nothing was counted."""
+        if self.counts is None or not self.total:
+            return None
+        i = int(np.argmax(self.counts))
+        return i, int(self.counts[i]), self.total

@@ -250,8 +250,10 @@ def check_tokens(target: Target, p: Pair, index: megatron.Index, vocab_size: int
     import xxhash
 
     hasher = xxhash.xxh3_128()
+    counter = megatron.IdCounts()
     with target.fs.open(bin_path, "rb") as f:
-        bad, first, largest = megatron.scan_range(f, index.dtype, limit, hasher=hasher)
+        bad, first, largest = megatron.scan_range(f, index.dtype, limit, hasher=hasher, counter=counter)
+    check_one_id(target, bin_path, counter.top())
     entry = target.entry(p.name)
     if entry and entry.get("bin_xxh3_128") and hasher.hexdigest() != entry["bin_xxh3_128"]:
         target.mismatches.setdefault(p.name, []).append(f"{bin_path}: checksum: XXH3-128 differs from the one recorded when it was "
@@ -265,6 +267,23 @@ def check_tokens(target: Target, p: Pair, index: megatron.Index, vocab_size: int
             f"{bin_path}: token id range: {bad} token ids {what} (first at token {first}, document {doc}; "
             f"largest id {largest})"
         )
+
+
+#: a pair this long whose most common id is more than ONE_ID_SHARE of its tokens is refused: an
+#: end-of-document id is at most half of any pair (every document has a token besides it), and the
+#: commonest word of real text is a few percent; a tokenizer without a vocabulary writes [UNK] and little else
+ONE_ID_TOKENS, ONE_ID_SHARE = 256, 0.5
+
+
+def check_one_id(target: Target, bin_path: str, top: tuple[int, int, int] | None) -> None:
+    """A problem when one id makes up most of a pair's tokens."""
+    if top is None:
+        return
+    token, count, total = top
+    if total >= ONE_ID_TOKENS and count > ONE_ID_SHARE * total:
+        target.problems.append(
+            f"{bin_path}: one id: id {token} is {count / total:.1%} of its {total} tokens (a tokenizer without a "
+            "vocabulary turns every word into [UNK]: check the tokenizer the pair was written with)")
 
 
 def check_docs(target: Target, p: Pair, index: megatron.Index) -> None:
