@@ -119,6 +119,10 @@ def check_units(units: list[Unit], request: Request) -> None:
         if u.kind in ("tokens", "pack", "shards") and not u.manifest.get("docs_columns"):
             raise SettingsError(f"{u.where}: written before document sidecars: its tokens cannot be traced to "
                                 "documents; tokenize (and pack, shards) again, then erase")
+        if u.stage == "dedup_index" and (u.manifest.get("index") or {}).get("kind") == "fuzzy":
+            raise SettingsError(f"{u.where}: a fuzzy dedup index (--save-index): erase cannot rewrite its "
+                                "MinHash signatures and shingle sets; remove the index and save it again from the "
+                                "erased outputs, or leave it out of the erase (docs/erase.md); nothing changed")
         for r in u.manifest.get("outputs") or []:
             if not _erasable(u.kind, r["path"]):
                 raise SettingsError(f"{u.out.path(r['path'])}: erase cannot rewrite this file (not a document, "
