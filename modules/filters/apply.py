@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from curate.stages.dataset import INTERNAL, STRING, mark_dropped
+from curate.stages.dataset import DETAIL, INTERNAL, REASON, STRING, mark_dropped
 from curate.stages.errors import SettingsError
 from curate.stages.filters.texts import Texts
 
@@ -78,12 +78,13 @@ class ScoreFilter:
                     s[rows] = s_sub
                     k = np.ones(len(part), dtype=bool)
                     # the filter's own tags (the language it identified) are part of its decision
-                    k[rows] = f.keep_frame(s_sub, sub.assign(**extra) if extra else sub)
+                    k[rows] = f.keep_frame(s_sub, sub.assign(**extra) if extra else sub) & ~np.isnan(s_sub)
                     extra = {c: v.reindex(part.index) for c, v in extra.items()}
                 else:
                     s, extra = f.evaluate(part, texts)
                     s = np.asarray(s, dtype=np.float64)
-                    k = np.asarray(f.keep_frame(s, part.assign(**extra) if extra else part), dtype=bool)
+                    # a NaN score (no words to average, a model without an answer) rejects: no threshold holds it
+                    k = np.asarray(f.keep_frame(s, part.assign(**extra) if extra else part), dtype=bool) & ~np.isnan(s)
                 scores[f.reason][sl] = s
                 keeps[f.reason][sl] = k
                 alive &= k
@@ -96,7 +97,10 @@ class ScoreFilter:
         scores, keeps, added = self.evaluate(df)
         out = df
         for f in self.filters:  # chain order: a document gets the reason of the first filter rejecting it
-            out = mark_dropped(out, ~keeps[f.reason], f.reason)
+            nan = ~keeps[f.reason] & np.isnan(scores[f.reason])  # a filter that did not score it keeps it
+            out = mark_dropped(out, ~keeps[f.reason] & ~nan, f.reason)
+            if nan.any():
+                out = _mark_nan(out, nan, f.reason)
         if self.keep_scores:
             for f in self.filters:
                 added[f.score_column] = pd.Series(scores[f.reason], index=df.index, dtype="float64")
@@ -111,6 +115,18 @@ class ScoreFilter:
             if not f.threshold_decides:
                 added[f.decision_column] = pd.Series(keeps[f.reason], index=df.index, dtype="bool")
         return with_columns(df, added)
+
+
+#: the reason of a document dropped because a filter's score for it is NaN (``_detail`` names the filter)
+NAN_REASON = "nan"
+
+
+def _mark_nan(df: pd.DataFrame, mask: np.ndarray, reason: str) -> pd.DataFrame:
+    """``df`` with the rows of ``mask`` not dropped yet marked ``nan``, their detail naming the filter."""
+    fresh = pd.Series(mask, index=df.index) & df[REASON].isna()
+    out = mark_dropped(df, fresh, NAN_REASON)
+    detail = out[DETAIL] if DETAIL in out.columns else pd.Series(pd.NA, index=out.index, dtype=STRING)
+    return out.assign(**{DETAIL: detail.mask(fresh, f"{reason}: the score is NaN").astype(STRING)})
 
 
 def with_columns(df: pd.DataFrame, added: dict[str, pd.Series]) -> pd.DataFrame:

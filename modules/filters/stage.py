@@ -11,7 +11,8 @@ filter rejecting it; the manifest counts them per reason and lists the filters.
 
 The manifest also holds ``score_sample``: per filter, how many documents it scored, would reject on
 its own (``rejected``, whatever the other filters decide) and is the only filter of the chain to reject
-(``only``: without it they would be kept, so a coupling between two filters shows), and a histogram (kept / rejected by that filter) of the scores of a uniform sample of at most
+(``only``: without it they would be kept, so a coupling between two filters shows), how many of
+its scores were NaN (``nan``: scored and rejected; such a document's reason is ``nan``), and a histogram (kept / rejected by that filter) of the scores of a uniform sample of at most
 :data:`SAMPLE_SIZE` documents, so ``curate report`` can draw the distributions around the thresholds
 without ``--keep-scores``. The sample is bottom-k by a hash of the id: each partition keeps its k
 smallest, the merge keeps the k smallest of those, so memory is bounded by k per task and the sample
@@ -122,17 +123,31 @@ def write_with_sample(stage, out, parts, settings, ctx, extra: dict) -> dict:
 def partition_sample(df: pd.DataFrame, chain, size: int | None = None) -> dict:
     """Counts per filter over the partition's scored documents, and the ``size`` of them with the
     smallest id hash: their scores and each filter's own decision."""
+    from curate.stages.dataset import REASON
+    from curate.stages.filters.apply import NAN_REASON
+
     size = SAMPLE_SIZE if size is None else size
     filters = build_chain(chain)
-    first = df[filters[0].score_column].to_numpy(dtype=np.float64)
-    rows = df[~np.isnan(first)]  # the first filter scores every document that reached the stage
+    if REASON in df.columns:  # the documents that reached the stage: not rejected by the reader
+        reason = df[REASON]
+        rows = df[(reason.isna() | reason.isin([*(f.reason for f in filters), NAN_REASON])).to_numpy(dtype=bool)]
+    else:
+        rows = df
     counts, bad = {}, {}
+    alive = np.ones(len(rows), dtype=bool)
     for f in filters:
         s = rows[f.score_column].to_numpy(dtype=np.float64)
-        scored = ~np.isnan(s)
+        # an expensive filter scores what every earlier filter kept (ScoreFilter.evaluate); a NaN it
+        # gave is a score, and rejects
+        scored = alive.copy() if f.expensive else np.ones(len(s), dtype=bool)
         bad[f.reason] = np.zeros(len(s), dtype=bool)
-        bad[f.reason][scored] = ~np.asarray(f.keep(s[scored]), dtype=bool)
-        counts[f.reason] = {"scored": int(scored.sum()), "rejected": int(bad[f.reason].sum())}
+        if scored.any():
+            at = np.flatnonzero(scored)
+            keep = np.asarray(f.keep_frame(s[at], rows.iloc[at]), dtype=bool) & ~np.isnan(s[at])
+            bad[f.reason][at] = ~keep
+        alive &= ~bad[f.reason]
+        counts[f.reason] = {"scored": int(scored.sum()), "rejected": int(bad[f.reason].sum()),
+                            "nan": int((scored & np.isnan(s)).sum())}
     # a filter that did not score a document (a model filter after one that rejected it) does not reject it
     rejecters = np.sum(list(bad.values()), axis=0) if bad else np.zeros(len(rows), dtype=np.int64)
     for f in filters:
@@ -147,7 +162,7 @@ def partition_sample(df: pd.DataFrame, chain, size: int | None = None) -> dict:
         has = ~np.isnan(s)
         if has.any():
             keep[has] = np.asarray(f.keep_frame(s[has], small.iloc[np.flatnonzero(has)]), dtype=bool)
-        sample[f.score_column] = s
+        sample[f.score_column] = s  # a NaN is left out of the histogram, counted in counts[...]["nan"]
         sample["keep_" + f.reason] = keep
     return {"documents": len(rows), "counts": counts, "sample": sample}
 
@@ -162,7 +177,7 @@ def merge_samples(parts: list[dict], chain, size: int | None = None, bins: int =
     out = {"documents": int(sum(p["documents"] for p in parts)), "sampled": len(sample), "bins": bins,
            "filters": {}}
     for f in filters:
-        entry = {k: int(sum(p["counts"][f.reason][k] for p in parts)) for k in ("scored", "rejected", "only")}
+        entry = {k: int(sum(p["counts"][f.reason].get(k, 0) for p in parts)) for k in ("scored", "rejected", "only", "nan")}
         if len(sample):
             s = sample[f.score_column].to_numpy(dtype=np.float64)
             keep = sample["keep_" + f.reason].to_numpy(dtype=bool)
