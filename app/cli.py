@@ -340,7 +340,12 @@ def main(argv=None) -> int:
         if not getattr(args, "handler", None):
             parser.print_help()
             return 2
-        return int(args.handler(args) or 0)
+        from curate.app import signals
+
+        with signals.handled():
+            code = int(args.handler(args) or 0)
+            signals.check()  # an interrupt a library swallowed: the run did not finish as it says
+        return code
     except NotClientRank as e:  # an MPI scheduler or worker rank: 0, or EXIT_CLUSTER_LOST
         return e.exit_code
     except CurateError as e:
@@ -350,9 +355,11 @@ def main(argv=None) -> int:
             return e.exit_code
         print(f"curate: error: {e}", file=sys.stderr, flush=True)
         return e.exit_code
-    except KeyboardInterrupt:
-        print("curate: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (app.signals): one line, the run's finally blocks ran
+        from curate.app import signals
+
+        print(signals.message(e), file=sys.stderr, flush=True)
+        return signals.exit_code(e)
     except BrokenPipeError:  # `curate report DIR | head`: the reader left; no message, as with any tool
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141

@@ -109,10 +109,16 @@ def connect(settings: ClusterSettings):
 def _local(settings: ClusterSettings):
     from distributed import Client
 
+    from curate.app import signals
+
     n = settings.workers or os.cpu_count() or 1
-    with _children_ignore_sigint():
-        cluster = _start_local(settings, n)
+    cluster = None
     try:
+        # the nannies and workers inherit the held signals: Ctrl-C to the process group or SIGTERM to
+        # every process of a SLURM step reach only this process, which stops them; a signal during
+        # the start is delivered once ``cluster`` can be closed
+        with signals.held():
+            cluster = _start_local(settings, n)
         with Client(cluster) as client:
             announce(client, f"local cluster: {n} worker(s) x {settings.threads_per_worker} thread(s), "
                              f"scheduler {client.scheduler.address} (TLS)")
@@ -121,26 +127,8 @@ def _local(settings: ClusterSettings):
         _quiet_distributed()  # the cancelled tasks and closing comms would each log a traceback
         raise
     finally:
-        _close_local(cluster)
-
-
-@contextlib.contextmanager
-def _children_ignore_sigint():
-    """Processes started within ignore SIGINT (they inherit the disposition, and Python then installs no
-    handler of its own): Ctrl-C in a terminal reaches the whole process group, and each nanny and
-    worker would print its own KeyboardInterrupt traceback. This process stops them when it is
-    interrupted, so Ctrl-C is one line and exit 130."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, before)
+        if cluster is not None:
+            _close_local(cluster)
 
 
 def _quiet_distributed() -> None:

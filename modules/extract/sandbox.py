@@ -190,7 +190,11 @@ class _Child:
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-c", "from curate.stages.extract.sandbox_child import serve; serve()"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, pass_fds=(fd,))
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, pass_fds=(fd,),
+                # its own session: a terminal's Ctrl-C to curate's process group would reach it while
+                # its interpreter starts, before it can ignore SIGINT (a "Fatal Python error" on the
+                # terminal); it ends with its parent all the same (PR_SET_PDEATHSIG)
+                start_new_session=True)
         finally:
             os.close(fd)
         self.clock = clock
