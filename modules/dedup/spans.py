@@ -260,7 +260,10 @@ def text_bytes(df: pd.DataFrame) -> int:
 def merge_stats(parts: list[dict]) -> dict:
     """The partitions' audit stats added up (histogram keys become ``"<=2^k"`` byte labels)."""
     keys = ("spans_removed", "documents_changed", "documents_dropped", "bytes_removed",
-            "bytes_dropped_with_documents", "bytes_in", "later_spans_left_whole", "short_documents_kept")
+            "bytes_dropped_with_documents", "bytes_in")
+    # what the rule kept for first occurrences: units (span dedup) or tokens (substring dedup)
+    keys += tuple(k for k in ("later_spans_left_whole", "repeated_tokens_kept", "short_documents_kept")
+                  if any(k in p for p in parts))
     out = {k: int(sum(p.get(k, 0) for p in parts)) for k in keys}
     hist: dict[int, int] = {}
     for p in parts:
