@@ -5,6 +5,9 @@ Sized the textbook way for ``capacity`` distinct items and a false-positive rate
 positions per item. After ``n`` distinct insertions the probability that an item never inserted tests
 positive is ``(1 - exp(-k n / m))^k`` (:func:`false_positive_rate`), which is ``p`` at ``n = capacity`` and
 grows beyond it; ``tests/modules/dedup/test_spans.py`` measures it on random hashes against this formula.
+The rate now is also measured from the filter itself, its share of set bits to the power ``k``
+(:meth:`BloomFilter.estimated_rate`; bits are counted as they are set): span dedup stops before a
+lookup once that passes ``--bloom-max-fp``.
 
 The ``k`` positions come from the item's 64-bit hash by double hashing (Kirsch and Mitzenmacher 2006):
 ``(h + i * g) mod m`` with ``g`` a second, odd 64-bit value mixed from ``h`` (SplitMix64's finaliser),

@@ -150,9 +150,9 @@ def split_firsts(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     later = rows["hash"].duplicated().to_numpy()
     heads = np.flatnonzero(~later)
     group = np.cumsum(~later) - 1
-    repeats = np.bincount(group, minlength=len(heads))[:len(heads)] > 1 if len(rows) else np.zeros(0, dtype=bool)
-    if "repeats" in rows.columns:
-        repeats |= np.bitwise_or.reduceat(rows["repeats"].to_numpy(dtype=bool), heads) if len(rows) else repeats
+    repeats = np.diff(np.r_[heads, len(rows)]) > 1
+    if "repeats" in rows.columns and len(rows):
+        repeats |= np.bitwise_or.reduceat(rows["repeats"].to_numpy(dtype=bool), heads)
     first_doc = rows["doc"].to_numpy()[heads[group]] if len(rows) else np.zeros(0, dtype=np.int64)
     removed = pd.DataFrame({"doc": rows["doc"].to_numpy()[later], "span": rows["span"].to_numpy()[later],
                             "first_doc": np.asarray(first_doc, dtype=np.int64)[later], "keep": False})

@@ -35,8 +35,7 @@ def oracle(docs, width):
             first.setdefault(key, (n, p))
             count[key] = count.get(key, 0) + 1
     out = {}
-    for n, (ident, text) in enumerate(docs):
-        t = ids[n]
+    for n, ((ident, _), t) in enumerate(zip(docs, ids)):
         later, anchor = np.zeros(len(t), dtype=bool), np.zeros(len(t), dtype=bool)
         for p in range(len(t) - width + 1):
             key = tuple(t[p:p + width])
