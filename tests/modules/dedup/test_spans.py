@@ -230,11 +230,11 @@ def test_stage_equals_the_oracle(tmp_path, unit):
 # --------------------------------------------------------------------------- overlapping repeats
 
 
-def run_units(tmp_path, unit, files, settings, name="out"):
+def run_units(tmp_path, unit, files, settings, name="out", **io):
     """The stage on documents given as lists of units per input file; id -> output text, dropped ids."""
     docs = [(f, ident, units) for f, group in enumerate(files) for ident, units in group]
     out = tmp_path / name
-    manifest = run_stage(STAGE[unit], settings, write_files(tmp_path / f"{name}-in", docs, unit), out)
+    manifest = run_stage(STAGE[unit], settings, write_files(tmp_path / f"{name}-in", docs, unit), out, **io)
     got = read_output(out)
     rejects = out / "_rejects"
     dropped = set(pd.read_parquet(rejects)["id"]) if rejects.exists() else set()
@@ -321,6 +321,10 @@ def test_periodic_and_overlapping_repeats_against_brute_force(tmp_path, unit, se
     assert texts == kept and dropped == gone
     audit = pd.read_parquet(tmp_path / "out" / "_duplicates")
     assert dict(zip(audit["id"], audit["removed_bytes"])) == removed_bytes
+    # the same documents cut into partitions of about two documents: the same result
+    _, small, small_dropped, m = run_units(tmp_path, unit, files, {"min_span_words": msw, "min_words": 3},
+                                           name="small", blocksize="100")
+    assert m["partitions"] > 6 and small == texts and small_dropped == dropped
 
 
 def test_bloom_mode_equals_the_shuffle_mode(tmp_path):
