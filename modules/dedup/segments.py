@@ -87,12 +87,26 @@ def spans(text: str, unit: str, min_words: int) -> tuple[list[tuple[int, int]], 
     return cut, out
 
 
+def width(unit: str) -> int:
+    """Units per span."""
+    return SENTENCES_PER_SPAN if unit == "sentence" else 1
+
+
 def covered_units(span_indices, unit: str) -> np.ndarray:
-    """Indices of the units that removed spans cover (sorted, distinct)."""
+    """Indices of the units that spans cover (sorted, distinct)."""
     idx = np.asarray(span_indices, dtype=np.int64)
     if unit == "sentence":
         idx = (idx[:, None] + np.arange(SENTENCES_PER_SPAN)).ravel()
     return np.unique(idx)
+
+
+def removed_units(later, firsts, unit: str) -> np.ndarray:
+    """The units to remove from a document (sorted, distinct): those its ``later`` spans (later
+    occurrences) cover, less those its ``firsts`` (first occurrences of spans that repeat) cover. A
+    first occurrence is the copy of its span that stays, so nothing of it is ever cut, even where a
+    later occurrence of another span overlaps it (periodic text: the sentences ABABAB hold ABA at 0 and
+    2, BAB at 1 and 3; cutting sentences 2 to 5 whole would leave neither)."""
+    return np.setdiff1d(covered_units(later, unit), covered_units(firsts, unit), assume_unique=True)
 
 
 def removal_ranges(cut: list[tuple[int, int]], removed) -> list[tuple[int, int]]:

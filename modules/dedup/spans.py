@@ -11,20 +11,40 @@ span and is left with fewer than ``--min-words`` words (or none) is dropped with
 (``paragraph_duplicate``, ``line_duplicate``, ``span_duplicate``); the others keep their text minus
 the removed spans.
 
+First occurrences are never cut. Three-sentence spans overlap, so the later occurrence of one can share
+sentences with the first occurrence of another: in "A. B. A. B. A. B." ABA occurs at 0 and 2, BAB at 1
+and 3, and cutting sentences 2 to 5 whole would leave "A. B.", where neither survives; across documents,
+d2 = S1 S2 S3 S4 repeats S1 S2 S3 and holds the first S2 S3 S4, which d3 repeats. So a document loses
+the units its later occurrences cover *less* those that the first occurrences of repeated spans cover
+(:func:`.segments.removed_units`): "A. B. A. B.", d2 = S2 S3 S4. What this guarantees, for any input
+and partitioning (a test checks it by brute force on periodic and random text):
+
+- every span that occurs more than once stays whole where it first occurs: no repeat loses every copy;
+- every removed unit belongs to a later occurrence of a span whose first occurrence stays whole;
+- every later occurrence is cut, unless first occurrences cover all of its units; those left whole are
+  counted (``later_spans_left_whole``). A span that occurs once can lose a unit where a later occurrence
+  overlaps it, as in C4's rule (the text around a removed repeat is not a repeat itself).
+
+Lines and paragraphs never overlap, so there the rule is the plain one; but the first occurrences
+matter there too: a document that holds the first occurrence of a repeated span is never dropped for
+``--min-words`` (``short_documents_kept``), since it is where that span stays.
+
 Identify, then remove, every step Parquet under ``OUT/_work/``:
 
 1. ``spans`` (one task per input partition): each span's 64-bit hash, document number and span index.
-   Within the partition only the first row of each hash is kept for the shuffle; the later ones are
-   already known to be removed and go to ``local/`` with the document they repeat.
+   Within the partition only the first row of each hash is kept for the shuffle, with ``repeats``
+   (the partition holds the hash again); the later ones are already known to be removed and go to
+   ``local/`` with the document they repeat.
 2. ``later``: the first rows shuffled on the hash; per hash the smallest (document, span) stays, the
-   other partitions' rows are removed. A hash has at most one row per input partition here, so a span
-   copied into every document of the corpus costs one row per partition, not per document.
-3. ``removals``: the removed rows routed back to their input partition (one range shuffle) and merged
-   with ``local/``: ``(doc, span, first_doc)`` per input partition, sorted.
+   other partitions' rows are removed, and the first gets a ``keep`` row when the span repeats (another
+   partition's row, or its own ``repeats``). A hash has at most one row per input partition here, so a
+   span copied into every document of the corpus costs one row per partition, not per document.
+3. ``removals``: the removed and ``keep`` rows routed back to their input partition (one range shuffle)
+   and merged with ``local/``: ``(doc, span, first_doc, keep)`` per input partition, sorted.
 4. ``audit`` (one task per input partition): each changed document's removed spans and bytes, words
    left and whether it is dropped, in ``OUT/_duplicates/`` (``id``, ``removed_spans``,
    ``removed_bytes``, ``bytes``, ``words_left``, ``dropped``), and the totals for the manifest.
-5. the dataset: each input partition rewritten without its removed spans.
+5. the dataset: each input partition rewritten without its removed units.
 
 A task holds one input partition, or one shuffled partition of compact rows (24 bytes per span), so a
 worker's memory is set by ``--blocksize``, never by the corpus. Hashes are 64-bit: two different spans
@@ -33,10 +53,16 @@ the later one is removed as a repeat.
 
 ``--bloom``: one task streams the input partitions in order through a Bloom filter of the stated size
 (:mod:`.bloom`): a span is removed when the filter has seen its hash (inside one partition the first
-occurrence is found exactly, as in step 1). It needs no shuffle, but it is one task, its memory is the
-filter's (``--bloom-capacity`` distinct spans at ``--bloom-fp``: 3.6 bytes per span at 1e-6), and a
-false positive removes a span that is not a repeat: the manifest records the filter and the rate its
-fill implies. Without false positives it removes exactly what the default mode removes.
+occurrence is found exactly, as in step 1). The filter cannot say where a span first occurred, so a
+second filter of the same size collects the spans met again, and once every partition went through,
+each partition's first occurrences (kept aside in ``_work/bloom/``) that it holds get their ``keep``
+rows. It needs no shuffle, but it is one task, its memory is the two filters' (``--bloom-capacity``
+distinct spans at ``--bloom-fp``: 7.2 bytes per span at 1e-6), and a false positive of the first filter
+removes a span that is not a repeat (one of the second only keeps a unit or a short document that could
+have gone). So before each partition's lookups the first filter's rate is estimated from its fill
+(``fill ** k``) and the run stops, naming ``--bloom-capacity``, once it is above ``--bloom-max-fp``; the
+manifest records both filters and the rate of the last lookups. Without false positives it removes
+exactly what the default mode removes.
 """
 
 from __future__ import annotations
@@ -71,15 +97,22 @@ class SpanDedupSettings:
     bloom_fp: float = field(default=1e-6, metadata={
         "help": "--bloom: the filter's false-positive rate at --bloom-capacity distinct spans", "metavar": "P"})
     bloom_capacity: int = field(default=10_000_000, metadata={
-        "help": "--bloom: distinct spans the filter is sized for (3.6 bytes each at 1e-6); beyond, the rate grows "
-                "(the manifest records the rate at the end)", "metavar": "N"})
+        "help": "--bloom: distinct spans the filter is sized for (two filters, 7.2 bytes per span at 1e-6); beyond, "
+                "the rate grows until --bloom-max-fp stops the run", "metavar": "N"})
+    bloom_max_fp: float = field(default=1e-4, metadata={
+        "help": "--bloom: stop with an error before a lookup when the filter's false-positive rate (estimated from "
+                "its fill) is above this: a false positive removes a span that never repeats", "metavar": "P"})
 
     def __post_init__(self):
         check_range(self, "min_span_words", 1)
         check_range(self, "min_words", 0)
         check_range(self, "bloom_capacity", 1)
-        if not 0.0 < self.bloom_fp < 1.0:
-            raise SettingsError(f"bloom_fp must be between 0 and 1 (exclusive); got {self.bloom_fp!r}")
+        for name in ("bloom_fp", "bloom_max_fp"):
+            if not 0.0 < getattr(self, name) < 1.0:
+                raise SettingsError(f"{name} must be between 0 and 1 (exclusive); got {getattr(self, name)!r}")
+        if self.bloom and self.bloom_max_fp < self.bloom_fp:
+            raise SettingsError(f"bloom_max_fp {self.bloom_max_fp:g} is below bloom_fp {self.bloom_fp:g}, the rate "
+                                f"the filter is sized to reach at bloom_capacity: raise bloom_max_fp or lower bloom_fp")
         bits, _ = blooming.size_for(self.bloom_capacity, self.bloom_fp)
         if self.bloom and bits > blooming.MAX_BITS:
             raise SettingsError(f"bloom_capacity {self.bloom_capacity} at bloom_fp {self.bloom_fp} needs a "
@@ -111,47 +144,75 @@ def span_rows(df: pd.DataFrame, partition: int, unit: str, min_span_words: int) 
 
 
 def split_firsts(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(the first row of each hash, by (doc, span); the later rows as ``(doc, span, first_doc)``)."""
+    """(the first row of each hash, by (doc, span), with ``repeats``: the hash has another row here, or
+    a row of it said so; the later rows as removals ``(doc, span, first_doc, keep=False)``)."""
     rows = rows.sort_values(["hash", "doc", "span"], kind="stable", ignore_index=True)
     later = rows["hash"].duplicated().to_numpy()
-    first_doc = rows["doc"].to_numpy()[np.flatnonzero(~later)[np.cumsum(~later) - 1]] if len(rows) else []
+    heads = np.flatnonzero(~later)
+    group = np.cumsum(~later) - 1
+    repeats = np.diff(np.r_[heads, len(rows)]) > 1
+    if "repeats" in rows.columns and len(rows):
+        repeats |= np.bitwise_or.reduceat(rows["repeats"].to_numpy(dtype=bool), heads)
+    first_doc = rows["doc"].to_numpy()[heads[group]] if len(rows) else np.zeros(0, dtype=np.int64)
     removed = pd.DataFrame({"doc": rows["doc"].to_numpy()[later], "span": rows["span"].to_numpy()[later],
-                            "first_doc": np.asarray(first_doc, dtype=np.int64)[later]})
-    return rows[~later].reset_index(drop=True), sort_removals(removed)
+                            "first_doc": np.asarray(first_doc, dtype=np.int64)[later], "keep": False})
+    firsts = rows.iloc[heads][["hash", "doc", "span"]].reset_index(drop=True).assign(repeats=repeats)
+    return firsts, sort_removals(removed)
+
+
+def anchor_rows(firsts: pd.DataFrame) -> pd.DataFrame:
+    """The first occurrences among ``firsts`` of spans that repeat, as rows that protect them
+    ``(doc, span, first_doc=doc, keep=True)``."""
+    a = firsts[firsts["repeats"].to_numpy(dtype=bool)]
+    return pd.DataFrame({"doc": a["doc"].to_numpy(), "span": a["span"].to_numpy(),
+                         "first_doc": a["doc"].to_numpy(), "keep": True})
 
 
 def sort_removals(rows: pd.DataFrame) -> pd.DataFrame:
-    return rows.astype({"doc": np.int64, "span": np.int32, "first_doc": np.int64}).sort_values(
-        ["doc", "span"], kind="stable", ignore_index=True)
+    return rows.astype({"doc": np.int64, "span": np.int32, "first_doc": np.int64, "keep": bool}).sort_values(
+        ["doc", "span", "keep"], kind="stable", ignore_index=True)
 
 
-def apply_removals(df: pd.DataFrame, rows: pd.DataFrame, unit: str, min_words: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(``df`` with the spans in ``rows`` (doc, span) cut from their texts and the documents left too
-    short marked dropped; the audit: one row per changed document)."""
+def apply_removals(df: pd.DataFrame, rows: pd.DataFrame, unit: str, min_words: int):
+    """(``df`` with the later occurrences in ``rows`` cut from their texts, except the units that first
+    occurrences (``keep`` rows) cover, and the documents left too short marked dropped; the audit: one
+    row per changed document; counts for the manifest). A document that holds a first occurrence of a
+    repeated span is never dropped: it is where that span stays."""
     from curate.stages.dataset import DETAIL, STRING, mark_dropped
 
     reason = REASONS[unit]
     docs = rows["doc"].to_numpy(dtype=np.int64)
     spans = rows["span"].to_numpy(dtype=np.int64)
+    keep = rows["keep"].to_numpy(dtype=bool)
     starts = np.flatnonzero(np.r_[True, docs[1:] != docs[:-1]]) if len(docs) else np.zeros(0, dtype=np.int64)
     ends = np.r_[starts[1:], len(docs)]
     texts = df["text"].to_numpy(dtype=object, na_value=None).copy()
-    audit = {"row": [], "removed_spans": [], "removed_bytes": [], "bytes": [], "words_left": []}
+    audit = {"row": [], "removed_spans": [], "removed_bytes": [], "bytes": [], "words_left": [], "holds": []}
+    left_whole = 0
     for a, b in zip(starts.tolist(), ends.tolist()):
+        later, firsts = spans[a:b][~keep[a:b]], spans[a:b][keep[a:b]]
+        removed = segments.removed_units(later, firsts, unit)
+        # a later occurrence that first occurrences cover whole stays (counted, never silent)
+        cut = np.isin(later[:, None] + np.arange(segments.width(unit)), removed).any(axis=1)
+        left_whole += int((~cut).sum())
+        if not len(removed):
+            continue
         row = int(docs[a] & dedup.ROW_MASK)
         text = texts[row]
-        cut = segments.units(text, unit)
-        ranges = segments.removal_ranges(cut, segments.covered_units(spans[a:b], unit))
-        new = segments.cut_ranges(text, ranges)
+        new = segments.cut_ranges(text, segments.removal_ranges(segments.units(text, unit), removed))
         texts[row] = new
         before = segments.utf8_len(text)
         audit["row"].append(row)
-        audit["removed_spans"].append(b - a)
+        audit["removed_spans"].append(int(cut.sum()))
         audit["removed_bytes"].append(before - segments.utf8_len(new))
         audit["bytes"].append(before)
         audit["words_left"].append(len(new.split()))
+        audit["holds"].append(len(firsts) > 0)
     audit = pd.DataFrame(audit)
-    drop = audit["words_left"].to_numpy() < max(min_words, 1)
+    short = audit["words_left"].to_numpy() < max(min_words, 1)
+    holds = audit["holds"].to_numpy(dtype=bool)
+    drop = short & ~holds
+    counts = {"later_spans_left_whole": left_whole, "short_documents_kept": int((short & holds).sum())}
     changed = audit["row"].to_numpy(dtype=np.int64)
     out = df.assign(text=pd.array(texts, dtype=df["text"].dtype))
     mask = np.zeros(len(df), dtype=bool)
@@ -172,7 +233,7 @@ def apply_removals(df: pd.DataFrame, rows: pd.DataFrame, unit: str, min_words: i
         "words_left": audit["words_left"].to_numpy(dtype=np.int64),
         "dropped": drop,
     }).astype({"id": STRING})
-    return out, table
+    return out, table, counts
 
 
 def audit_stats(table: pd.DataFrame) -> dict:
@@ -200,6 +261,9 @@ def merge_stats(parts: list[dict]) -> dict:
     """The partitions' audit stats added up (histogram keys become ``"<=2^k"`` byte labels)."""
     keys = ("spans_removed", "documents_changed", "documents_dropped", "bytes_removed",
             "bytes_dropped_with_documents", "bytes_in")
+    # what the rule kept for first occurrences: units (span dedup) or tokens (substring dedup)
+    keys += tuple(k for k in ("later_spans_left_whole", "repeated_tokens_kept", "short_documents_kept")
+                  if any(k in p for p in parts))
     out = {k: int(sum(p.get(k, 0) for p in parts)) for k in keys}
     hist: dict[int, int] = {}
     for p in parts:
@@ -224,43 +288,83 @@ def _spans_task(df, i, folder, local, unit, min_span_words) -> dict:
 
 
 def _later_task(part, folder, i) -> dict:
-    return dedup.save_part(split_firsts(part)[1], folder, i)
+    """Per hash: the smallest (doc, span) is the first occurrence, kept (a ``keep`` row when the span
+    repeats, here or inside its own partition); the other partitions' rows are removed."""
+    firsts, removed = split_firsts(part)
+    return dedup.save_part(sort_removals(pd.concat([removed, anchor_rows(firsts)], ignore_index=True)), folder, i)
 
 
 def _removals_task(routed, local_path, folder, i) -> dict:
-    rows = pd.concat([routed[["doc", "span", "first_doc"]], dedup.load_part(local_path)], ignore_index=True)
+    rows = pd.concat([routed[["doc", "span", "first_doc", "keep"]], dedup.load_part(local_path)], ignore_index=True)
     return dedup.save_part(sort_removals(rows), folder, i)
 
 
-def _bloom_task(inputs, folder, unit, settings) -> dict:
-    """The one-pass mode: every input partition in order through one Bloom filter."""
+def check_bloom_rate(bf, settings, unit: str, where: str) -> None:
+    """Stop before a lookup whose false-positive rate (estimated from the filter's fill) passes
+    ``--bloom-max-fp``: past it, spans that never repeat would be removed as repeats."""
+    rate = bf.estimated_rate()
+    if rate > settings.bloom_max_fp:
+        raise SettingsError(
+            f"--bloom-capacity {settings.bloom_capacity}: too small for this input: after {bf.inserted:,} distinct "
+            f"{unit} spans the Bloom filter would remove a span that never repeats with probability {rate:.2g}, "
+            f"above --bloom-max-fp {settings.bloom_max_fp:g} (stopped before {where}); raise --bloom-capacity to "
+            f"the input's distinct spans or more, or run without --bloom")
+
+
+def _bloom_task(inputs, folder, side, unit, settings) -> dict:
+    """The one-pass mode: every input partition in order through one Bloom filter (``seen``), then each
+    partition's first occurrences checked against a second one (``repeated``: spans met again) to
+    find those to keep whole, as the shuffle's ``keep`` rows."""
     import logging
 
     bf = blooming.BloomFilter(settings.bloom_capacity, settings.bloom_fp)
-    logging.getLogger(__name__).info("bloom filter: %d bits (%.1f MiB), %d hash functions", bf.m,
+    repeated = blooming.BloomFilter(settings.bloom_capacity, settings.bloom_fp)
+    logging.getLogger(__name__).info("bloom filters: 2 x %d bits (%.1f MiB), %d hash functions", bf.m,
                                      bf.nbytes / 2**20, bf.k)
-    outputs, rows_out, spans = [], 0, 0
+    spans, worst = 0, 0.0
     for i in range(len(inputs)):
+        check_bloom_rate(bf, settings, unit, f"input partition {i}, {inputs.pieces[i].path}")
+        worst = bf.estimated_rate()  # it only grows: the rate of this partition's lookups, the highest yet
         rows = span_rows(inputs.read(i), i, unit, settings.min_span_words)
         spans += len(rows)
         firsts, later = split_firsts(rows)
-        seen = bf.contains(firsts["hash"].to_numpy())
-        bf.add(firsts["hash"].to_numpy()[~seen])
-        removed = pd.concat([later, pd.DataFrame({"doc": firsts["doc"][seen], "span": firsts["span"][seen],
-                                                  "first_doc": np.int64(-1)})], ignore_index=True)
-        stats = dedup.save_part(sort_removals(removed), folder, i)
+        h = firsts["hash"].to_numpy()
+        seen = bf.contains(h)
+        bf.add(h[~seen])
+        again = h[seen | firsts["repeats"].to_numpy(dtype=bool)]
+        repeated.add(again[~repeated.contains(again)])
+        removed = pd.DataFrame({"doc": firsts["doc"][seen], "span": firsts["span"][seen], "first_doc": np.int64(-1),
+                                "keep": False})
+        new = firsts[~seen]
+        # first occurrences wait (with their hash) until every later one has gone into ``repeated``
+        candidates = pd.DataFrame({"doc": new["doc"], "span": new["span"], "first_doc": new["doc"], "keep": True,
+                                   "hash": new["hash"]})
+        dedup.save_part(pd.concat([later.assign(hash=np.uint64(0)), removed.assign(hash=np.uint64(0)), candidates],
+                                  ignore_index=True), side, i)
+    outputs, rows_out = [], 0
+    for i in range(len(inputs)):
+        part = dedup.load_part(dedup.part_path(side, i))
+        keep = part["keep"].to_numpy(dtype=bool).copy()
+        keep[keep] = repeated.contains(part["hash"].to_numpy(dtype=np.uint64)[keep])
+        rows = part[~part["keep"].to_numpy(dtype=bool) | keep].drop(columns=["hash"])
+        stats = dedup.save_part(sort_removals(rows), folder, i)
         outputs += stats.get("outputs", [])
         rows_out += stats["rows"]
     info = bf.describe()
     info["fill"] = round(bf.fill(), 6)
+    info["false_positive_rate_at_last_lookup"] = worst
+    info["max_false_positive_rate"] = settings.bloom_max_fp
+    info["repeated_filter"] = {"inserted": repeated.inserted, "fill": round(repeated.fill(), 6),
+                               "false_positive_rate_at_end": repeated.estimated_rate()}
     return {"partition": 0, "rows": rows_out, "outputs": outputs, "spans": spans, "bloom": info}
 
 
 def _audit_task(inputs, i, removals_path, folder, unit, min_words) -> dict:
     df = inputs.read(i)
-    _, table = apply_removals(df, dedup.load_part(removals_path), unit, min_words)
+    _, table, counts = apply_removals(df, dedup.load_part(removals_path), unit, min_words)
     stats = dedup.save_part(table, folder, i)
     stats.update(audit_stats(table))
+    stats.update(counts)
     stats["bytes_in"] = text_bytes(df)
     return stats
 
@@ -291,17 +395,19 @@ class SpanDedupStage(Stage):
         removals = steps.path("removals")
         extra: dict = {"unit": unit, "mode": "bloom" if settings.bloom else "shuffle"}
         if settings.bloom:
+            side = steps.side("bloom", "removals")
             info = steps.run("removals", lambda folder: [dask.delayed(_bloom_task, pure=False)(
-                inputs, folder, unit, settings)])
+                inputs, folder, side, unit, settings)], extra_dirs=(side,))
             extra["spans"] = info["parts"][0]["spans"]
             extra["bloom"] = info["parts"][0]["bloom"]
             if extra["bloom"]["inserted"] > settings.bloom_capacity:
                 import logging
 
                 logging.getLogger(__name__).warning(
-                    "%s: %d distinct spans in a Bloom filter sized for %d: its false-positive rate at the end is "
-                    "%.2g (target %g); raise --bloom-capacity", ctx.output, extra["bloom"]["inserted"],
-                    settings.bloom_capacity, extra["bloom"]["false_positive_rate_at_end"], settings.bloom_fp)
+                    "%s: %d distinct spans in a Bloom filter sized for %d: its false-positive rate reached %.2g "
+                    "at the last lookup (target %g, --bloom-max-fp %g); raise --bloom-capacity", ctx.output,
+                    extra["bloom"]["inserted"], settings.bloom_capacity,
+                    extra["bloom"]["false_positive_rate_at_last_lookup"], settings.bloom_fp, settings.bloom_max_fp)
         else:
             local = steps.side("local", "spans")
             task = dask.delayed(_spans_task, pure=False)

@@ -6,8 +6,18 @@ are ordered by document number (input partition, then row), and inside a documen
 The design: hashed windows with exact verification, no suffix array. Every window of exactly
 ``min-tokens`` consecutive tokens of a document gets a 64-bit hash (:mod:`.windows`); a span of ``L >=
 min-tokens`` tokens repeated is exactly a run of repeated windows, so "remove every window occurrence
-but the first of its content, then take the union" removes exactly the repeated spans' later
-occurrences. Why not suffix arrays: a suffix array needs the whole corpus (or a shard and then a
+but the first of its content, then take the union" removes the repeated spans' later occurrences.
+
+First occurrences are never cut. Windows overlap, so a later occurrence can share tokens with the
+first occurrence of another window: "ha" 60 times is 58 windows that repeat the first few, and
+cutting every later window whole left "haha", where none of them survives; d2 = A B C after d1 = A B,
+with d3 = B C D, lost B C everywhere. So a document loses the tokens of its verified later windows
+less those of first occurrences of repeated windows (and of windows whose verification failed: the
+hash paired them with another content, so one of them may be the first of its own). Then, for any
+input and partitioning: every window that occurs more than once stays whole where it first occurs;
+every removed token lies in a later occurrence whose first stays whole; the tokens of later windows
+kept so are counted (``repeated_tokens_kept``). A document holding a first occurrence is never
+dropped for ``--min-words``. Without overlapping repeats this is the plain rule. Why not suffix arrays: a suffix array needs the whole corpus (or a shard and then a
 cross-shard pass anyway) in one process's memory, while windows shuffle like every other dedup step of
 curate, one bounded partition per task. Tokens are tiktoken's (``cl100k_base``, what the sample's
 tokenize step writes, offline): BPE tokens are the unit Lee et al. count, a token carries its leading
@@ -19,15 +29,18 @@ Steps, each Parquet under ``OUT/_work/``:
    for the later steps so no text is tokenized twice), the window hashes, and inside the partition the
    first window of each hash; the partition's later windows are compared with their first right away
    (``local/``: verified token ranges). Only first windows (``hash``, ``doc``, ``pos``) go on.
-2. ``matches``: first windows shuffled on the hash; per hash the smallest (doc, pos) is the first
-   occurrence, the other partitions' windows are candidates (``doc``, ``pos``, ``first_doc``,
-   ``first_pos``). A hash has at most one row per input partition.
+2. ``matches``: first windows shuffled on the hash, with ``repeats`` (the partition holds the hash
+   again); per hash the smallest (doc, pos) is the first occurrence, the other partitions' windows are
+   candidates (``doc``, ``pos``, ``first_doc``, ``first_pos``), and the first, when the hash repeats,
+   a row with ``first_doc`` -1: a window to keep whole. A hash has at most one row per input partition.
 3. ``runs``: candidates routed to their document's partition and joined into runs (consecutive
-   windows matched to consecutive windows of one earlier document: one row per repeated span).
+   windows matched to consecutive windows of one earlier document: one row per repeated span); the
+   windows to keep whole as token ranges (``anchors/``: ``doc``, ``start``, ``end``).
 4. ``fetched``: runs routed to the partition of their first occurrence, which cuts the claimed tokens
    out of its ``tokens/`` once per (requesting partition, span).
 5. ``verified`` (per input partition): every run compared token by token with what was fetched; only
-   equal windows are removed, so a hash collision can never remove text. Token ranges become byte
+   equal windows are removed, so a hash collision can never remove text, and the tokens of
+   ``anchors/`` and of unequal windows are never removed. Token ranges become byte
    ranges (``removals/``: ``doc``, ``start``, ``end``; a range is shrunk to whole UTF-8 characters where
    cl100k splits one), and ``OUT/_duplicates/`` gets each changed document's ``removed_spans``,
    ``removed_bytes``, ``bytes``, ``words_left``, ``dropped``.
@@ -110,14 +123,17 @@ def tokens_table(docs, flat, offsets):
 
 
 def local_ranges(flat, offsets, pairs: dict, width: int) -> pd.DataFrame:
-    """Verified token ranges (doc index, start, end) of candidate runs inside one partition."""
+    """Token ranges (doc index, start, end, keep) of candidate runs inside one partition: verified
+    repeats (``keep`` False) and windows whose verification failed (``keep`` True: never cut)."""
     rows = []
     for d, s, n, fd, fs in zip(*(pairs[k].tolist() for k in ("doc", "start", "windows", "first_doc", "first_start"))):
         length = n + width - 1
         a = flat[offsets[d] + s: offsets[d] + s + length]
         b = flat[offsets[fd] + fs: offsets[fd] + fs + length]
-        rows += [(d, x, y) for x, y in win.verified(a, b, s, width)]
-    return pd.DataFrame(rows, columns=["doc", "start", "end"], dtype=np.int64)
+        ok, failed = win.verify_windows(a, b, s, width)
+        rows += [(d, x, y, False) for x, y in ok] + [(d, x, y, True) for x, y in failed]
+    return pd.DataFrame(rows, columns=["doc", "start", "end", "keep"]).astype(
+        {"doc": np.int64, "start": np.int64, "end": np.int64, "keep": bool})
 
 
 def window_rows(df: pd.DataFrame, partition: int, settings) -> tuple[pd.DataFrame, pd.DataFrame, object, dict]:
@@ -135,7 +151,10 @@ def window_rows(df: pd.DataFrame, partition: int, settings) -> tuple[pd.DataFram
         docs = docs[idx]
     h, d, p = win.window_hashes(flat, offsets, width, win.token_tables(settings.tokenizer)[2])
     firsts, first_row = win.first_of_hash(h)
-    firsts_df = pd.DataFrame({"hash": h[firsts], "doc": docs[d[firsts]], "pos": p[firsts]}, copy=False)
+    # the hash repeats inside this partition: its first, if first in the corpus too, must stay whole
+    repeats = np.bincount(first_row, minlength=len(h))[firsts] > 1
+    firsts_df = pd.DataFrame({"hash": h[firsts], "doc": docs[d[firsts]], "pos": p[firsts], "repeats": repeats},
+                             copy=False)
     del h, firsts  # the largest arrays go before the next ones are made
     later = np.flatnonzero(first_row != np.arange(len(first_row), dtype=np.int32))
     pairs = win.runs(d[later], p[later], d[first_row[later]], p[first_row[later]])
@@ -147,19 +166,37 @@ def window_rows(df: pd.DataFrame, partition: int, settings) -> tuple[pd.DataFram
 
 
 def cross_candidates(part: pd.DataFrame) -> pd.DataFrame:
-    """The windows of a shuffled partition that are not the first of their hash, with that first."""
+    """The windows of a shuffled partition that are not the first of their hash, with that first; and
+    the first of each hash that repeats (another partition's row or its own ``repeats``), with
+    ``first_doc`` and ``first_pos`` -1: a first occurrence to keep whole. A hash collision can only make
+    more of them (kept, never removed)."""
     part = part.sort_values(["doc", "pos"], kind="stable", ignore_index=True)
     h = part["hash"].to_numpy(dtype=np.uint64)
-    _, first = win.first_of_hash(h)
+    heads, first = win.first_of_hash(h)
     later = np.flatnonzero(first != np.arange(len(h)))
     doc, pos = part["doc"].to_numpy(), part["pos"].to_numpy()
-    return pd.DataFrame({"doc": doc[later], "pos": pos[later], "first_doc": doc[first[later]],
-                         "first_pos": pos[first[later]]})
+    repeats = part["repeats"].to_numpy(dtype=bool)[heads] | (np.bincount(first, minlength=len(h))[heads] > 1)
+    anchors = heads[repeats]
+    return pd.DataFrame({"doc": np.r_[doc[later], doc[anchors]], "pos": np.r_[pos[later], pos[anchors]],
+                         "first_doc": np.r_[doc[first[later]], np.full(len(anchors), -1)],
+                         "first_pos": np.r_[pos[first[later]], np.full(len(anchors), -1)]}).astype(np.int64)
+
+
+def anchor_ranges(doc, pos, width: int) -> pd.DataFrame:
+    """Token ranges (doc, start, end) that first-occurrence windows at (doc, pos), sorted, cover."""
+    doc, pos = np.asarray(doc, dtype=np.int64), np.asarray(pos, dtype=np.int64)
+    if not len(doc):
+        return pd.DataFrame({"doc": doc, "start": pos, "end": pos})
+    new = np.r_[True, (doc[1:] != doc[:-1]) | (pos[1:] > pos[:-1] + width)]
+    f = np.flatnonzero(new)
+    last = np.r_[f[1:] - 1, len(doc) - 1]
+    return pd.DataFrame({"doc": doc[f], "start": pos[f], "end": pos[last] + width})
 
 
 def apply_byte_removals(df: pd.DataFrame, rows: pd.DataFrame, min_words: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(``df`` with the byte ranges in ``rows`` (doc, start, end) cut from their texts and documents left
-    too short marked dropped; the audit: one row per changed document)."""
+    """(``df`` with the byte ranges in ``rows`` (doc, start, end, held) cut from their texts and documents
+    left too short marked dropped, unless ``held``: they hold a first occurrence of a repeated window,
+    whose only kept copy that is; the audit: one row per changed document)."""
     from curate.stages.dataset import DETAIL, STRING, mark_dropped
 
     docs = rows["doc"].to_numpy(dtype=np.int64)
@@ -179,7 +216,8 @@ def apply_byte_removals(df: pd.DataFrame, rows: pd.DataFrame, min_words: int) ->
         audit["bytes"].append(len(raw))
         audit["words_left"].append(len(texts[row].split()))
     audit = pd.DataFrame(audit)
-    drop = audit["words_left"].to_numpy() < max(min_words, 1)
+    held = rows["held"].to_numpy(dtype=bool)[starts] if "held" in rows.columns else np.zeros(len(starts), dtype=bool)
+    drop = (audit["words_left"].to_numpy() < max(min_words, 1)) & ~held
     changed = audit["row"].to_numpy(dtype=np.int64)
     out = df.assign(text=pd.array(texts, dtype=df["text"].dtype))
     mask = np.zeros(len(df), dtype=bool)
@@ -218,11 +256,16 @@ def _matches_task(part, folder, i) -> dict:
     return dedup.save_part(cross_candidates(part), folder, i)
 
 
-def _runs_task(routed, folder, i, width) -> dict:
+def _runs_task(routed, folder, anchors, i, width) -> dict:
     routed = routed.sort_values(["doc", "pos"], kind="stable")
+    first = routed["first_doc"].to_numpy() < 0
+    kept = anchor_ranges(routed["doc"].to_numpy()[first], routed["pos"].to_numpy()[first], width)
+    routed = routed[~first]
     r = pd.DataFrame(win.runs(routed["doc"], routed["pos"], routed["first_doc"], routed["first_pos"]))
     r["length"] = r["windows"] + (width - 1)
-    return dedup.save_part(r.drop(columns=["windows"]), folder, i)
+    stats = dedup.save_part(r.drop(columns=["windows"]), folder, i)
+    stats["outputs"] = stats.get("outputs", []) + dedup.save_part(kept, anchors, i).get("outputs", [])
+    return stats
 
 
 def _fetch_task(requests, tokens_path, folder, j) -> dict:
@@ -239,30 +282,40 @@ def _fetch_task(requests, tokens_path, folder, j) -> dict:
     return dedup.save_part(req.assign(tokens=pd.array(blobs, dtype=STRING_DTYPE)), folder, j)
 
 
-def _verify_task(inputs, i, fetched, runs_path, tokens_path, local_path, folder, audit, settings) -> dict:
-    """Every run compared with its fetched first occurrence; the partition's byte ranges and audit."""
+def _verify_task(inputs, i, fetched, runs_path, tokens_path, local_path, anchors_path, folder, audit,
+                 settings) -> dict:
+    """Every run compared with its fetched first occurrence; each document loses its verified repeats
+    less the tokens of first occurrences (and of failed comparisons); the partition's byte ranges and
+    audit."""
     width = settings.min_tokens
     length, inside, _ = win.token_tables(settings.tokenizer)
     docs, flat, offsets = read_tokens(tokens_path)
     claimed = {(a, b, c): t for a, b, c, t in zip(fetched["first_doc"].tolist(), fetched["first_start"].tolist(),
                                                    fetched["length"].tolist(), fetched["tokens"].tolist())}
     r = dedup.load_part(runs_path)
-    ranges = [dedup.load_part(local_path)]
+    local = dedup.load_part(local_path)
     found = []
     for d, s, fd, fs, n in zip(*(r[k].tolist() for k in ("doc", "start", "first_doc", "first_start", "length"))):
         at = int(np.searchsorted(docs, d))
         a = flat[offsets[at] + s: offsets[at] + s + n]
         b = np.frombuffer(base64.b64decode(claimed.get((fd, fs, n), "")), dtype=np.uint32)
-        found += [(d, x, y) for x, y in win.verified(a, b, s, width)]
-    ranges.append(pd.DataFrame(found, columns=["doc", "start", "end"], dtype=np.int64))
-    tok = pd.concat(ranges, ignore_index=True).sort_values(["doc", "start"], kind="stable")
-    out = []
-    for d, group in tok.groupby("doc", sort=True):
+        ok, failed = win.verify_windows(a, b, s, width)
+        found += [(d, x, y, False) for x, y in ok] + [(d, x, y, True) for x, y in failed]
+    cross = pd.DataFrame(found, columns=["doc", "start", "end", "keep"]).astype(local.dtypes.to_dict())
+    kept = dedup.load_part(anchors_path).assign(keep=True).astype(local.dtypes.to_dict())
+    tok = pd.concat([local, cross, kept], ignore_index=True)
+    keep_of = {d: list(zip(g["start"].tolist(), g["end"].tolist()))
+               for d, g in tok[tok["keep"].to_numpy(dtype=bool)].groupby("doc", sort=False)}
+    out, saved = [], 0
+    for d, group in tok[~tok["keep"].to_numpy(dtype=bool)].groupby("doc", sort=True):
         at = int(np.searchsorted(docs, d))
         ids = flat[offsets[at]:offsets[at + 1]]
-        merged = segments.merge_ranges(zip(group["start"].tolist(), group["end"].tolist()))
-        out += [(d, a, b) for a, b in win.byte_ranges(ids, merged, length, inside)]
-    removals = pd.DataFrame(out, columns=["doc", "start", "end"], dtype=np.int64)
+        ranges, n = win.removed_tokens(list(zip(group["start"].tolist(), group["end"].tolist())),
+                                       keep_of.get(d, []), len(ids))
+        saved += n
+        out += [(d, a, b, d in keep_of) for a, b in win.byte_ranges(ids, ranges, length, inside)]
+    removals = pd.DataFrame(out, columns=["doc", "start", "end", "held"]).astype(
+        {"doc": np.int64, "start": np.int64, "end": np.int64, "held": bool})
     stats = dedup.save_part(removals, folder, i)
     df = inputs.read(i)
     _, table = apply_byte_removals(df, removals, settings.min_words)
@@ -272,6 +325,10 @@ def _verify_task(inputs, i, fetched, runs_path, tokens_path, local_path, folder,
     stats.update(audit_stats(table))
     stats["bytes_in"] = text_bytes(df)
     stats["runs"] = len(r)
+    stats["repeated_tokens_kept"] = saved
+    held = removals.drop_duplicates("doc")
+    short = table["words_left"].to_numpy() < max(settings.min_words, 1)
+    stats["short_documents_kept"] = int((short & held["held"].to_numpy(dtype=bool)).sum()) if len(table) else 0
     return stats
 
 
@@ -339,12 +396,14 @@ class SubstringDedupStage(Stage):
 
         steps.run("matches", matches)
 
+        anchors = steps.side("anchors", "runs")
+
         def runs(folder):
             routed = dedup.route_to_input(dedup.read_parts(steps.path("matches")), "doc", nparts)
             t = dask.delayed(_runs_task, pure=False)
-            return [t(r, folder, i, settings.min_tokens) for i, r in enumerate(routed)]
+            return [t(r, folder, anchors, i, settings.min_tokens) for i, r in enumerate(routed)]
 
-        steps.run("runs", runs)
+        steps.run("runs", runs, extra_dirs=(anchors,))
         token_paths = dedup.list_parts(tokens)
 
         def fetch(folder):
@@ -355,12 +414,13 @@ class SubstringDedupStage(Stage):
         steps.run("fetched", fetch)
         audit = steps.folder(dedup.DUPLICATES)
         run_paths, local_paths = dedup.list_parts(steps.path("runs")), dedup.list_parts(local)
+        anchor_paths = dedup.list_parts(anchors)
 
         def verify(folder):
             routed = dedup.route_to_parts(dedup.read_parts(steps.path("fetched")), "part", nparts)
             t = dask.delayed(_verify_task, pure=False)
-            return [t(inputs, i, f, run_paths[i], token_paths[i], local_paths[i], folder, audit, settings)
-                    for i, f in enumerate(routed)]
+            return [t(inputs, i, f, run_paths[i], token_paths[i], local_paths[i], anchor_paths[i], folder, audit,
+                      settings) for i, f in enumerate(routed)]
 
         info = steps.run("verified", verify, extra_dirs=(audit,))
         extra.update(merge_stats(info["parts"]))

@@ -166,25 +166,57 @@ def runs(doc, pos, first_doc, first_pos) -> dict:
             "first_doc": first_doc[starts], "first_start": first_pos[starts]}
 
 
+def window_ranges(mask: np.ndarray, start: int, width: int) -> list[tuple[int, int]]:
+    """Token ranges (from ``start``) covered by the windows ``k`` of a run with ``mask[k]``, merged where
+    they overlap or touch."""
+    ks = np.flatnonzero(mask)
+    if not len(ks):
+        return []
+    new = np.r_[True, ks[1:] > ks[:-1] + width]
+    firsts = np.flatnonzero(new)
+    lasts = np.r_[firsts[1:] - 1, len(ks) - 1]
+    return list(zip((start + ks[firsts]).tolist(), (start + ks[lasts] + width).tolist()))
+
+
+def verify_windows(a: np.ndarray, b: np.ndarray, start: int, width: int):
+    """(token ranges (from ``start``) of the windows of a run whose tokens ``a`` equal the earlier
+    occurrence's ``b`` exactly; those of the windows that do not: a hash collision, or nothing fetched).
+    The first are repeats; the second are kept whole, since one of them may be the first occurrence
+    of its own content, which the hash paired with another."""
+    n = len(a) - width + 1
+    if n <= 0:
+        return [], []
+    if len(a) != len(b):
+        ok = np.zeros(n, dtype=bool)
+    else:
+        bad = np.r_[0, np.cumsum(a != b)]
+        ok = (bad[width:] - bad[:-width]) == 0  # window k covers a[k:k+width]
+    return window_ranges(ok, start, width), window_ranges(~ok, start, width)
+
+
 def verified(a: np.ndarray, b: np.ndarray, start: int, width: int) -> list[tuple[int, int]]:
     """Token ranges (from ``start``) of the windows of a run whose tokens ``a`` equal the earlier
     occurrence's ``b`` exactly: all of it when they agree, only the agreeing windows when a hash
     collision slipped in."""
-    if len(a) != len(b):
-        return []
-    eq = a == b
-    if eq.all():
-        return [(start, start + len(a))]
-    bad = np.r_[0, np.cumsum(~eq)]
-    ok = (bad[width:] - bad[:-width]) == 0  # window k covers a[k:k+width]
-    out = []
-    for k in np.flatnonzero(ok):
-        s = start + int(k)
-        if out and s <= out[-1][1]:
-            out[-1] = (out[-1][0], s + width)
-        else:
-            out.append((s, s + width))
-    return out
+    return verify_windows(a, b, start, width)[0]
+
+
+def removed_tokens(remove, keep, n: int) -> tuple[list[tuple[int, int]], int]:
+    """(the token ranges of a document of ``n`` tokens to remove: those ``remove`` covers (later
+    occurrences) less those ``keep`` covers (first occurrences of repeated windows, and windows whose
+    verification failed), sorted and merged; the tokens of ``remove`` that ``keep`` saved)."""
+    def cover(ranges):
+        d = np.zeros(n + 1, dtype=np.int32)
+        if ranges:
+            r = np.asarray(ranges, dtype=np.int64).reshape(-1, 2)
+            np.add.at(d, r[:, 0], 1)
+            np.add.at(d, r[:, 1], -1)
+        return np.cumsum(d[:n]) > 0
+
+    later, first = cover(remove), cover(keep)
+    cut = later & ~first
+    edges = np.flatnonzero(np.diff(np.r_[False, cut, False].astype(np.int8)))
+    return list(zip(edges[0::2].tolist(), edges[1::2].tolist())), int((later & first).sum())
 
 
 def byte_ranges(ids: np.ndarray, ranges, length: np.ndarray, inside: np.ndarray) -> list[tuple[int, int]]:

@@ -66,6 +66,10 @@ def test_settings():
         spans.SpanDedupSettings(bloom_fp=1.0)
     with pytest.raises(SettingsError, match="GiB filter"):
         spans.SpanDedupSettings(bloom=True, bloom_capacity=10**12)
+    with pytest.raises(SettingsError, match="bloom_max_fp"):
+        spans.SpanDedupSettings(bloom_max_fp=0.0)
+    with pytest.raises(SettingsError, match="bloom_max_fp 1e-07 is below bloom_fp 1e-06"):
+        spans.SpanDedupSettings(bloom=True, bloom_max_fp=1e-7)
 
 
 # --------------------------------------------------------------------------- generated corpora and the oracle
@@ -115,31 +119,81 @@ def generate(unit, seed=3, files=3, per_file=14):
 
 
 def oracle(docs, unit, min_span_words, min_words):
-    """Brute force: documents in order, a set of every span key seen; ids -> expected text (kept) and
-    ids of dropped documents; removed bytes per changed document."""
-    seen, kept, dropped, removed_bytes = set(), {}, set(), {}
-    for _, ident, units in docs:
+    """Brute force over every window of every document (documents in order, no hashes): a window's first
+    occurrence is its smallest (document, position); the units of its later occurrences are removed,
+    except those a first occurrence of a window that repeats covers (never cut: it is that span's kept
+    copy). A document that lost something and is left under ``min_words`` words is dropped unless it
+    holds such a first occurrence. ids -> expected text (kept), ids of dropped documents, removed bytes
+    per changed document, and the removed unit indices per document (for :func:`check_rule`)."""
+    width = 3 if unit == "sentence" else 1
+    windows, first, count = [], {}, {}
+    for n, (_, _, units) in enumerate(docs):
         keys = [" ".join(u.split()) for u in units]
-        removed = set()
-        width = 3 if unit == "sentence" else 1
-        for k in range(len(keys) - width + 1):
-            key = " ".join(keys[k:k + width])
-            if len(key.split()) < min_span_words:
-                continue
-            if key in seen:
-                removed |= set(range(k, k + width))
-            else:
-                seen.add(key)
+        found = [(k, " ".join(keys[k:k + width])) for k in range(len(keys) - width + 1)]
+        found = [(k, key) for k, key in found if len(key.split()) >= min_span_words]
+        for k, key in found:
+            first.setdefault(key, (n, k))
+            count[key] = count.get(key, 0) + 1
+        windows.append(found)
+    kept, dropped, removed_bytes, removed_units = {}, set(), {}, {}
+    for n, (_, ident, units) in enumerate(docs):
+        later, anchors = set(), set()
+        for k, key in windows[n]:
+            if first[key] != (n, k):
+                later |= set(range(k, k + width))
+            elif count[key] > 1:
+                anchors |= set(range(k, k + width))
+        removed = later - anchors
+        removed_units[ident] = removed
         sep = SEPARATOR[unit]
         text = sep.join(units)
         new = sep.join(u for k, u in enumerate(units) if k not in removed)
         if removed:
             removed_bytes[ident] = len(text.encode()) - len(new.encode())
-        if removed and len(new.split()) < max(min_words, 1):
+        if removed and len(new.split()) < max(min_words, 1) and not anchors:
             dropped.add(ident)
         else:
             kept[ident] = new
-    return kept, dropped, removed_bytes
+    return kept, dropped, removed_bytes, removed_units
+
+
+def check_rule(docs, unit, min_span_words, kept, dropped, removed_units):
+    """What the rule promises, checked by brute force on a result: (1) every window that occurs more than
+    once in the input occurs whole in its first document's output, where it first occurred (so no span
+    loses every copy), read back from the output texts; (2) every removed unit lies in a later occurrence
+    of a window whose first occurrence is kept whole in a kept document (nothing is removed without a
+    surviving earlier copy); (3) every later occurrence is cut, unless first occurrences cover all of it."""
+    width = 3 if unit == "sentence" else 1
+    keyed = [[" ".join(u.split()) for u in units] for _, _, units in docs]
+    occurrences = {}
+    for n, keys in enumerate(keyed):
+        for k in range(len(keys) - width + 1):
+            key = " ".join(keys[k:k + width])
+            if len(key.split()) >= min_span_words:
+                occurrences.setdefault(key, []).append((n, k))
+    ids = [ident for _, ident, _ in docs]
+    out_windows = {}
+    for ident, text in kept.items():
+        keys = [" ".join(t.split()) for t in texts_of(text, unit)]
+        out_windows[ident] = {" ".join(keys[k:k + width]) for k in range(len(keys) - width + 1)}
+
+    def whole(n, k):
+        return ids[n] not in dropped and not removed_units[ids[n]] & set(range(k, k + width))
+
+    anchored = {n: set() for n in range(len(docs))}
+    for key, places in occurrences.items():
+        if len(places) > 1:
+            n, k = places[0]
+            assert ids[n] in kept and key in out_windows[ids[n]], (key, ids[n])  # (1)
+            anchored[n] |= set(range(k, k + width))
+    for n, ident in enumerate(ids):
+        for u in removed_units[ident]:
+            assert any(m == n and k <= u < k + width and (m, k) != places[0] and whole(*places[0])
+                       for places in occurrences.values() for m, k in places), (ident, u)  # (2)
+    for places in occurrences.values():
+        for n, k in places[1:]:
+            span = set(range(k, k + width))
+            assert span & removed_units[ids[n]] or span <= anchored[n], (ids[n], k)  # (3)
 
 
 def write_files(tmp_path, docs, unit):
@@ -152,7 +206,8 @@ def write_files(tmp_path, docs, unit):
 def test_stage_equals_the_oracle(tmp_path, unit):
     docs = generate(unit)
     settings = {"min_span_words": 3, "min_words": 6}
-    kept, dropped, removed_bytes = oracle(docs, unit, 3, 6)
+    kept, dropped, removed_bytes, removed_units = oracle(docs, unit, 3, 6)
+    check_rule(docs, unit, 3, kept, dropped, removed_units)
     assert len(removed_bytes) > 10 and len(dropped) >= 2 and "emptied" in dropped  # the planted repeats bite
     assert any("Home" in t for t in kept.values())
     out = tmp_path / "out"
@@ -172,6 +227,106 @@ def test_stage_equals_the_oracle(tmp_path, unit):
     assert info["largest"][0][1] == max(removed_bytes.values())
 
 
+# --------------------------------------------------------------------------- overlapping repeats
+
+
+def run_units(tmp_path, unit, files, settings, name="out", **io):
+    """The stage on documents given as lists of units per input file; id -> output text, dropped ids."""
+    docs = [(f, ident, units) for f, group in enumerate(files) for ident, units in group]
+    out = tmp_path / name
+    manifest = run_stage(STAGE[unit], settings, write_files(tmp_path / f"{name}-in", docs, unit), out, **io)
+    got = read_output(out)
+    rejects = out / "_rejects"
+    dropped = set(pd.read_parquet(rejects)["id"]) if rejects.exists() else set()
+    return docs, dict(zip(got["id"], got["text"])), dropped, manifest
+
+
+def test_periodic_text_keeps_both_spans(tmp_path):
+    """"A. B. A. B. A. B.": the spans ABA and BAB first occur at sentences 0 and 1; cutting every later
+    window (sentences 2 to 5) would leave "A. B.", where neither survives. Only what the first
+    occurrences do not need goes."""
+    a, b = "Alpha beta gamma.", "Delta epsilon zeta."
+    files = [[("p", [a, b, a, b, a, b]), ("q", [b, a, b, "Eta theta iota."])]]
+    docs, texts, dropped, _ = run_units(tmp_path, "sentence", files, {"min_span_words": 1, "min_words": 0})
+    assert texts["p"] == " ".join([a, b, a, b])
+    assert texts["q"] == "Eta theta iota."  # BAB, already kept in p, goes whole
+    kept, gone, _, removed = oracle(docs, "sentence", 1, 0)
+    assert texts == kept and dropped == gone
+    check_rule(docs, "sentence", 1, kept, dropped, removed)
+
+
+def test_a_span_shared_by_two_later_documents_stays_in_one(tmp_path):
+    """d1 = S1 S2 S3, d2 = S1 S2 S3 S4, d3 = S2 S3 S4 S5 (d3 in another partition): cutting S1 S2 S3
+    from d2 and S2 S3 S4 from d3 would leave S2 S3 S4 nowhere; d2 keeps it, where it first occurs."""
+    s = [f"Sentence {w} here." for w in ("one", "two", "three", "four", "five")]
+    files = [[("d1", s[0:3]), ("d2", s[0:4])], [("d3", s[1:5])]]
+    docs, texts, dropped, manifest = run_units(tmp_path, "sentence", files, {"min_span_words": 1, "min_words": 0})
+    assert manifest["partitions"] == 2
+    assert texts == {"d1": " ".join(s[0:3]), "d2": " ".join(s[1:4]), "d3": s[4]}
+    kept, gone, _, removed = oracle(docs, "sentence", 1, 0)
+    assert texts == kept and dropped == gone
+    check_rule(docs, "sentence", 1, kept, dropped, removed)
+
+
+def test_a_short_document_holding_a_first_occurrence_is_kept(tmp_path):
+    """d1 loses a line and is left under --min-words, but it holds the first occurrence of a line that
+    d2 repeats (and loses): dropping d1 would lose that line everywhere."""
+    first, shared = "a line the corpus holds twice", "a second line that d2 repeats later"
+    files = [[("d0", [first, "filler words so that d0 is long enough to stay"])],
+             [("d1", [first, shared]), ("d2", [shared] + [f"unique words in line {k} of d2" for k in range(5)])]]
+    docs, texts, dropped, manifest = run_units(tmp_path, "line", files, {"min_span_words": 2, "min_words": 20})
+    assert texts["d1"] == shared and "d2" in texts and shared not in texts["d2"] and not dropped
+    kept, gone, _, removed = oracle(docs, "line", 2, 20)
+    assert texts == kept and dropped == gone
+    check_rule(docs, "line", 2, kept, dropped, removed)
+
+
+def periodic(seed, unit, files=3, per_file=6):
+    """Small documents over an alphabet of four units (one of them short, so some windows go unhashed):
+    periodic runs (period 1 to 3), one unit changed in some, runs repeated across documents, and
+    documents that are a prefix, suffix or shifted copy of an earlier one."""
+    rng = random.Random(seed)
+    if unit == "sentence":
+        alphabet = ["Ab cd.", "Ef gh ij.", "Kl.", "Mn op qr st."]
+    else:
+        alphabet = ["ab cd", "ef gh ij", "kl", "mn op qr st"]
+    made = []
+    for f in range(files):
+        group = []
+        for j in range(per_file):
+            r = rng.random()
+            if made and r < 0.3:  # an earlier document, cut or shifted
+                units = list(rng.choice(made))
+                a = rng.randint(0, max(len(units) - 1, 0))
+                units = units[a:] + [rng.choice(alphabet) for _ in range(rng.randint(0, 2))]
+            else:
+                pattern = [rng.choice(alphabet) for _ in range(rng.randint(1, 3))]
+                units = [pattern[k % len(pattern)] for k in range(rng.randint(1, 9))]
+                if units and rng.random() < 0.3:
+                    units[rng.randrange(len(units))] = rng.choice(alphabet)
+            made.append(units)
+            group.append((f"f{f}-{j}", units))
+        yield group
+
+
+@pytest.mark.parametrize("unit", ["sentence", "line", "paragraph"])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_periodic_and_overlapping_repeats_against_brute_force(tmp_path, unit, seed):
+    files = list(periodic(seed, unit))
+    msw = 4
+    docs, texts, dropped, manifest = run_units(tmp_path, unit, files, {"min_span_words": msw, "min_words": 3})
+    kept, gone, removed_bytes, removed = oracle(docs, unit, msw, 3)
+    check_rule(docs, unit, msw, kept, gone, removed)
+    assert manifest["partitions"] == 3
+    assert texts == kept and dropped == gone
+    audit = pd.read_parquet(tmp_path / "out" / "_duplicates")
+    assert dict(zip(audit["id"], audit["removed_bytes"])) == removed_bytes
+    # the same documents cut into partitions of about two documents: the same result
+    _, small, small_dropped, m = run_units(tmp_path, unit, files, {"min_span_words": msw, "min_words": 3},
+                                           name="small", blocksize="100")
+    assert m["partitions"] > 6 and small == texts and small_dropped == dropped
+
+
 def test_bloom_mode_equals_the_shuffle_mode(tmp_path):
     docs = generate("line", seed=5)
     files = write_files(tmp_path, docs, "line")
@@ -185,6 +340,43 @@ def test_bloom_mode_equals_the_shuffle_mode(tmp_path):
     info = one_pass["dedup"]["bloom"]
     assert info["hash_functions"] == 20 and info["inserted"] < 5000 and info["false_positive_rate_at_end"] < 1e-6
     assert pd.read_parquet(tmp_path / "bloom" / "_duplicates").equals(pd.read_parquet(tmp_path / "exact" / "_duplicates"))
+
+
+@pytest.mark.parametrize("unit", ["sentence", "line"])
+def test_bloom_mode_keeps_first_occurrences_as_the_shuffle_does(tmp_path, unit):
+    """The Bloom mode cannot ask where a span first occurred: a second filter of the spans met again
+    tells each partition's first occurrences that must stay whole; the result is the shuffle's."""
+    files = list(periodic(4, unit))
+    settings = {"min_span_words": 4, "min_words": 3}
+    docs, texts, dropped, exact = run_units(tmp_path, unit, files, settings, name="exact")
+    _, bloom_texts, bloom_dropped, one_pass = run_units(tmp_path, unit, files, {**settings, "bloom": True,
+                                                                              "bloom_capacity": 5000}, name="bloom")
+    kept, gone, _, _ = oracle(docs, unit, 4, 3)
+    assert texts == kept and bloom_texts == kept and bloom_dropped == dropped == gone
+    assert {k: v for k, v in one_pass["dedup"].items() if k not in ("mode", "bloom")} == \
+        {k: v for k, v in exact["dedup"].items() if k != "mode"}
+    assert one_pass["dedup"]["bloom"]["repeated_filter"]["inserted"] > 0
+
+
+def test_bloom_mode_stops_past_its_false_positive_bound(tmp_path):
+    """240 documents of lines that never repeat, 4.8 times the filter's capacity: past --bloom-max-fp
+    the filter would remove lines that are no repeats (200 of 240 documents were dropped, with exit
+    0 and a warning); the run stops with one line naming --bloom-capacity instead."""
+    from curate.app import cli
+
+    rng = random.Random(8)
+    docs = [(k // 80, f"d{k:03d}", [" ".join(f"w{rng.randrange(10**6)}" for _ in range(6)) for _ in range(3)])
+            for k in range(240)]
+    files = write_files(tmp_path, docs, "line")
+    with pytest.raises(SettingsError, match=r"--bloom-capacity 150: too small.*--bloom-max-fp 0.0001"):
+        run_stage("line_dedup", {"bloom": True, "bloom_capacity": 150, "min_words": 0}, files, tmp_path / "out")
+    # a lenient bound lets it through, with the rate it reached in the manifest
+    manifest = run_stage("line_dedup", {"bloom": True, "bloom_capacity": 150, "bloom_max_fp": 0.5, "min_words": 0},
+                         files, tmp_path / "lenient")
+    assert manifest["dedup"]["bloom"]["estimated_false_positive_rate_at_end"] > 1e-4
+    args = ["--log-level", "WARNING", "dedup", "lines", "--input", *map(str, files), "--output",
+            str(tmp_path / "cli"), "--bloom", "--bloom-capacity", "150"]
+    assert cli.main(args) == 2
 
 
 def test_rerun_is_byte_identical_the_cli_words_and_the_report(tmp_path):
@@ -225,8 +417,9 @@ def test_bloom_false_positive_rate_matches_the_formula():
     assert abs(expected - p) < 0.1 * p  # the sizing formula gives the target rate at capacity
     sigma = math.sqrt(expected * (1 - expected) / len(others))
     assert abs(observed - expected) < 5 * sigma, (observed, expected)
-    # the fill the formula implies: 1 - exp(-kn/m)
+    # the fill the formula implies: 1 - exp(-kn/m); the rate estimated from it, fill^k
     assert abs(bf.fill() - (1 - math.exp(-bf.k * n / bf.m))) < 0.01
+    assert bf.ones == int(np.bitwise_count(bf.bits).sum()) and abs(bf.estimated_rate() - expected) < 0.1 * expected
     # beyond its capacity the rate grows as the formula says
     bf.add(hashes(n))
     worse = bloom.false_positive_rate(bf.m, bf.k, 2 * n)

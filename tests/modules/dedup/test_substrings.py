@@ -23,26 +23,52 @@ def encoder():
 
 
 def oracle(docs, width):
-    """id -> (expected text, removed byte positions as a set) by direct search over token windows."""
+    """id -> (expected text, removed byte positions as a set, whether it holds a first occurrence of a
+    repeated window) by direct search over token windows: a window's later occurrences lose their
+    tokens, except those that first occurrences of repeated windows cover (never cut)."""
     enc = encoder()
-    seen, out = set(), {}
-    for ident, text in docs:
-        ids = enc.encode_ordinary(text)
-        removed = np.zeros(len(ids), dtype=bool)
-        for p in range(len(ids) - width + 1):
-            key = tuple(ids[p:p + width])
-            if key in seen:
-                removed[p:p + width] = True
-            else:
-                seen.add(key)
-        pieces = [enc.decode_single_token_bytes(t) for t in ids]
+    ids = [enc.encode_ordinary(text) for _, text in docs]
+    first, count = {}, {}
+    for n, t in enumerate(ids):
+        for p in range(len(t) - width + 1):
+            key = tuple(t[p:p + width])
+            first.setdefault(key, (n, p))
+            count[key] = count.get(key, 0) + 1
+    out = {}
+    for n, ((ident, _), t) in enumerate(zip(docs, ids)):
+        later, anchor = np.zeros(len(t), dtype=bool), np.zeros(len(t), dtype=bool)
+        for p in range(len(t) - width + 1):
+            key = tuple(t[p:p + width])
+            if first[key] != (n, p):
+                later[p:p + width] = True
+            elif count[key] > 1:
+                anchor[p:p + width] = True
+        removed = later & ~anchor
+        pieces = [enc.decode_single_token_bytes(x) for x in t]
         gone, at = set(), 0
         for piece, r in zip(pieces, removed):
             if r:
                 gone.update(range(at, at + len(piece)))
             at += len(piece)
-        out[ident] = (b"".join(p for p, r in zip(pieces, removed) if not r).decode(), gone)
+        out[ident] = (b"".join(p for p, r in zip(pieces, removed) if not r).decode(), gone, bool(anchor.any()))
     return out
+
+
+def check_windows(docs, width, texts):
+    """By brute force on the output texts: every window that occurs more than once in the input occurs
+    whole in the output of the document where it first occurs, so no repeat loses every copy."""
+    enc = encoder()
+    first, count = {}, {}
+    for ident, text in docs:
+        t = enc.encode_ordinary(text)
+        for p in range(len(t) - width + 1):
+            key = tuple(t[p:p + width])
+            first.setdefault(key, ident)
+            count[key] = count.get(key, 0) + 1
+    repeated = [key for key, c in count.items() if c > 1]
+    for key in repeated:
+        assert enc.decode_bytes(list(key)) in texts[first[key]].encode(), (first[key], enc.decode(list(key)))
+    return len(repeated)
 
 
 def words(rng, n):
@@ -63,14 +89,15 @@ def check(tmp_path, files, width, **settings):
     manifest = run_stage("substring_dedup", {"min_tokens": width, **settings}, write(tmp_path, files), out)
     got = read_output(out)
     texts = dict(zip(got["id"], got["text"]))
-    dropped = {i for i, (t, _) in expected.items() if not t.split()}
-    assert texts == {i: t for i, (t, _) in expected.items() if i not in dropped}
+    dropped = {i for i, (t, _, holds) in expected.items() if not t.split() and not holds}
+    assert texts == {i: t for i, (t, _, _) in expected.items() if i not in dropped}
+    check_windows(docs, width, texts)
     if dropped:
         rejects = pd.read_parquet(out / "_rejects")
         assert set(rejects["id"]) == dropped and set(rejects["_reason"]) == {substrings.REASON}
     audit = pd.read_parquet(out / "_duplicates")
-    assert dict(zip(audit["id"], audit["removed_bytes"])) == {i: len(g) for i, (_, g) in expected.items() if g}
-    assert manifest["dedup"]["bytes_removed"] == sum(len(g) for _, g in expected.values())
+    assert dict(zip(audit["id"], audit["removed_bytes"])) == {i: len(g) for i, (_, g, _) in expected.items() if g}
+    assert manifest["dedup"]["bytes_removed"] == sum(len(g) for _, g, _ in expected.values())
     return manifest, expected, texts
 
 
@@ -101,14 +128,71 @@ def test_overlapping_repeats_and_document_boundaries(tmp_path):
     assert {"windows", "matches", "runs", "fetched", "verified"} <= set(manifest["steps"])
 
 
+def test_periodic_text_keeps_its_windows(tmp_path):
+    """"ha" 60 times at --min-tokens 20 (cl100k: "h", 57 "ah", "ahaha") became "haha": every window is
+    a later copy of one of the first, and cutting them whole cut the first ones too. The first
+    occurrences stay whole: "h" and the first 20 "ah", and the last window (19 "ah", "ahaha"), which
+    "ha" 30 times, all of it repeats, shares."""
+    files = [[("ha", "ha" * 60), ("x", "ha" * 30)]]
+    manifest, expected, texts = check(tmp_path, files, 20)
+    assert texts["ha"] == "h" + "ah" * 20 + "ah" * 19 + "ahaha"  # before: "haha"
+    assert "x" not in texts and manifest["dedup"]["repeated_tokens_kept"] > 0
+
+
+def test_a_window_shared_by_two_later_documents_stays_in_one(tmp_path):
+    """d1 = A B, d2 = A B C, d3 = B C D (blocks of several tokens, the window two blocks wide): cutting
+    the later windows whole would leave B C in no document; d2 keeps it."""
+    rng = random.Random(3)
+    a, b, c, d = (words(rng, 6) for _ in range(4))
+    # d3 starts with "zz " so that b's first token carries its space there too
+    files = [[("d1", f"{a} {b}"), ("d2", f"{a} {b} {c}")], [("d3", f"zz {b} {c} {d}")]]
+    width = len(encoder().encode_ordinary(" " + b)) + 2
+    manifest, expected, texts = check(tmp_path, files, width)
+    assert f" {b} {c}" in texts["d2"] and f"{b} {c}" not in texts["d3"] and manifest["partitions"] == 2
+
+
+def periodic_texts(seed, files=3, per_file=6):
+    """Words of a four-word alphabet: periodic runs (period 1 to 3), one word changed in some, and
+    documents that are a shifted, cut or extended copy of an earlier one."""
+    rng = random.Random(seed)
+    alphabet = ["ab", "cd", "ef", "gh"]
+    made, out = [], []
+    for f in range(files):
+        group = []
+        for j in range(per_file):
+            if made and rng.random() < 0.35:
+                w = list(rng.choice(made))
+                w = w[rng.randint(0, len(w) // 2):] + [rng.choice(alphabet) for _ in range(rng.randint(0, 4))]
+            else:
+                pattern = [rng.choice(alphabet) for _ in range(rng.randint(1, 3))]
+                w = [pattern[k % len(pattern)] for k in range(rng.randint(3, 24))]
+                if rng.random() < 0.4:
+                    w[rng.randrange(len(w))] = rng.choice(alphabet)
+            made.append(w)
+            group.append((f"f{f}-{j}", " ".join(w)))
+        out.append(group)
+    return out
+
+
+@pytest.mark.parametrize("seed, width", [(1, 3), (2, 4), (3, 5), (4, 6)])
+def test_periodic_and_overlapping_repeats_against_brute_force(tmp_path, seed, width):
+    files = periodic_texts(seed)
+    manifest, expected, texts = check(tmp_path, files, width)
+    assert manifest["partitions"] == 3 and manifest["dedup"]["bytes_removed"] > 0
+
+
 def test_a_span_repeated_a_thousand_times(tmp_path):
     rng = random.Random(9)
     span = words(rng, 30)
     docs = [(f"d{k:04d}", f"{words(rng, 3)} {span} {words(rng, 2)}") for k in range(1000)]
     manifest, expected, texts = check(tmp_path, [docs[:400], docs[400:750], docs[750:]], 40)
     assert texts["d0000"] == docs[0][1]
-    assert sum(t != d for (_, d), t in zip(docs, (texts[i] for i, _ in docs))) == 999
-    assert manifest["dedup"]["documents_changed"] == 999
+    # a window across the span's edge ("3" of "lantern3", then 39 tokens of the span) repeats wherever
+    # two prefixes end alike: its first occurrence keeps up to 39 tokens of the span, and where a
+    # document holds such firsts at both edges of the span (63 tokens, under twice 39), all of it
+    changed = sum(t != d for (_, d), t in zip(docs, (texts[i] for i, _ in docs)))
+    assert changed == sum(bool(g) for _, g, _ in expected.values()) > 900
+    assert manifest["dedup"]["documents_changed"] == changed
 
 
 def test_partitions_are_capped_whatever_the_blocksize(tmp_path, monkeypatch):
@@ -143,6 +227,28 @@ def test_hash_collisions_never_remove_text(tmp_path, monkeypatch):
     for d, a, b in zip(removals["doc"], removals["start"], removals["end"]):
         assert set(range(a, b)) <= expected[number[d]][1]
     assert len(removals)  # and collisions did not stop every true repeat from being found
+    got = read_output(out)  # a window whose comparison failed stays whole: no repeat lost its first copy
+    assert check_windows(docs, 20, dict(zip(got["id"], got["text"]))) > 0
+
+
+@pytest.mark.parametrize("seed", [1, 5])
+def test_hash_collisions_never_cost_a_first_occurrence(tmp_path, monkeypatch, seed):
+    """Periodic text with window hashes squeezed to 3 bits: most windows are paired with another content,
+    whose comparison fails. Such a window may be the first occurrence of its own content, paired with
+    nothing equal: it is kept whole, so still no repeat loses every copy, and what goes is a true repeat."""
+    files = periodic_texts(seed)
+    mix = win._mix
+    monkeypatch.setattr(win, "_mix", lambda z: mix(z) & np.uint64(7))
+    docs = [d for f in files for d in f]
+    expected = oracle(docs, 4)
+    out = tmp_path / "out"
+    run_stage("substring_dedup", {"min_tokens": 4}, write(tmp_path, files), out)
+    removals = pd.read_parquet(out / "_work" / "verified")
+    number = {(p << 32) + r: i for p, f in enumerate(files) for r, (i, _) in enumerate(f)}
+    for d, a, b in zip(removals["doc"], removals["start"], removals["end"]):
+        assert set(range(a, b)) <= expected[number[d]][1]
+    got = read_output(out)
+    assert check_windows(docs, 4, dict(zip(got["id"], got["text"]))) > 10
 
 
 def test_byte_ranges_keep_whole_characters():
@@ -170,6 +276,10 @@ def test_windows_never_cross_documents_and_hash_by_content():
     a = np.array([1, 2, 3, 4, 5, 6]), np.array([1, 2, 3, 0, 5, 6])
     assert win.verified(a[0], a[0], 10, 3) == [(10, 16)] and win.verified(*a, 10, 3) == [(10, 13)]
     assert win.verified(np.array([1, 2, 3, 4, 5]), np.array([1, 2, 3, 4, 0]), 0, 2) == [(0, 4)]
+    assert win.verify_windows(*a, 10, 3) == ([(10, 13)], [(11, 16)])  # failed windows: kept whole
+    assert win.verify_windows(a[0], a[0][:0], 0, 3) == ([], [(0, 6)])  # nothing fetched: all kept
+    # later occurrences less first occurrences; the tokens that saved
+    assert win.removed_tokens([(0, 4), (6, 9)], [(2, 7)], 10) == ([(0, 2), (7, 9)], 3)
 
 
 def test_settings():
