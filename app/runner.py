@@ -233,6 +233,13 @@ def summary_table(outcomes: list[StageOutcome]) -> str:
             named = ", ".join(files[:3]) + (", ..." if len(files) > 3 else "")
             lines.append(f"{os.path.basename(o.output)}: {pending} input(s) still pending (failed for now: {named}); "
                          "run the same command again to fetch them")
+    empty = next((k for k, o in enumerate(outcomes, start=1)
+                  if o.manifest.get("counts", {}).get("out") == 0 and o.manifest.get("counts", {}).get("in")), None)
+    if empty is not None:
+        o = outcomes[empty - 1]
+        lines.append(f"no document is left after stage {empty} ({os.path.basename(o.output)}): "
+                     f"{', '.join(f'{k}={v}' for k, v in o.manifest['counts'].get('dropped', {}).items()) or 'all dropped'}"
+                     + ("; the stages after it had nothing to do" if empty < len(outcomes) else ""))
     return "\n".join(lines)
 
 

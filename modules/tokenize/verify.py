@@ -171,11 +171,14 @@ def discover(path: str, prefix: str | None = None) -> Target:
                 target.problems.append(
                     f"{target.path(p.name + '.bin')}: stray pair: listed in no manifest here (a copy, another "
                     "run's pair or a merge written inside the set)")
-    emptied = [m for m in target.units.values() if m.get("erasures") and not m.get("files")]
+    emptied = [m for m in target.units.values() if m.get("_complete") and not m.get("files")]
     if not target.pairs and not (emptied and len(emptied) == len(target.units)):
-        # (a token set whose every document was erased holds no pair, as tokenize writes none: its
-        # manifest says so, and that is complete, not broken)
         target.problems.append(f"{path}: no pairs: no .bin/.idx files here")
+    elif not target.pairs:
+        # a finished token set without documents (every one filtered out before tokenize, or erased)
+        # holds no pair, as tokenize writes none: its manifest says so, and that is complete, not broken
+        target.notes.append(f"{path}: no documents: the run that wrote it had none left to tokenize "
+                            "(its manifest lists no pairs)")
     for p in target.pairs:
         if not p.has_idx:
             target.problems.append(f"{target.path(p.name + '.idx')}: missing partner: {p.name}.bin has no .idx")
