@@ -7,7 +7,7 @@ import os
 
 from curate.stages.dataset.contract import JSONL_SUFFIXES, MANIFEST, PARQUET_SUFFIXES, SUCCESS
 from curate.stages.errors import DataError, SettingsError
-from curate.stages.paths import glob_files
+from curate.stages.paths import glob_files, glob_paths
 
 
 def expand_inputs(specs, allow_incomplete: bool = False) -> list[str]:
@@ -30,6 +30,9 @@ def expand_named(specs, allow_incomplete: bool = False) -> list[tuple[str, str]]
         elif os.path.isfile(spec):
             named.append((spec, os.path.basename(spec)))
         elif globlib.has_magic(spec):
+            for p in glob_paths(spec):  # named, never skipped: a skipped input is documents lost in silence
+                if _kind(p):
+                    _check_data_file(p, spec)
             hits = [p for p in glob_files(spec) if _kind(p)]
             if not hits:
                 raise SettingsError(f"input {spec}: no JSONL or Parquet file matches")
@@ -107,7 +110,7 @@ def _dataset_dir_files(path: str, allow_incomplete: bool) -> list[str]:
     from curate.stages.output import Output
 
     out = Output.at(path)
-    if not out.exists(SUCCESS) and not allow_incomplete:
+    if not out.exists(SUCCESS) and not allow_incomplete and _curate_wrote(out):
         raise SettingsError(
             f"input {path}: no {SUCCESS} in this directory (an unfinished stage output?); "
             f"pass --allow-incomplete to read it anyway, or a glob such as {path.rstrip('/')}/*.jsonl"
@@ -133,9 +136,29 @@ def _dataset_dir_files(path: str, allow_incomplete: bool) -> list[str]:
             if _kind(f) and not f.startswith(".")
             and not any(seg.startswith(("_", ".")) for seg in os.path.relpath(root, path).split(os.sep) if seg != ".")
         )
+        for p in parts:
+            _check_data_file(p, path)
     if not parts:
         raise SettingsError(f"input {path}: no JSONL or Parquet files in this directory")
     return parts
+
+
+def _check_data_file(p: str, spec: str) -> None:
+    """A path named like a data file must be one (SettingsError naming it): a broken link or a folder
+    called ``x.jsonl`` was once skipped in silence."""
+    if os.path.isfile(p):
+        return
+    what = (f"a broken symbolic link (to {os.readlink(p)})" if os.path.islink(p) and not os.path.exists(p)
+            else "a directory, not a data file" if os.path.isdir(p) else "not a regular file")
+    raise SettingsError(f"input {p}: {what}, found by {spec}; remove it or narrow the input")
+
+
+def _curate_wrote(out) -> bool:
+    """The directory is (the start of) a curate output: a manifest, a journal or a lock. A plain folder of
+    the user's JSONL or Parquet files has none, and is read as it is."""
+    if out.remote:  # a prefix on an object store is judged by its _SUCCESS alone, as it always was
+        return True
+    return any(e.name.startswith(("_state", "_LOCK", "_manifest", "manifest.json")) for e in os.scandir(out.url))
 
 
 def _manifest_parts(path: str, manifest: dict) -> list[str]:
