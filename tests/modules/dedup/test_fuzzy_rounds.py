@@ -7,7 +7,6 @@ that a comparing task holds at most a partition's sets plus one bounded batch (i
 
 import functools
 import importlib
-import math
 import random
 
 import numpy as np
