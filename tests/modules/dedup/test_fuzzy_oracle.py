@@ -19,6 +19,7 @@ equal key, then id; kept unless close to one kept before; removed for the first 
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import random
 
@@ -118,6 +119,34 @@ def lsh_pairs(out):
 CASES = [(seed, policy) for seed, policy in zip(range(6), itertools.cycle(["smallest-id", "longest", "priority:prio"]))]
 
 
+def check_invariants(out, by_id, policy):
+    """(a) and (b) of the module doc and the cluster sizes; returns (audit frame, kept ids)."""
+    audit = pd.read_parquet(out / "_duplicates")
+    kept = set(read_output(out)["id"])
+    comp = dict(zip(audit["id"], audit["component"]))
+    kept_id = dict(zip(audit["id"], audit["kept_id"]))
+    removed = set(audit["id"][audit["removed"]])
+    assert kept == set(by_id) - removed and not audit["id"].duplicated().any()  # one final decision each
+
+    def sim(a, b):
+        return jaccard(by_id[a]["text"], by_id[b]["text"])
+
+    # (a) no two kept documents of one component or of one LSH bucket are similar
+    same = [(a, b) for a, b in itertools.combinations(sorted(kept & set(comp)), 2) if comp[a] == comp[b]]
+    close_kept = [(a, b, round(sim(a, b), 3)) for a, b in set(same) | lsh_pairs(out)
+                  if a in kept and b in kept and sim(a, b) >= T]
+    assert not close_kept, f"kept side by side: {close_kept}"
+    # (b) removed only for a similar document --keep ranks no worse
+    for i in removed:
+        k = kept_id[i]
+        assert k in kept and sim(i, k) >= T, (i, k, sim(i, k))
+        assert keep_key(policy, by_id[k]) <= keep_key(policy, by_id[i]), (policy, i, k)
+    sizes = dict(zip(*read_output(out)[["id", "dup_cluster_size"]].to_numpy().T))
+    assert sum(int(v) for v in sizes.values()) == len(by_id)
+    assert all(int(sizes[k]) == 1 + sum(kept_id.get(i) == k and i != k for i in kept_id) for k in kept)
+    return audit, kept
+
+
 @pytest.mark.parametrize("seed,policy", CASES)
 def test_decisions_against_brute_force(tmp_path, seed, policy):
     records = corpus(seed)
@@ -127,38 +156,20 @@ def test_decisions_against_brute_force(tmp_path, seed, policy):
         out = tmp_path / f"out{parts}"
         manifest = run_stage("fuzzy_dedup", {"keep": policy, "audit_sample": 1000},
                              files_of(tmp_path, records, parts=parts, name=f"in{parts}"), out)
-        audit = pd.read_parquet(out / "_duplicates")
-        kept = set(read_output(out)["id"])
+        audit, kept = check_invariants(out, by_id, policy)
         comp = dict(zip(audit["id"], audit["component"]))
         kept_id = dict(zip(audit["id"], audit["kept_id"]))
         removed = set(audit["id"][audit["removed"]])
-        assert kept == set(by_id) - removed and not audit["id"].duplicated().any()  # one final decision each
-
-        def sim(a, b):
-            return jaccard(by_id[a]["text"], by_id[b]["text"])
-
-        # (a) no two kept documents of one component or of one LSH bucket are similar
-        same = [(a, b) for a, b in itertools.combinations(sorted(kept & set(comp)), 2) if comp[a] == comp[b]]
-        close_kept = [(a, b, round(sim(a, b), 3)) for a, b in set(same) | lsh_pairs(out)
-                      if a in kept and b in kept and sim(a, b) >= T]
-        assert not close_kept, f"kept side by side: {close_kept}"
-        # (b) removed only for a similar document --keep ranks no worse
-        for i in removed:
-            k = kept_id[i]
-            assert k in kept and sim(i, k) >= T, (i, k, sim(i, k))
-            assert keep_key(policy, by_id[k]) <= keep_key(policy, by_id[i]), (policy, i, k)
         # the rule, recomputed component by component (every member of a component this small is a
         # candidate of round 1)
         assert manifest["dedup"]["refine_rounds"] == 1
         members = audit.groupby("component")["id"].apply(sorted)
         want = {i: k for ids in members for i, k in the_rule(ids, by_id, policy).items()}
         assert kept_id == want
-        sizes = dict(zip(*read_output(out)[["id", "dup_cluster_size"]].to_numpy().T))
-        assert sum(int(v) for v in sizes.values()) == len(records)
-        assert all(int(sizes[k]) == 1 + sum(kept_id.get(i) == k and i != k for i in kept_id) for k in kept)
         # (c) the audit over every document
         a = manifest["dedup"]["audit"]
-        true = [(x, y) for x, y in itertools.combinations(sorted(by_id), 2) if sim(x, y) >= T]
+        true = [(x, y) for x, y in itertools.combinations(sorted(by_id), 2)
+                if jaccard(by_id[x]["text"], by_id[y]["text"]) >= T]
         found = [(x, y) for x, y in true if x in comp and comp.get(x) == comp.get(y) and (x in removed or y in removed)]
         assert (a["sample"], a["true_pairs"]) == (len(records), len(true))
         assert a["recall"] == round(len(found) / len(true), 4) and a["precision"] == 1.0
@@ -167,6 +178,19 @@ def test_decisions_against_brute_force(tmp_path, seed, policy):
     # the same components over two or three partitions: the same decisions
     if decided[2][0] == decided[3][0]:
         assert decided[2][1] == decided[3][1]
+
+
+@pytest.mark.parametrize("seed,policy", CASES[:3])
+def test_many_rounds_keep_the_invariants(tmp_path, monkeypatch, seed, policy):
+    """Two candidates a round and no budget: a component is decided over several rounds, each keeping
+    some candidates and removing what they cover; (a) and (b) hold however the work is split."""
+    rule = importlib.import_module("curate.stages.dedup.fuzzy.decide")
+    monkeypatch.setattr(rule, "CANDIDATES", 2)
+    monkeypatch.setattr(rule, "PAIR_BUDGET", 0)
+    records = corpus(seed)
+    manifest = run_stage("fuzzy_dedup", {"keep": policy}, files_of(tmp_path, records), tmp_path / "out")
+    assert 3 <= manifest["dedup"]["refine_rounds"] < rule.MAX_REFINE_ROUNDS
+    check_invariants(tmp_path / "out", {r["id"]: r for r in records}, policy)
 
 
 def test_the_shapes_are_adversarial():
