@@ -34,12 +34,9 @@ Steps, each writing Parquet under ``OUT/_work/<step>/`` (resumable, see :mod:`cu
 5. ``components``: connected components (:mod:`curate.stages.dedup.components`), distributed large-star /
    small-star, or union-find in one task when there are at most ``in_memory_edges`` edges.
 6. ``members``: components go back to their input partitions to pick up ids and keep keys, then a
-   shuffle on the component: (doc, comp, id, key, weight[, loose]), every component in one partition;
-   beside it ``_work/pool``: the ``POOL_SIZE`` members of each component of three or more with the
-   smallest hash of their document number (the documents later rounds may keep again).
-7. ``refine/round-NN`` (``--false-positive-check`` only, :mod:`.rounds`): the decision rule below;
-   rounds 2 and later in three steps each (``-pairs``, ``-close``, the round), on the members still
-   undecided.
+   shuffle on the component: (doc, comp, id, key, weight[, loose]), every component in one partition.
+7. ``refine/round-NN`` (``--false-positive-check`` only, :mod:`.rounds`): the decision rule below,
+   each round in three steps (``-pairs``, ``-close``, the round) on the members still undecided.
 8. ``duplicates``: without the check, each component keeps its first member by ``--keep`` and the rest
    are removed. Writes (doc, id, component, kept_id, removed, size) and, for audit,
    ``OUT/_duplicates/`` with (id, component, kept_id, removed) for every document of every component
@@ -52,39 +49,52 @@ Steps, each writing Parquet under ``OUT/_work/<step>/`` (resumable, see :mod:`cu
 
 **The decision rule.** Documents are ranked by ``(tier, key, id, doc)``: the keep policy's key, then
 the smallest id, then the document read first (``tier`` is 0 except against indexes, below). With the
-check, a document is removed only for a kept document it is itself similar to (its true Jaccard
-reaches the threshold); a component (the transitive closure of similar pairs: along a chain A ~ B ~ C,
-A and C can be far apart) therefore keeps one document or several. In rounds:
+check, each component (the transitive closure of similar pairs: along a chain A ~ B ~ C, A and C can
+be far apart) is decided so that
 
-- Round 1: each component keeps its first document by rank (so ``--keep`` keeps its meaning) and
-  removes every member close to it. A component of two joined by a verified edge is decided without
-  sets (the edge is the check).
-- Round k >= 2, on the members still undecided: up to ``candidates_in_round(k)`` of them (8, doubling
-  each round up to 64; in a component of n undecided members at least min(n, ``PAIR_BUDGET`` / n),
-  so every member of one of up to 1,024 is a candidate) and the pool documents not undecided are
-  candidates, picked by a hash of the
-  document number (so an ``--against`` run, whose documents keep the joint run's numbers, picks the
-  same). Every undecided member is compared with every candidate. In turn, those close to the most
-  undecided members first (then by rank): an undecided candidate is kept unless it is close to a
-  candidate kept before it; a pool document (removed earlier, for a document it is close to) is kept
-  again when it is close to at least ``PROMOTE_MIN`` undecided members that nothing kept covers yet.
-  Then every undecided member close to a kept candidate is removed for the first of them by rank; the
-  others stay undecided.
+- (a) no two kept members are close (true Jaccard at or above the threshold);
+- (b) a member is removed only for a kept member it is close to and that ``--keep`` ranks no worse
+  (``(tier, key)`` no larger: ``--keep longest``, one at least as long; against an index, an indexed
+  document or one of the same tier);
+- and among members ``--keep`` ranks equal (all of them under ``smallest-id``), those close to the
+  most others go first (a cloud's hub before its far copies), then the smallest id.
 
-Why several documents can be kept: one is kept for each group of members that no kept document is
-close to (the far end of a chain, a copy far from the first), and a hub of a cloud of near copies,
-although close to the first document, is kept again when it covers the copies the first does not (a
-cloud of 2,000 copies with 1% of words changed keeps a handful instead of hundreds). Why few rounds:
-each round decides every one of its candidates and everything close to the kept ones. A component
-with at most 1,024 undecided members has them all as candidates, so the round after round 1 decides
-it whole: a chain of up to 1,024 documents takes 2 rounds, and a cloud of 100,000 near copies 3 or 4
-(round 2 covers all but the few hundred copies far from everything, round 3 decides those). Longer
-chains of near copies of near copies, which the web does not seem to make, take more: a round
-decides about three links per candidate, PAIR_BUDGET / n candidates. A round compares at most
-max(64, PAIR_BUDGET / n) + POOL_SIZE pairs per undecided member and reads only those members' sets,
-so its cost follows the documents it decides. ``MAX_REFINE_ROUNDS`` (32) is a
-safety net: members still undecided then are kept, never removed unverified. Without the check, a
-component keeps its first document and removes the others.
+A component of two joined by a verified edge is decided without sets (the edge is the check): the
+first by rank is kept, the other removed. The others in rounds, each on the members still undecided:
+the *candidates* are the first of them by ``(tier, key)`` and, among equal ones, by a hash of the
+document number (so an ``--against`` run, whose documents keep the joint run's numbers, picks the
+same): ``CANDIDATES`` (64), or every member of a component of n undecided members when n <= 1,024
+(at least min(n, ``PAIR_BUDGET`` / n)). Every undecided member is compared with every candidate.
+The candidates take turns by ``(tier, key)``, then the most undecided members of equal ``(tier,
+key)`` close to them, then rank: a candidate is kept unless it is close to one kept before it. Then
+every member close to a kept candidate is removed for the first of them in turn; the others stay
+undecided. A decision is final.
+
+Why (a) and (b) hold: a member still undecided after a round is close to no document kept in it (it
+was compared with every candidate and would have been removed), so a later round never keeps one
+close to an earlier kept one; within a round, two candidates are compared and the later one is not
+kept if close to the earlier. A candidate's turn comes after every candidate of better ``(tier, key)``,
+and the candidates are the first members by ``(tier, key)``, so a kept candidate ranks no worse than
+what it removes. Before this rule a round could keep again a document removed earlier (the hub of a
+cloud, found after round 1 had kept the component's first document): it then stood beside the
+document it had been removed for, which it is close to, and under ``--keep longest`` removed longer
+documents for a shorter one (hostile pass 3, point 5).
+
+Why several documents can be kept: one for each group of members no kept document is close to (the
+far end of a chain, a copy far from the hub). What (a) costs: a cloud of near copies keeps every
+copy far from the hub kept first, and under a key that orders every document (``longest``,
+``newest``) the first kept is the longest, not a hub, so more copies stay (a test of 2,000 copies of
+a page with 1% of the words changed: 7 kept by default, 342 under ``--keep longest``; the rule
+before kept hubs side by side). Why few rounds: each round decides every one of its candidates and
+everything close to the kept ones; a component with at most 1,024 undecided members has them all as
+candidates and is decided whole in one round (a chain, a star, a small cloud: one round). A giant
+cloud's first round keeps a hub among 64 candidates and removes all but the copies far from it; the
+next rounds have those few as candidates. Components whose order forces thousands of mutually far
+documents to be kept take more rounds: a round keeps at most PAIR_BUDGET / n of them. A round
+compares at most max(CANDIDATES, PAIR_BUDGET / n) pairs per undecided member and reads only those
+members' sets, so its cost follows the documents it decides. ``MAX_REFINE_ROUNDS`` (32) is a safety
+net: members still undecided then are kept, never removed unverified (the only case (a) can fail).
+Without the check, a component keeps its first document and removes the others.
 
 **Memory.** A task holds at most one input partition's documents (the signatures step: its texts and
 their sets; a comparing task: the sets of its own partition's documents it needs, plus
@@ -118,7 +128,7 @@ kept ids and cluster sizes. Why the run below achieves it:
   label (``anchors``); each A component met is then expanded to all its members (``expanded``),
   kept or removed by A's own run. Components without a B document are A's and decide nothing in B.
 - *Decisions.* The rule above depends only on a component's members, their ranks, the hashes of
-  their document numbers (candidates and pool) and the similarity of pairs of them; the against-run
+  their document numbers (candidates) and the similarity of pairs of them; the against-run
   runs the same rounds on the same members with the same ranks, numbers and similarities (an A
   member's shingle set from the index), so every member of a joint component that holds a B document
   is decided as in the joint run, A's members included, round limit included.
@@ -140,19 +150,19 @@ from curate.stages.dedup.fuzzy.against import (
     Joint, anchor_edges, attach_members, expanded_members, index_docs, matched_centers,
 )
 from curate.stages.dedup.fuzzy.decide import (
-    FIRST_CANDIDATES, MAX_CANDIDATES, MAX_REFINE_ROUNDS, MEMBER_COLUMNS, PAIR_BUDGET, attach_ids, candidate_pairs,
-    candidates_in_round, candidates_per_member, component_duplicates, decide, decide_pairs, decide_round, doc_hash, group_sizes,
+    CANDIDATES, MAX_REFINE_ROUNDS, MEMBER_COLUMNS, PAIR_BUDGET, attach_ids, candidate_pairs, candidate_ranks,
+    candidates_per_member, component_duplicates, decide, decide_pairs, decide_round, doc_hash, group_sizes,
     pick_candidates, pick_representatives, split_pairs,
 )
-from curate.stages.dedup.fuzzy.rounds import first_round, refine_removals
+from curate.stages.dedup.fuzzy.rounds import refine_removals
 from curate.stages.dedup.fuzzy.stage import FuzzyDedupStage
 
 __all__ = [
-    "ANCHORS", "FIRST_CANDIDATES", "MAX_CANDIDATES", "MAX_REFINE_ROUNDS", "MEMBER_COLUMNS", "PAIR_BUDGET", "PAIR_SET_VALUES",
+    "ANCHORS", "CANDIDATES", "MAX_REFINE_ROUNDS", "MEMBER_COLUMNS", "PAIR_BUDGET", "PAIR_SET_VALUES",
     "REASON", "FuzzyDedupSettings", "FuzzyDedupStage", "Joint", "SetStore", "anchor_edges", "attach_ids",
-    "attach_members", "bucket_centers", "bucket_frame", "candidate_pairs", "candidates_in_round", "candidates_per_member",
+    "attach_members", "bucket_centers", "bucket_frame", "candidate_pairs", "candidate_ranks", "candidates_per_member",
     "close_pairs",
-    "component_duplicates", "decide", "decide_pairs", "decide_round", "doc_hash", "expanded_members", "first_round",
+    "component_duplicates", "decide", "decide_pairs", "decide_round", "doc_hash", "expanded_members",
     "group_sizes", "index_docs", "matched_centers", "pair_jaccard", "pick_candidates", "pick_representatives",
     "read_signatures", "refine_removals", "signature_table", "signatures_and_sets", "split_pairs", "star_edges",
 ]

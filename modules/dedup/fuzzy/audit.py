@@ -5,8 +5,9 @@ smallest hash of their number, so the same on every rerun) is compared all again
 Jaccard similarity of their shingle sets (the sets the run wrote, read by byte ranges: no text is
 read again). Against that brute force:
 
-- **recall**: of the sampled pairs at or above the threshold, the share the run put in one component
-  (it saw them as near duplicates);
+- **recall**: of the sampled pairs at or above the threshold, the share the run deduplicated: put in
+  one component and removed at least one of (two documents kept side by side are still a near
+  duplicate in the output, whatever component they share);
 - **precision**: of the sampled documents the run removed, the share whose true similarity to the
   document they were removed for (``kept_id``) reaches the threshold.
 
@@ -117,10 +118,12 @@ def audit(store, partitions: range, decisions, threshold: float, k: int = SAMPLE
     comp_of[found] = comp[order][pos[found]]
     close = jac >= threshold
     same = (comp_of[ia] >= 0) & (comp_of[ia] == comp_of[ib])
-    true_pairs, hits = int(close.sum()), int((close & same).sum())
-    # precision: every sampled document the run removed, against the document it was removed for
     was_removed = np.zeros(n, dtype=bool)
     was_removed[found] = removed[order][pos[found]]
+    # a pair is found when the run removed one of its documents: both kept is a miss even in one component
+    found_pairs = close & same & (was_removed[ia] | was_removed[ib])
+    true_pairs, hits = int(close.sum()), int(found_pairs.sum())
+    # precision: every sampled document the run removed, against the document it was removed for
     kept_of = np.zeros(n, dtype=np.int64)
     kept_of[found] = kept[order][pos[found]]
     rem = np.flatnonzero(was_removed)

@@ -58,49 +58,44 @@ def group_sizes(df: pd.DataFrame) -> np.ndarray:
 
 # --------------------------------------------------------------------------- false-positive check of removals
 # Edges that pass the check are similar pairs, but a component is their transitive closure: along a
-# chain A ~ B ~ C, A and C can be far apart. With the check on, a document is removed only when its
-# own similarity to the document it is removed for reaches the threshold. Round 1 keeps each
-# component's first member by the keep rank and removes the members close to it; every later round
-# compares the undecided members with a few candidates (undecided ones and pool documents, sampled
-# by a hash of their document numbers) and decides every candidate (the rule in words: the package
-# doc). A component of n undecided members costs at most n x (MAX_CANDIDATES + POOL_SIZE)
-# comparisons a round.
+# chain A ~ B ~ C, A and C can be far apart. With the check on, a document is removed only for a kept
+# document it is itself close to (true Jaccard >= threshold), never kept beside a member of its
+# component it is close to, and never removed for one --keep ranks after it (a worse tier or key).
+# Rounds decide each component: every round takes candidates (its undecided members with the best
+# (tier, key), sampled by a hash of their document numbers among equal ones), compares every undecided
+# member with every candidate and takes the candidates in turn, by (tier, key), then those close to
+# the most undecided members of equal (tier, key) first (a cloud's hub before its edge), then by id: a candidate is kept
+# unless close to one kept before it; every member close to a kept candidate is removed for the first
+# of them. A decision is final: keeping again a removed document would keep it beside the document it
+# was removed for. The rule in words and why it holds: the package doc. A component of n undecided
+# members costs at most n x max(CANDIDATES, PAIR_BUDGET / n) comparisons a round.
 
-#: after this many rounds the still undecided documents are kept (never removed unverified); the
-#: doubling candidates decide a chain of L documents in about log2(L) rounds, so this is a safety net
+#: after this many rounds the still undecided documents are kept (never removed unverified); every
+#: component of up to 1,024 undecided members is decided whole in one round (PAIR_BUDGET), so this
+#: is a safety net
 MAX_REFINE_ROUNDS = 32
-#: candidates per component in round 2, doubling each round up to MAX_CANDIDATES (which bounds a round's
-#: comparisons: at most MAX_CANDIDATES per undecided document)
-FIRST_CANDIDATES, MAX_CANDIDATES = 8, 64
-#: documents of a component a later round may keep again (its pool, :func:`member_pool`), all of them
-#: candidates of each round: the more, the likelier the pool holds a hub close to nearly every member
-POOL_SIZE = 64
-
-
-def candidates_in_round(k: int) -> int:
-    return min(FIRST_CANDIDATES << max(k - 2, 0), MAX_CANDIDATES)
-
-
+#: candidates per component and round (more in a small component: PAIR_BUDGET): the more, the likelier
+#: they hold a hub close to nearly every member of a cloud of near copies
+CANDIDATES = 64
 #: comparisons a round may spend on one component: a component of n undecided members has at least
 #: min(n, PAIR_BUDGET // n) candidates, so one of up to 1,024 is decided whole in the round (every member a
 #: candidate), and a larger one as fast as its budget allows (2^20 pairs: 24 MiB of compact rows, about
-#: a CPU-second of set merges). Without it the 500 mutually far copies a cloud of 100,000 leaves after
-#: round 2 took one round per 64 of them.
+#: a CPU-second of set merges).
 PAIR_BUDGET = 1 << 20
 
 
-def candidates_per_member(df: pd.DataFrame, k: int) -> np.ndarray:
+def candidates_per_member(df: pd.DataFrame) -> np.ndarray:
     """int64 per row of ``df`` (doc, comp: every undecided member of its components): how many
-    candidates round ``k`` picks in the row's component: candidates_in_round(k), or more for a small
-    component (PAIR_BUDGET)."""
+    candidates a round picks in the row's component: CANDIDATES, or more for a small component
+    (PAIR_BUDGET)."""
     n = df.groupby("comp", sort=False)["doc"].transform("size").to_numpy(dtype=np.int64)
-    return np.maximum(candidates_in_round(k), np.minimum(n, PAIR_BUDGET // np.maximum(n, 1)))
+    return np.maximum(CANDIDATES, np.minimum(n, PAIR_BUDGET // np.maximum(n, 1)))
 
 
 def doc_hash(docs) -> np.ndarray:
-    """uint64 per document number (splitmix64's finaliser): the order candidates are sampled in. A pure
-    function of the number, so an ``--against`` run, whose documents keep the joint run's numbers,
-    samples the same candidates."""
+    """uint64 per document number (splitmix64's finaliser): the order candidates of equal rank are
+    sampled in. A pure function of the number, so an ``--against`` run, whose documents keep the joint
+    run's numbers, samples the same candidates."""
     x = np.asarray(docs, dtype=np.int64).view(np.uint64).copy()
     with np.errstate(over="ignore"):
         x ^= x >> np.uint64(30)
@@ -111,43 +106,49 @@ def doc_hash(docs) -> np.ndarray:
     return x
 
 
-def pick_candidates(df: pd.DataFrame, r) -> np.ndarray:
-    """bool per row of ``df`` (doc, comp: every undecided member of its components): the ``r`` members
-    of each component with the smallest :func:`doc_hash` (``r``: a number, or one per row, the same
-    within a component)."""
-    h = doc_hash(df["doc"].to_numpy(dtype=np.int64))
+def _column(df: pd.DataFrame, name: str, dtype) -> np.ndarray:
+    return df[name].to_numpy(dtype=dtype) if name in df.columns else np.zeros(len(df), dtype=dtype)
+
+
+def candidate_ranks(df: pd.DataFrame) -> np.ndarray:
+    """int64 per row of ``df`` (doc, comp[, tier, key]: every undecided member of its components): its
+    place in its component by (tier, key, :func:`doc_hash`, doc), 0 for the first. Candidates are
+    the first: those --keep prefers, a hash sample among equal ones (not the smallest ids: a cloud's
+    hub is as likely to be any copy)."""
+    doc = df["doc"].to_numpy(dtype=np.int64)
     comp = df["comp"].to_numpy(dtype=np.int64)
-    order = np.lexsort((h, comp))
+    order = np.lexsort((doc, doc_hash(doc), _column(df, "key", np.float64), _column(df, "tier", np.int64), comp))
     starts = np.r_[0, np.flatnonzero(np.diff(comp[order])) + 1] if len(order) else np.zeros(0, np.int64)
-    nth = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
-    out = np.zeros(len(df), dtype=bool)
-    limit = np.asarray(r)[order] if np.ndim(r) else r
-    out[order[nth < limit]] = True
+    out = np.empty(len(order), dtype=np.int64)
+    out[order] = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
     return out
 
 
-def candidate_pairs(df: pd.DataFrame, k: int) -> pd.DataFrame:
-    """(doc, cand, comp) for round ``k``: every undecided member of ``df`` (rows with ``pool`` False; all
-    of its components) with each candidate of its component (:func:`decide_round`) but itself. Rows
-    with ``pool`` True are the components' pool documents (:func:`member_pool`)."""
-    rows = df[["doc", "comp"]].astype("int64")
-    in_pool = df["pool"].to_numpy(dtype=bool) if "pool" in df.columns else np.zeros(len(df), dtype=bool)
-    members = rows[~in_pool]
-    pool = rows[in_pool & rows["comp"].isin(members["comp"]).to_numpy() & ~rows["doc"].isin(members["doc"]).to_numpy()]
-    picked = pick_candidates(members, candidates_per_member(members, k))
-    cands = pd.concat([members[picked], pool[pick_candidates(pool, POOL_SIZE)]],
-                      ignore_index=True)
-    pairs = members.merge(cands.rename(columns={"doc": "cand"}), on="comp", how="inner")
-    pairs = pairs[pairs["doc"].to_numpy() != pairs["cand"].to_numpy()]
-    return pairs[["doc", "cand", "comp"]].reset_index(drop=True)
+def pick_candidates(df: pd.DataFrame) -> np.ndarray:
+    """bool per row of ``df`` (as :func:`candidate_ranks`): the candidates of a round, the
+    :func:`candidates_per_member` first of each component by :func:`candidate_ranks`."""
+    return candidate_ranks(df) < candidates_per_member(df)
 
 
-def trimmed_pool(df: pd.DataFrame) -> pd.DataFrame:
-    """The pool rows of ``df`` (as :func:`candidate_pairs`) of components that still have undecided
-    members: the next round's pool, so a round's work follows the undecided documents."""
-    in_pool = df["pool"].to_numpy(dtype=bool)
-    live = df["comp"].isin(df["comp"][~in_pool]).to_numpy()
-    return df[in_pool & live].drop(columns=["pool"]).reset_index(drop=True)
+def candidate_pairs(df: pd.DataFrame) -> pd.DataFrame:
+    """(doc, cand, comp): every undecided member of ``df`` (all of its components) with each candidate
+    (:func:`pick_candidates`) but itself, a pair of two candidates once (``doc`` the later one). Built
+    with numpy, not a merge: a giant component's pairs are the most rows any task of a round holds."""
+    doc = df["doc"].to_numpy(dtype=np.int64)
+    comp = df["comp"].to_numpy(dtype=np.int64)
+    rank = candidate_ranks(df)
+    is_cand = rank < candidates_per_member(df)
+    cands = np.flatnonzero(is_cand)
+    cands = cands[np.lexsort((rank[cands], comp[cands]))]  # by component, then rank: 0, 1, ... r - 1
+    comps, first = np.unique(comp[cands], return_index=True)
+    count = np.diff(np.r_[first, len(cands)])
+    at = np.searchsorted(comps, comp)  # every component has a candidate: its first member
+    # a candidate pairs with the candidates before it (as many as its rank), any other member with all
+    n = np.where(is_cand, rank, count[at]) if len(doc) else np.zeros(0, dtype=np.int64)
+    member = np.repeat(np.arange(len(doc)), n)
+    nth = np.arange(len(member)) - np.repeat(np.cumsum(n) - n, n)
+    cand = cands[np.repeat(first[at], n) + nth]
+    return pd.DataFrame({"doc": doc[member], "cand": doc[cand], "comp": comp[member]})
 
 
 def pick_representatives(df: pd.DataFrame) -> pd.DataFrame:
@@ -172,13 +173,14 @@ def split_pairs(df: pd.DataFrame, pairs: bool) -> pd.DataFrame:
 
 def decide_pairs(df: pd.DataFrame, threshold: float) -> pd.DataFrame:
     """Decisions for components of two documents, without their texts: such a component is one edge
-    that passed the true-Jaccard check, so the larger id is removed for the smaller. (About nine in
+    that passed the true-Jaccard check, so the second by rank is removed for the first. (About nine in
     ten components are pairs; they no longer fetch two texts per member.)"""
     return decide(pick_representatives(df).assign(jaccard=1.0), threshold, last=True)
 
 
 def decide(df: pd.DataFrame, threshold: float, last: bool) -> pd.DataFrame:
-    """(doc, id, component, kept_id, kept_doc, removed, decided, key, weight) after one round."""
+    """(doc, id, component, kept_id, kept_doc, removed, decided, key, weight) after round 1: the first
+    member (``rep``) kept, the members close to it removed for it."""
     from curate.stages.dataset import STRING
 
     df = keeping.rank_order(df, ("comp",))
@@ -202,69 +204,70 @@ def decide(df: pd.DataFrame, threshold: float, last: bool) -> pd.DataFrame:
     return out.astype({"id": STRING, "kept_id": STRING})
 
 
-#: a removed document is kept again (promoted) in a later round when it is close to at least this many
-#: undecided members that no document kept so far in the round is close to
-PROMOTE_MIN = 2
+def decide_round(members: pd.DataFrame, close: pd.DataFrame, k: int, last: bool) -> pd.DataFrame:
+    """Round ``k``: decisions, as :func:`decide`, for ``members`` (doc, comp, id, key, weight[, tier]:
+    every undecided member of their components) given ``close`` (doc, cand: the pairs of
+    :func:`candidate_pairs` whose true Jaccard reaches the threshold).
 
-
-def decide_round(members: pd.DataFrame, pool: pd.DataFrame, close: pd.DataFrame, k: int, last: bool) -> pd.DataFrame:
-    """Round ``k`` >= 2: decisions, as :func:`decide`, for ``members`` (doc, comp, id, key, weight[, tier]:
-    every undecided member of their components) and for the documents of ``pool`` (their components'
-    :func:`member_pool`) it keeps again, given ``close`` (doc, cand: the pairs of :func:`candidate_pairs`
-    whose true Jaccard reaches the threshold).
-
-    The candidates are the :func:`candidates_per_member` undecided members and POOL_SIZE pool documents not
-    undecided of smallest :func:`doc_hash`. They are taken in turn, those close to the most undecided
-    members first (then by rank): an undecided one is kept unless close to one kept before it; a pool
-    document (removed in an earlier round, for a document it is close to) is kept again when it is
-    close to at least PROMOTE_MIN undecided members no kept candidate is close to yet. Then every
-    undecided member close to a kept candidate is removed for the first of them by rank; the rest
-    stay undecided (kept when ``last``)."""
+    The candidates (:func:`pick_candidates`) take turns by (tier, key), then the most undecided members
+    of equal (tier, key) close to them first, then (id, doc): one is kept unless close to a candidate kept before it. Then
+    every member close to a kept candidate is removed for the first of them in turn; the rest stay
+    undecided (kept when ``last``). Why no two kept members are close and no member is removed for
+    one --keep ranks after it: nothing kept in an earlier round is close to an undecided member (it
+    was compared with it and would have removed it), a candidate is compared with every other, and
+    a candidate's turn comes after every candidate of better (tier, key), which are all the members of
+    better (tier, key) (candidates are the first by it)."""
     from curate.stages.dataset import STRING
 
-    columns = [c for c in members.columns if c not in ("cand",)]
-    undecided = set(members["doc"].to_numpy(dtype=np.int64).tolist())
-    pool = pool[pool["comp"].isin(members["comp"]) & ~pool["doc"].isin(undecided)][columns]
-    m = pd.concat([members[columns].assign(_u=True), pool.assign(_u=False)], ignore_index=True)
-    m = keeping.rank_order(m, ("comp",)).reset_index(drop=True)  # rows in rank order within components
+    m = keeping.rank_order(members.drop(columns=["cand"], errors="ignore"), ("comp",)).reset_index(drop=True)
     n = len(m)
     doc = m["doc"].to_numpy(dtype=np.int64)
     comp = m["comp"].to_numpy(dtype=np.int64)
-    is_u = m["_u"].to_numpy(dtype=bool)
-    is_cand = np.zeros(n, dtype=bool)
-    at = np.flatnonzero(is_u)
-    is_cand[at[pick_candidates(m.iloc[at], candidates_per_member(m.iloc[at], k))]] = True
-    at = np.flatnonzero(~is_u)
-    is_cand[at[pick_candidates(m.iloc[at], POOL_SIZE)]] = True
+    is_cand = pick_candidates(m)
     row = pd.Series(np.arange(n), index=doc)
     x = row.reindex(close["doc"].to_numpy(dtype=np.int64)).to_numpy()
     y = row.reindex(close["cand"].to_numpy(dtype=np.int64)).to_numpy()
     known = ~(np.isnan(x) | np.isnan(y)) if len(x) else np.zeros(0, dtype=bool)
     x, y = x[known].astype(np.int64), y[known].astype(np.int64)
-    keep = is_u[x] & is_cand[y]
-    x, y = x[keep], y[keep]
-    # the candidates' turns: most undecided members close to them first (a cloud's hub before its edge)
-    cover = np.bincount(y, minlength=n) + (is_cand & is_u)
-    order = np.lexsort((np.arange(n), -cover, comp))
+    ok = is_cand[y] & (x != y) & (comp[x] == comp[y])
+    x, y = x[ok], y[ok]
+    both = is_cand[x]  # two candidates were compared once: the pair counts both ways
+    code = np.unique(np.concatenate([x * n + y, y[both] * n + x[both]]))
+    x, y = code // max(n, 1), code % max(n, 1)
+    # the candidates' turns: (tier, key), then cover (a cloud's hub before its edge), then the rank. Cover
+    # counts the close members --keep ranks equal, not worse ones: against an index, new documents close
+    # to an indexed one (tier 0) do not change the indexed documents' turns (its own run's decisions)
+    tier, key = _column(m, "tier", np.int64), _column(m, "key", np.float64)
+    peers = (tier[x] == tier[y]) & (key[x] == key[y])
+    cover = np.bincount(y[peers], minlength=n) + 1
+    order = np.lexsort((np.arange(n), -cover, key, tier, comp))
     order = order[is_cand[order]]
-    nth = np.full(n, -1, dtype=np.int64)
-    nth[order] = m.iloc[order].groupby("comp", sort=False).cumcount().to_numpy()
+    at = np.full(n, n, dtype=np.int64)  # a candidate's place in ``order`` (components in turn)
+    at[order] = np.arange(len(order))
+    starts = np.r_[0, np.flatnonzero(np.diff(comp[order])) + 1] if len(order) else np.zeros(0, np.int64)
+    turn = np.full(n, -1, dtype=np.int64)
+    turn[order] = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
+    # every component's j-th candidate at once: kept unless covered; a kept one covers the members close to it
+    by_turn = np.argsort(turn[y], kind="stable")
+    x, y = x[by_turn], y[by_turn]
+    turns = int(turn.max()) + 1 if n else 0
+    pair_at = np.searchsorted(turn[y], np.arange(turns + 1))
+    cand_rows = order[np.argsort(turn[order], kind="stable")]
+    cand_at = np.searchsorted(turn[cand_rows], np.arange(turns + 1))
     kept = np.zeros(n, dtype=bool)
     covered = np.zeros(n, dtype=bool)
-    for j in range(int(nth.max()) + 1 if n else 0):
-        turn = nth[y] == j
-        live = np.bincount(y[turn & ~covered[x]], minlength=n)
-        new = (nth == j) & np.where(is_u, ~covered, live >= PROMOTE_MIN)
-        kept |= new
-        covered |= new
-        covered[x[turn & new[y]]] = True
-    # every undecided member close to a kept candidate: removed for the first of them by rank
+    for j in range(turns):
+        rows = cand_rows[cand_at[j]:cand_at[j + 1]]
+        kept[rows[~covered[rows]]] = True
+        xs, ys = x[pair_at[j]:pair_at[j + 1]], y[pair_at[j]:pair_at[j + 1]]
+        covered[xs[kept[ys]]] = True
+    # every member close to a kept candidate: removed for the first of them in turn
     to_kept = kept[y] & ~kept[x]
-    first = np.full(n, n, dtype=np.int64)
-    np.minimum.at(first, x[to_kept], y[to_kept])
-    removed = is_u & ~kept & (first < n)
-    emit = is_u | kept  # the undecided members, and the pool documents kept again
-    kept_row = np.where(removed, first, np.arange(n))
+    first = np.full(n, len(order), dtype=np.int64)
+    np.minimum.at(first, x[to_kept], at[y[to_kept]])
+    removed = ~kept & (first < len(order))
+    kept_row = np.arange(n)
+    kept_row[removed] = order[first[removed]]
     out = pd.DataFrame({
         "doc": doc,
         "id": m["id"].to_numpy(),
@@ -279,29 +282,16 @@ def decide_round(members: pd.DataFrame, pool: pd.DataFrame, close: pd.DataFrame,
     if "tier" in m.columns:
         out["tier"] = m["tier"].to_numpy()
     out["round"] = np.int64(k)
-    return out[emit].reset_index(drop=True).astype({"id": STRING, "kept_id": STRING})
+    return out.astype({"id": STRING, "kept_id": STRING})
 
 
-def member_pool(df: pd.DataFrame) -> pd.DataFrame:
-    """The documents a later round may keep again (promote): of each component of three or more, its
-    POOL_SIZE members of smallest :func:`doc_hash` (member columns)."""
-    columns = [c for c in (*MEMBER_COLUMNS, "tier") if c in df.columns]
-    size = df.groupby("comp", sort=False)["doc"].transform("size").to_numpy()
-    big = df[size >= 3][columns]
-    return big[pick_candidates(big, POOL_SIZE)].reset_index(drop=True)
-
-
-def _members_task(df, folder, i, pool=None):
+def _members_task(df, folder, i):
     stats = dedup.save_part(keeping.rank_order(df, ("comp",)), folder, i)
     stats["components"] = int(df["comp"].nunique())
-    if pool is not None:
-        stats["outputs"] = stats.get("outputs", []) + dedup.save_part(member_pool(df), pool, i).get("outputs", [])
     return stats
 
 
 def _duplicates_task(df, folder, audit, i, joint=None):
-    if "round" in df.columns:  # a document a later round kept again (promoted): its last decision holds
-        df = df.sort_values("round", kind="stable").drop_duplicates("doc", keep="last")
     out = df if "component" in df.columns else component_duplicates(df)
     out = out.assign(size=group_sizes(out))
     columns = ["doc", "id", "component", "kept_id", "removed", "size"]

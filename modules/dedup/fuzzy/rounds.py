@@ -5,20 +5,18 @@ in memory bounded by partitions. Everything shuffled is a compact row (document 
 similarities are computed where the first document of a pair lives, from shingle sets read by byte
 ranges (:mod:`.verify`); no text is read.
 
-- Round 1, on the ``members`` step (every component within one partition, in rank order):
-  components of two joined by a verified edge are decided without sets; every member of the others
-  is paired with its first member by rank, the pairs go to the members' input partitions, where
-  their similarity is computed and each member decided on its own row.
-- Round k >= 2 on the members round k - 1 left undecided, in three steps:
-  ``refine/round-NN-pairs`` (the undecided members and the pool, shuffled on the component; each
-  member paired with the candidates of its component; beside it ``-pool``, the pool of the
-  components still undecided, which the next round reads instead of the whole pool),
-  ``refine/round-NN-close`` (the pairs at their members' input partitions: those at or above the
-  threshold) and ``refine/round-NN`` (the members, the pool and the close pairs, shuffled on the
-  component again: :func:`.decide.decide_round`). Every shuffle has as many partitions as the input.
+- Round 1, on the ``members`` step (every component within one partition): components of two joined
+  by a verified edge are decided without sets (the edge is the check); the members of the others go
+  through the three steps of every round.
+- Round k on the members round k - 1 left undecided (round 1: all of them), in three steps:
+  ``refine/round-NN-pairs`` (the undecided members, shuffled on the component; each member paired
+  with the candidates of its component), ``refine/round-NN-close`` (the pairs at their members'
+  input partitions: those at or above the threshold) and ``refine/round-NN`` (the members and the
+  close pairs, shuffled on the component again: :func:`.decide.decide_round`). Every shuffle has as
+  many partitions as the input.
 
-A document a round keeps again (promotes) was decided removed by an earlier round: its last decision
-(the ``round`` column) is the one the ``duplicates`` step keeps.
+Every document is decided once and for good: keeping again a document removed earlier would keep it
+beside the document it was removed for, which it is close to.
 
 Rounds stop when no member is undecided, or after ``MAX_REFINE_ROUNDS`` (the rest are kept).
 """
@@ -33,25 +31,11 @@ from curate.stages.dedup.fuzzy.decide import (
     MAX_REFINE_ROUNDS,
     MEMBER_COLUMNS,
     candidate_pairs,
-    decide,
     decide_pairs,
     decide_round,
-    pick_representatives,
     split_pairs,
-    trimmed_pool,
 )
-from curate.stages.dedup.fuzzy.verify import close_pairs, pair_jaccard
-
-
-def first_round(df: pd.DataFrame, p: int, store, threshold: float, last: bool) -> pd.DataFrame:
-    """Round 1 for the members of input partition ``p`` (with ``rep``, their component's first member):
-    their similarity to it (1 for the first member itself) and what it decides."""
-    doc = df["doc"].to_numpy(dtype=np.int64)
-    rep = df["rep"].to_numpy(dtype=np.int64)
-    jac = np.ones(len(df), dtype=np.float64)
-    other = doc != rep
-    jac[other] = pair_jaccard(doc[other], rep[other], p, store)
-    return decide(df.assign(jaccard=jac), threshold, last)
+from curate.stages.dedup.fuzzy.verify import close_pairs
 
 
 def _round_stats(out: pd.DataFrame, folder, i: int) -> dict:
@@ -60,18 +44,12 @@ def _round_stats(out: pd.DataFrame, folder, i: int) -> dict:
     return stats
 
 
-def _first_round_task(df, p, store, threshold, last, folder, i):
-    return _round_stats(first_round(df, p, store, threshold, last), folder, i)
-
-
 def _decide_pairs_task(df, folder, i, threshold):
     return _round_stats(decide_pairs(df, threshold), folder, i)
 
 
-def _pairs_task(df, k, folder, pool, i):
-    stats = dedup.save_part(candidate_pairs(df, k), folder, i)
-    stats["outputs"] = stats.get("outputs", []) + dedup.save_part(trimmed_pool(df), pool, i).get("outputs", [])
-    return stats
+def _pairs_task(df, folder, i):
+    return dedup.save_part(candidate_pairs(df), folder, i)
 
 
 def _close_task(pairs, p, store, threshold, folder):
@@ -81,19 +59,15 @@ def _close_task(pairs, p, store, threshold, folder):
 def _decide_round_task(df, k, last, folder, i):
     cand = df["cand"].to_numpy()
     members = df[cand == UNDECIDED].drop(columns=["cand"])
-    pool = df[cand == POOL].drop(columns=["cand"])
-    out = decide_round(members, pool, df[cand >= 0][["doc", "cand"]], k, last)
-    stats = _round_stats(out, folder, i)
-    stats["kept_again"] = int((~out["doc"].isin(members["doc"])).sum())
-    return stats
+    return _round_stats(decide_round(members, df[cand >= 0][["doc", "cand"]], k, last), folder, i)
 
 
-#: ``cand`` of the member rows that travel with a round's close pairs: undecided members, pool documents
-UNDECIDED, POOL = -1, -2
+#: ``cand`` of the member rows that travel with a round's close pairs
+UNDECIDED = -1
 
 
 def refine_removals(steps, store, settings, joint, partitions: int):
-    """Rounds of representatives over the members of every component (the module doc); returns (a Dask
+    """The rounds over the members of every component (the module doc); returns (a Dask
     DataFrame of every member's decision, the number of rounds). ``partitions``: input partitions of
     the joint numbering (the indexes' and this run's)."""
     import dask.dataframe as dd
@@ -105,27 +79,23 @@ def refine_removals(steps, store, settings, joint, partitions: int):
     i64 = pd.Series([], dtype="int64")
     meta = pd.DataFrame({"doc": i64, "comp": i64, "id": pd.Series([], dtype=STRING),
                          "key": pd.Series([], dtype="float64"), "weight": i64, **({"tier": i64} if joint.bases else {})})
-    source, pool, rounds = steps.path("members"), steps.side("pool", "members"), []
+    members, rounds = dedup.read_parts(steps.path("members")), []
+    # components of two joined by a verified edge are decided in round 1 without sets
+    two = members.map_partitions(split_pairs, True, meta=members._meta)
+    undecided = members.map_partitions(split_pairs, False, meta=members._meta)[columns]
     for k in range(1, MAX_REFINE_ROUNDS + 1):
         last, name = k == MAX_REFINE_ROUNDS, f"refine/round-{k:02d}"
-        if k == 1:
-            info = steps.run(name, lambda folder, s=source, last=last: _first_round_tasks(
-                folder, s, store, settings.threshold, last, partitions, meta))
-        else:
-            previous = dedup.read_parts(source)
+        if k > 1:
+            previous = dedup.read_parts(rounds[-1])
             undecided = previous[~previous["decided"]].rename(columns={"component": "comp"})[columns]
-            pool_rows = dedup.read_parts(pool)[columns]
-            pool = steps.side(f"{name}-pool", f"{name}-pairs")
-            steps.run(f"{name}-pairs", lambda folder, u=undecided, q=pool_rows, k=k, out=pool: _pairs_tasks(
-                folder, u, q, k, out, width), extra_dirs=(pool,))
-            pairs = steps.path(f"{name}-pairs")
-            steps.run(f"{name}-close", lambda folder, q=pairs: _close_tasks(folder, q, store, settings.threshold,
-                                                                         partitions))
-            close = steps.path(f"{name}-close")
-            info = steps.run(name, lambda folder, u=undecided, q=pool, c=close, k=k, last=last: _decide_round_tasks(
-                folder, u, dedup.read_parts(q)[columns], c, k, last, meta, width))
-        source = steps.path(name)
-        rounds.append(source)
+        steps.run(f"{name}-pairs", lambda folder, u=undecided: _pairs_tasks(folder, u, width))
+        pairs = steps.path(f"{name}-pairs")
+        steps.run(f"{name}-close", lambda folder, q=pairs: _close_tasks(folder, q, store, settings.threshold,
+                                                                     partitions))
+        close = steps.path(f"{name}-close")
+        info = steps.run(name, lambda folder, u=undecided, c=close, k=k, last=last, t=two if k == 1 else None:
+                         _decide_round_tasks(folder, u, c, k, last, meta, width, t, settings.threshold))
+        rounds.append(steps.path(name))
         if sum(p["undecided"] for p in info["parts"]) == 0:
             break
     files = [f for d in rounds for f in dedup.list_parts(d)]
@@ -134,28 +104,12 @@ def refine_removals(steps, store, settings, joint, partitions: int):
     return decisions[decisions["decided"]], len(rounds)
 
 
-def _first_round_tasks(folder, source, store, threshold, last, partitions, meta):
+def _pairs_tasks(folder, undecided, width):
     import dask
 
-    members = dedup.read_parts(source)
-    pair = dask.delayed(_decide_pairs_task, pure=False)
-    tasks = [pair(part, folder, i, threshold) for i, part in enumerate(
-        members.map_partitions(split_pairs, True, meta=members._meta).to_delayed())]
-    larger = members.map_partitions(split_pairs, False, meta=members._meta)
-    reps = larger.map_partitions(pick_representatives, meta=meta.assign(rep=meta["doc"], rep_id=meta["id"]))
-    task = dask.delayed(_first_round_task, pure=False)
-    return tasks + [task(r, p, store, threshold, last, folder, len(tasks) + p)
-                    for p, r in enumerate(dedup.route_to_input(reps, "doc", partitions))]
-
-
-def _pairs_tasks(folder, undecided, pool, k, pool_out, width):
-    import dask
-    import dask.dataframe as dd
-
-    rows = dd.concat([undecided.assign(pool=False), pool.assign(pool=True)], ignore_unknown_divisions=True)
     task = dask.delayed(_pairs_task, pure=False)
-    by_comp = rows.shuffle(on="comp", npartitions=width)
-    return [task(part, k, folder, pool_out, i) for i, part in enumerate(by_comp.to_delayed())]
+    by_comp = undecided.shuffle(on="comp", npartitions=width)
+    return [task(part, folder, i) for i, part in enumerate(by_comp.to_delayed())]
 
 
 def _close_tasks(folder, pairs, store, threshold, partitions):
@@ -166,17 +120,20 @@ def _close_tasks(folder, pairs, store, threshold, partitions):
     return [task(part, p, store, threshold, folder) for p, part in enumerate(routed)]
 
 
-def _decide_round_tasks(folder, undecided, pool, close, k, last, meta, width):
+def _decide_round_tasks(folder, undecided, close, k, last, meta, width, two=None, threshold=None):
     import dask
     import dask.dataframe as dd
 
     near = dedup.read_parts(close)
     near = near.map_partitions(_as_member_rows, meta, meta=meta.assign(cand=meta["doc"]))
-    rows = dd.concat([undecided.assign(cand=np.int64(UNDECIDED)), pool.assign(cand=np.int64(POOL)), near],
-                     ignore_unknown_divisions=True)
+    rows = dd.concat([undecided.assign(cand=np.int64(UNDECIDED)), near], ignore_unknown_divisions=True)
     task = dask.delayed(_decide_round_task, pure=False)
     by_comp = rows.shuffle(on="comp", npartitions=width)
-    return [task(part, k, last, folder, i) for i, part in enumerate(by_comp.to_delayed())]
+    tasks = [task(part, k, last, folder, i) for i, part in enumerate(by_comp.to_delayed())]
+    if two is not None:  # round 1: the components of two, after the others' parts
+        pair = dask.delayed(_decide_pairs_task, pure=False)
+        tasks += [pair(part, folder, len(tasks) + i, threshold) for i, part in enumerate(two.to_delayed())]
+    return tasks
 
 
 def _as_member_rows(close: pd.DataFrame, meta: pd.DataFrame) -> pd.DataFrame:

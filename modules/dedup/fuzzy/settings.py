@@ -33,7 +33,8 @@ class FuzzyDedupSettings:
         "metavar": "N"})
     keep: str = field(default=keeping.DEFAULT, metadata={
         "help": "the survivor of each group: smallest-id, newest[:COLUMN] / oldest[:COLUMN] (a date column, "
-                "default warc_date), longest (text), priority:COLUMN (largest value); ties: smallest id",
+                "default warc_date), longest (text), priority:COLUMN (largest value); ties: the document similar "
+                "to the most others, then the smallest id",
         "metavar": "POLICY"})
     save_index: str | None = field(default=None, metadata={
         "help": "also write the dedup index (LSH bucket keys, ids, signatures, shingle sets, components) to this "

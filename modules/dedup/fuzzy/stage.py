@@ -26,7 +26,8 @@ from curate.stages.stage import Stage
 
 class FuzzyDedupStage(Stage):
     """Remove near duplicates (MinHash-LSH), keeping one document (``--keep``) of each connected component
-    (with --false-positive-check: of each group of documents verified similar to the kept one)."""
+    (with --false-positive-check: of each group of documents verified similar to the kept one, no two
+    kept documents of a component similar)."""
 
     name = "fuzzy_dedup"
     Settings = FuzzyDedupSettings
@@ -175,13 +176,11 @@ class FuzzyDedupStage(Stage):
             by_comp = dd.from_delayed(with_ids, meta=meta, divisions=[None] * (len(with_ids) + 1),
                                       verify_meta=False).shuffle(on="comp")
             task = dask.delayed(_members_task, pure=False)
-            return [task(part, folder, i, pool) for i, part in enumerate(by_comp.to_delayed())]
+            return [task(part, folder, i) for i, part in enumerate(by_comp.to_delayed())]
 
-        # with the check: which documents joined by a loose edge (verified part p: partition p's), and the
-        # pool of documents later rounds may keep again
+        # with the check: which documents joined by a loose edge (verified part p: partition p's)
         verified = dedup.list_parts(steps.path("verified")) if settings.false_positive_check else None
-        pool = steps.side("pool", "members") if settings.false_positive_check else None
-        steps.run("members", members, extra_dirs=(pool,) if pool is not None else ())
+        steps.run("members", members)
 
         if settings.false_positive_check:
             decisions, refine_rounds = refine_removals(steps, store, settings, joint, offset + nparts)
@@ -207,11 +206,9 @@ class FuzzyDedupStage(Stage):
                 "kept_in_components": mine - removed,
                 "removed": removed,
                 "refine_rounds": refine_rounds,
-                # documents joined by a loose edge, and removed ones a later round kept again
+                # documents joined by a loose edge
                 "loose_edges": sum(p.get("loose", 0) for p in steps.done("verified")["parts"])
                 if settings.false_positive_check else None,
-                "kept_again": sum(p.get("kept_again", 0) for k in range(2, refine_rounds + 1)
-                                  for p in steps.done(f"refine/round-{k:02d}")["parts"]),
                 "connected_components": cc,
             },
             "steps": steps.timings,

@@ -6,6 +6,7 @@ import itertools
 import json
 import random
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -64,3 +65,38 @@ def test_no_audit_when_off(tmp_path):
     m = run_stage("fuzzy_dedup", {"audit_sample": 0}, [str(tmp_path / "a.jsonl")], tmp_path / "o")
     assert "audit" not in m["dedup"]
     json.dumps(m)
+
+
+class _Sets:
+    """A stand-in for the run's SetStore: documents 0..n-1 of partition 0 and their sets in memory."""
+
+    def __init__(self, sets):
+        self.sets = [np.array(sorted(s), dtype=np.uint64) for s in sets]
+
+    def table(self, p):
+        n = len(self.sets)
+        counts = np.array([len(s) for s in self.sets], dtype=np.int64)
+        return np.arange(n, dtype=np.int64), np.cumsum(counts) - counts, counts, "memory"
+
+    def read(self, p, docs, table=None):
+        chosen = [self.sets[int(d)] for d in docs]
+        offsets = np.r_[0, np.cumsum([len(s) for s in chosen])].astype(np.int64)
+        return (np.concatenate(chosen) if chosen else np.zeros(0, np.uint64)), offsets
+
+
+def test_two_similar_documents_kept_side_by_side_are_a_miss():
+    """Recall counts a pair at or above the threshold as found only when the run put both in one
+    component and removed at least one of them: kept side by side, they are still duplicates in the
+    output (hostile pass 3, point 5). Documents 0, 1, 2 are pairwise 0.9 similar, 3 is far; the run
+    kept 0 and 2 and removed 1 for 0: of the three true pairs, (0, 2) is a miss."""
+    base = set(range(100))
+    sets = [base | {1000 + i for i in range(5)}, base | {2000 + i for i in range(5)}, base | {3000 + i for i in range(5)},
+            set(range(5000, 5100))]
+    assert len(sets[0] & sets[1]) / len(sets[0] | sets[1]) == 100 / 110
+    decisions = (np.array([0, 1, 2]), np.array([0, 0, 0]), np.array([0, 0, 2]), np.array([False, True, False]))
+    a = audit.audit(_Sets(sets), range(1), decisions, 0.8, k=10)
+    assert (a["sample"], a["true_pairs"], a["recall"]) == (4, 3, round(2 / 3, 4))
+    assert (a["removed_in_sample"], a["precision"]) == (1, 1.0)
+    # the same pairs with 2 removed for 0 too: every pair found
+    decisions = (decisions[0], decisions[1], np.array([0, 0, 0]), np.array([False, True, True]))
+    assert audit.audit(_Sets(sets), range(1), decisions, 0.8, k=10)["recall"] == 1.0

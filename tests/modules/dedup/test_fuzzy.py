@@ -254,9 +254,17 @@ def test_chain_is_not_removed_for_a_far_document(tmp_path):
     files = [write_jsonl(tmp_path / f"{k}.jsonl", [{"id": k, "text": t}]) for k, t in zip("abc", texts)]
     settings = {"bands": 16, "rows": 8, "false_positive_check": True}
     manifest = run_stage("fuzzy_dedup", settings, files, tmp_path / "checked")
-    assert sorted(read_output(tmp_path / "checked")["id"]) == ["a", "c"]
-    assert manifest["dedup"]["refine_rounds"] == 2 and manifest["dedup"]["components"] == 1
+    # b is close to both ends (--keep ranks all three equal): kept, and a and c removed for it; c is
+    # never removed for a (before: a, the smallest id, was kept first and c for itself)
+    assert sorted(read_output(tmp_path / "checked")["id"]) == ["b"]
+    assert manifest["dedup"]["refine_rounds"] == 1 and manifest["dedup"]["components"] == 1
     audit = pd.read_parquet(tmp_path / "checked" / "_duplicates").set_index("id")
+    assert audit["kept_id"].to_dict() == {"a": "b", "b": "b", "c": "b"}
+    # with a key that prefers a, a is kept and c, far from it, is kept too: b is removed for a
+    run_stage("fuzzy_dedup", {**settings, "keep": "longest"}, [write_jsonl(tmp_path / "long.jsonl", [
+        {"id": k, "text": t + (" padding words here" if k == "a" else "")} for k, t in zip("abc", texts)])],
+        tmp_path / "longest")
+    audit = pd.read_parquet(tmp_path / "longest" / "_duplicates").set_index("id")
     assert audit["kept_id"].to_dict() == {"a": "a", "b": "a", "c": "c"}
     run_stage("fuzzy_dedup", {"bands": 16, "rows": 8, "false_positive_check": False}, files, tmp_path / "plain")
     assert sorted(read_output(tmp_path / "plain")["id"]) == ["a"]
