@@ -728,10 +728,10 @@ def bench_giant(args) -> None:
     d = run["manifest"]["dedup"]
     kept_copies = _kept_ids(out, "giant-")
     kept_other = _kept_ids(out, "n")
-    table([("copies kept", "unrelated removed", "rounds", "loose edges", "kept again", "wall s", "CPU s",
+    table([("copies kept", "unrelated removed", "rounds", "loose edges", "wall s", "CPU s",
              "peak RSS MiB", "restarts"),
            (f"{kept_copies:,} of {args.copies:,} ({kept_copies / max(args.copies, 1):.2%})",
-            f"{args.unrelated - kept_other:,}", d["refine_rounds"], d.get("loose_edges"), d.get("kept_again"),
+            f"{args.unrelated - kept_other:,}", d["refine_rounds"], d.get("loose_edges"),
             f"{run['wall']:.0f}", f"{run['cpu']:.0f}", _peaks(run), f"{run['restarts']} ({run['restart_lines']} log lines)")])
     print(f"load average now: {os.getloadavg()[0]:.2f}")
 
