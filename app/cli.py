@@ -60,7 +60,10 @@ class ArgumentParser(argparse.ArgumentParser):
     """argparse, but usage errors are SettingsErrors: one line, exit code 2."""
 
     def error(self, message):
-        raise SettingsError(f"{self.prog}: {message}")
+        if "unrecognized arguments: " in message and "--dry-run" in message.split("unrecognized arguments: ")[1].split():
+            message += " (--dry-run checks a job: curate run JOB --dry-run)"
+        # the CLI prints "curate: error: ..." already: the top-level parser adds no second "curate:"
+        raise SettingsError(message if self.prog == "curate" else f"{self.prog}: {message}")
 
 
 # --------------------------------------------------------------------------- shared options

@@ -286,7 +286,7 @@ def _nonblank_paragraphs(t: Texts):
 @dataclass(frozen=True)
 class BoilerplateStrings(Filter):
     """Share of paragraphs with one of NeMo's policy phrases (cookie banners included); 1.0 when
-    "lorem ipsum" appears. As in NeMo, every piece between ``\n\n`` counts as a paragraph, blank ones
+    "lorem ipsum" appears. As in NeMo, every piece between ``\\n\\n`` counts as a paragraph, blank ones
     too; a document without any text scores 1.0."""
 
     kind: ClassVar[str] = "boilerplate_strings"
