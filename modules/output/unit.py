@@ -233,7 +233,7 @@ class Output:
                 import pyarrow as pa
                 import pyarrow.parquet as pq
 
-                pq.write_table(pa.Table.from_pandas(df, preserve_index=False), f)
+                pq.write_table(pa.Table.from_pandas(_same_strings(df), preserve_index=False), f)
             else:
                 text = io.TextIOWrapper(f, encoding="utf-8", newline="")
                 # double_precision=15: pandas' default (10) would round metadata floats
@@ -442,3 +442,14 @@ def _belongs_to(out: Output, rel: str, owned: set[str]) -> bool:
     final_rel = f"{folder}/{final}" if folder else final
     return final_rel in owned or final_rel.startswith(out.state_dir + "/") \
         or final_rel in (out.names["manifest"], out.names["legacy_manifest"], out.success_name)
+
+
+def _same_strings(df):
+    """``df`` with pandas' default ``str`` columns (NaN for missing, what a frame built in this process
+    has) as Dask's ``string[pyarrow]`` (NA for missing, what a frame from a cluster worker has): the
+    same Arrow data either way, but a different dtype in the file's pandas metadata, so the same
+    input gave other bytes in-process than on a cluster (``curate reproduce`` found "differences")."""
+    import pandas as pd
+
+    loose = [c for c, t in df.dtypes.items() if isinstance(t, pd.StringDtype) and t.na_value is not pd.NA]
+    return df.astype({c: pd.StringDtype("pyarrow") for c in loose}) if loose else df

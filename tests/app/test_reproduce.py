@@ -156,3 +156,24 @@ def test_an_erased_output_names_the_erasure(job, capsys):
     assert main(["reproduce", str(job / "out"), "--sample", "0"]) == 1
     out = capsys.readouterr().out
     assert "erased since the run: 1 document(s) by ids at" in out and "expected to differ" in out
+
+
+@pytest.mark.slow
+def test_a_fuzzy_job_run_on_a_local_cluster_reproduces_in_process(tmp_path):
+    """Issue 43, point 5: fuzzy dedup's _work files of a cluster run differed from an in-process rerun
+    in their pandas metadata only (``string`` on a worker, pandas' ``str`` here)."""
+    import subprocess
+
+    from tests.conftest import CURATE, ROOT
+
+    base = " ".join(f"{w}{k}" for k in range(8) for w in WORDS)  # 104 words
+    docs = [{"id": f"d{i}", "text": base + f" and then {i}" if i % 3 else f"page {i} " + " ".join(WORDS[i % 7:])}
+            for i in range(30)]  # 20 near copies of one page, 10 others
+    write_jsonl(tmp_path / "in" / "a.jsonl", docs[:15])
+    write_jsonl(tmp_path / "in" / "b.jsonl", docs[15:])
+    (tmp_path / "job.yaml").write_text(
+        f"name: fz\ninput: {tmp_path / 'in' / '*.jsonl'}\nstages:\n  - clean: {{}}\n  - fuzzy_dedup: {{}}\n")
+    run = subprocess.run([*CURATE, "run", str(tmp_path / "job.yaml"), "--output", str(tmp_path / "out"),
+                          "--cluster", "local", "--workers", "2"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert main(["reproduce", str(tmp_path / "out"), "--sample", "0"]) == 0

@@ -144,7 +144,9 @@ def _verify_task(edges: pd.DataFrame, p: int, store: SetStore, threshold: float,
     """Part ``p`` of ``verified``: the edges of partition ``p``'s documents ``u`` (all of each one's own
     edges are here) that pass the check, and their loose edges."""
     jac = pair_jaccard(edges["u"].to_numpy(), edges["v"].to_numpy(), p, store)
-    out = verified_edges(edges, jac, threshold)
+    # in (u, v) order: the edges arrive from the shuffle in whatever order its pieces came, which differs
+    # between a cluster and an in-process run, and the same input must give the same bytes
+    out = verified_edges(edges, jac, threshold).sort_values(["u", "v"], kind="stable", ignore_index=True)
     stats = dedup.save_part(out, folder, p)
     stats["loose"] = int(out["loose"].sum())
     return stats
