@@ -102,13 +102,14 @@ def audit(store, partitions: range, decisions, threshold: float, k: int = SAMPLE
     """The audit entry of the manifest. ``decisions``: (doc, component, kept_doc, removed) of every
     member of every component (numpy arrays); documents outside them are alone."""
     from curate.stages.dedup import shingles
+    from curate.stages.dedup.fuzzy import audit_pairs
 
     started = time.perf_counter()
     docs = sample_docs(store, partitions, k)
     n = len(docs)
     values, offsets = sets_of(store, docs)
-    ia, ib = np.triu_indices(n, 1)
-    jac = shingles.jaccard_indexed(values, offsets, ia, values, offsets, ib) if len(ia) else np.zeros(0)
+    # recall needs only the close pairs: an exact similarity join finds them without comparing all pairs
+    ia, ib, _jac = audit_pairs.close_pairs(values, offsets, threshold)
     doc, comp, kept, removed = decisions
     order = np.argsort(doc)
     pos = np.searchsorted(doc[order], docs)
@@ -116,13 +117,12 @@ def audit(store, partitions: range, decisions, threshold: float, k: int = SAMPLE
     found[found] = doc[order][pos[found]] == docs[found]
     comp_of = np.full(n, -1, dtype=np.int64)
     comp_of[found] = comp[order][pos[found]]
-    close = jac >= threshold
     same = (comp_of[ia] >= 0) & (comp_of[ia] == comp_of[ib])
     was_removed = np.zeros(n, dtype=bool)
     was_removed[found] = removed[order][pos[found]]
     # a pair is found when the run removed one of its documents: both kept is a miss even in one component
-    found_pairs = close & same & (was_removed[ia] | was_removed[ib])
-    true_pairs, hits = int(close.sum()), int(found_pairs.sum())
+    found_pairs = same & (was_removed[ia] | was_removed[ib])
+    true_pairs, hits = len(ia), int(found_pairs.sum())
     # precision: every sampled document the run removed, against the document it was removed for
     kept_of = np.zeros(n, dtype=np.int64)
     kept_of[found] = kept[order][pos[found]]
@@ -133,7 +133,7 @@ def audit(store, partitions: range, decisions, threshold: float, k: int = SAMPLE
         sims = shingles.jaccard_indexed(values, offsets, rem, kv, ko, np.arange(len(rem)))
         good = int((sims >= threshold).sum())
     return {
-        "sample": n, "pairs": int(len(ia)), "true_pairs": true_pairs,
+        "sample": n, "pairs": n * (n - 1) // 2, "true_pairs": true_pairs,
         "recall": round(hits / true_pairs, 4) if true_pairs else None, "recall_ci": wilson(hits, true_pairs),
         "removed_in_sample": int(len(rem)),
         "precision": round(good / len(rem), 4) if len(rem) else None, "precision_ci": wilson(good, len(rem)),
