@@ -6,6 +6,7 @@
     .venv/bin/python jobs/bench_dedup.py giant [--unrelated 18000] [--copies 2000] [--workers 2]
     .venv/bin/python jobs/bench_dedup.py synthetic [--sizes 250000,500000,1000000] [--workers 2]
     .venv/bin/python jobs/bench_dedup.py incremental [--docs 500000] [--fraction 0.1] [--workers 2]
+    .venv/bin/python jobs/bench_dedup.py audit [--docs 2000] [--near 0.1] [--copies 0] [--repeat 3]
 
 accuracy: a labelled set built from the Rust book sentences of jobs/data/sample.jsonl.gz: base
   documents of 10 random sentences and variants of earlier documents (variants of variants too)
@@ -55,6 +56,12 @@ incremental: what adding a snapshot costs (issue 21: at most a quarter of dedupl
   times (the best of each); also dedup(B --against --save-index) (a new union index). Prints wall
   times and the ratio against the target 0.25, and checks the contract on the way: both remove the
   same documents of B.
+audit (issue 42, point 2): CPU seconds of the accuracy audit (modules/dedup/fuzzy/audit.py) at its default
+  sample, in one process, on --docs pages of about 500 words (real paragraphs of the sample, so unrelated
+  pages share some), --near of them edited copies of earlier pages (``edit``: substitutions, boilerplate,
+  reordered or added paragraphs...), and --copies copies of one page with 1% of the words changed (a
+  sampled near-duplicate cloud); the sets are in memory (no reads), no document removed. Best of --repeat
+  (process_time: the machine may be busy); prints the close pairs and the comparisons made.
 """
 
 from __future__ import annotations
@@ -736,6 +743,77 @@ def bench_giant(args) -> None:
     print(f"load average now: {os.getloadavg()[0]:.2f}")
 
 
+def audit_pages(n: int, near: float, copies: int, seed: int = 0) -> list[str]:
+    """``n`` pages of about 500 words (real paragraphs), ``near`` of them edited copies of earlier ones,
+    and ``copies`` copies of one page with 1% of the words changed (see the module doc: audit)."""
+    rng = random.Random(seed)
+    pool = paragraphs(os.path.join(ROOT, "jobs/data/sample.jsonl.gz"))
+    vocab = sorted({w for p in pool for w in p.split()})
+    pages: list[list[str]] = []
+    while len(pages) < n:
+        if pages and rng.random() < near:
+            pages.append(edit(rng.choice(pages), rng, pool, vocab))
+            continue
+        page: list[str] = []
+        while sum(len(p.split()) for p in page) < 500:
+            page.append(rng.choice(pool))
+        pages.append(page)
+    texts = ["\n\n".join(p) for p in pages]
+    if copies:
+        words = texts[0].split()
+        texts += [" ".join(rng.choice(vocab) if rng.random() < 0.01 else w for w in words) for _ in range(copies)]
+    rng.shuffle(texts)
+    return texts
+
+
+class MemorySets:
+    """A stand-in for a fuzzy run's SetStore: documents 0..n-1 of partition 0, their sets in memory."""
+
+    def __init__(self, values, offsets):
+        self.values, self.offsets = values, offsets
+
+    def table(self, p):
+        import numpy as np
+
+        counts = np.diff(self.offsets)
+        return np.arange(len(counts), dtype=np.int64), self.offsets[:-1], counts, "memory"
+
+    def read(self, p, docs, table=None):
+        import numpy as np
+
+        docs = np.asarray(docs, dtype=np.int64)
+        counts = self.offsets[docs + 1] - self.offsets[docs]
+        offsets = np.zeros(len(docs) + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        take = np.repeat(self.offsets[docs] - offsets[:-1], counts) + np.arange(int(offsets[-1]))
+        return self.values[take], offsets
+
+
+def bench_audit(args) -> None:
+    import numpy as np
+
+    from curate.stages.dedup import minhash
+    from curate.stages.dedup.fuzzy import audit
+
+    texts = audit_pages(args.docs, args.near, args.copies)
+    sets = minhash.shingle_sets(texts)
+    values = sets.values.to_numpy().astype(np.uint64)
+    offsets = sets.offsets.to_numpy().astype(np.int64)
+    store = MemorySets(values, offsets)
+    nothing = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, bool))
+    print(f"{len(texts):,} pages, {np.diff(offsets).mean():.0f} shingles each on average; sample {args.sample:,}; "
+          f"threshold {args.threshold}", flush=True)
+    audit.audit(store, range(1), nothing, args.threshold, args.sample)  # numba compiles (cached) once
+    times, entry = [], None
+    for _ in range(args.repeat):
+        t0 = time.process_time()
+        entry = audit.audit(store, range(1), nothing, args.threshold, args.sample)
+        times.append(time.process_time() - t0)
+    print(f"audit: {min(times):.3f} CPU s (best of {args.repeat}: {', '.join(f'{t:.3f}' for t in times)}); "
+          f"{entry['true_pairs']:,} close pairs of {entry['pairs']:,}")
+    print(f"load average now: {os.getloadavg()[0]:.2f}")
+
+
 def bench_substrings(args) -> None:
     """Exact-substring dedup (issue 33) on the scale corpus at --sizes-mb of text: MB per CPU-second,
     wall, peak per process, bytes removed."""
@@ -929,9 +1007,17 @@ def main() -> int:
     i.add_argument("--memory-limit", default="8GiB")
     i.add_argument("--blocksize", default="64MiB")
     i.add_argument("--workdir", default="/tmp/curate-bench-dedup")
+    u = sub.add_parser("audit", help="CPU seconds of the accuracy audit at its default sample (issue 42)")
+    u.add_argument("--docs", type=int, default=2000, help="pages (besides --copies)")
+    u.add_argument("--near", type=float, default=0.1, help="share of the pages that are edited copies")
+    u.add_argument("--copies", type=int, default=0, help="add this many copies (1%% changed) of one page")
+    u.add_argument("--sample", type=int, default=2000, help="--audit-sample")
+    u.add_argument("--threshold", type=float, default=THRESHOLD)
+    u.add_argument("--repeat", type=int, default=3)
     args = p.parse_args()
     {"accuracy": bench_accuracy, "speed": bench_speed, "scale": bench_scale, "giant": bench_giant,
-     "synthetic": bench_synthetic, "incremental": bench_incremental, "substrings": bench_substrings}[args.part](args)
+     "synthetic": bench_synthetic, "incremental": bench_incremental, "substrings": bench_substrings,
+     "audit": bench_audit}[args.part](args)
     return 0
 
 
