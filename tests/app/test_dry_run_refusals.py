@@ -33,3 +33,34 @@ def test_an_unknown_encoding_of_substring_dedup_after_another_stage(tmp_path, ca
     job = write_job(tmp_path, "  - normalize: {}\n  - substring_dedup: {tokenizer: 'tiktoken:nope'}\n")
     err = refused(job, tmp_path / "out", capsys, dry)
     assert "stage 2 (substring_dedup)" in err and "unknown tiktoken encoding 'nope'" in err
+
+
+@pytest.fixture
+def not_json(tmp_path):
+    (tmp_path / "tok").mkdir()
+    (tmp_path / "tok" / "tokenizer.json").write_text("not json")
+    (tmp_path / "filters.yaml").write_text(f"filters:\n  - {{filter: token_count, tokenizer: {tmp_path / 'tok'}, min: 1}}\n")
+    return tmp_path
+
+
+@pytest.mark.parametrize("dry", [True, False])
+@pytest.mark.parametrize("stage", ["tokenize: {{tokenizer: {tok}}}", "filter: {{config: {filters}}}"])
+def test_a_tokenizer_json_that_is_not_json_is_named_wherever_a_stage_takes_a_tokenizer(not_json, capsys, dry, stage):
+    stage = stage.format(tok=not_json / "tok", filters=not_json / "filters.yaml")
+    job = write_job(not_json, f"  - normalize: {{}}\n  - {stage}\n")
+    err = refused(job, not_json / "out", capsys, dry)
+    assert f"{not_json / 'tok' / 'tokenizer.json'} is not a JSON tokenizer file" in err and "stage 2" in err
+
+
+@pytest.mark.parametrize("dry", [True, False])
+@pytest.mark.parametrize("stage", ["filter", "tag"])
+def test_a_token_count_filter_whose_hub_tokenizer_is_not_cached_is_refused_offline(tmp_path, capsys, monkeypatch, dry,
+                                                                                  stage):
+    from huggingface_hub import constants
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty cache
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    (tmp_path / "filters.yaml").write_text("filters:\n  - {filter: token_count, tokenizer: no-such-org/no-such-tok, min: 1}\n")
+    job = write_job(tmp_path, f"  - normalize: {{}}\n  - {stage}: {{config: {tmp_path / 'filters.yaml'}}}\n")
+    err = refused(job, tmp_path / "out", capsys, dry)
+    assert "tokenizer no-such-org/no-such-tok: not in the local Hugging Face cache, and HF_HUB_OFFLINE is set" in err
