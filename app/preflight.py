@@ -104,6 +104,7 @@ def preflight_job(job: Job, output: str, stop_after: int | None = None, check_lo
         from curate.stages.dataset.input_check import check_columns
 
         check_columns(first_inputs, job.io)
+    check_kinds(job, plan)
     for _k, spec, inputs, out in plan:  # a stage whose inputs exist already (the first, or given its own)
         if not any(_is_stage_dir(i, plan) for i in inputs):
             cls = registry.get(spec.name)
@@ -136,6 +137,49 @@ def check_reserved(inputs, io: IOSettings) -> None:
             continue
         if got is not None and (problem := reserved_problem(got[0], io)) is not None:
             raise SettingsError(f"{got[1]}: reserved_column: {problem}")
+
+
+def check_kinds(job: Job, plan) -> None:
+    """Each stage of the job can read what the stage before it writes (:attr:`Stage.reads`,
+    :attr:`Stage.writes`), and its check passes against what that stage will write when it says so
+    before running (:meth:`Stage.planned_output`: tokenize's vocabulary for pack's ids). Else the
+    real run failed only once the earlier stages had run, and with another stage's words (a clean
+    after tokenize: ``missing_text ... --text-field``)."""
+    from curate.stages.stage import KINDS, Stage
+
+    written: dict[str, tuple] = {}  # stage folder -> (k, stage, settings, the kind it will hold)
+    planned: dict[int, object] = {}
+    for k, spec, inputs, out in plan:
+        stage = registry.get(spec.name)()
+        label = f"job file {job.source}: stage {k} ({spec.name})"
+        read = None
+        for source in inputs:
+            if os.path.abspath(source) not in written:
+                continue
+            j, before, before_settings, kind = written[os.path.abspath(source)]
+            if kind is None:  # not known before the run: the stage's own check, once it exists
+                continue
+            if kind not in stage.reads:
+                raise SettingsError(f"{label} reads {' or '.join(KINDS.get(r, r) for r in stage.reads)}, but stage {j} "
+                                    f"({before.name}) writes {KINDS.get(kind, kind)}: {_kind_hint(stage, kind, j, before)}")
+            read = kind
+            if type(stage).check_planned_input is not Stage.check_planned_input:
+                if j not in planned:
+                    planned[j] = before.planned_output(before_settings)
+                try:
+                    stage.check_planned_input(spec.settings, planned[j])
+                except SettingsError as e:
+                    raise SettingsError(f"{label}: {e}") from None
+        written[os.path.abspath(out)] = (k, stage, spec.settings, stage.output_kind(spec.settings, read))
+
+
+def _kind_hint(stage, kind: str, j: int, before) -> str:
+    if "files" in stage.reads:
+        return f"make {stage.name} the first stage, or give it an input of its own"
+    if "tokens" in stage.reads and kind == "documents":
+        return f"put {stage.name} after tokenize"
+    return f"put {stage.name} before {before.name}" if kind == "tokens" else \
+        f"put {stage.name} before stage {j} ({before.name})"
 
 
 def check_columns_of(job: Job, plan) -> None:

@@ -64,3 +64,54 @@ def test_a_token_count_filter_whose_hub_tokenizer_is_not_cached_is_refused_offli
     job = write_job(tmp_path, f"  - normalize: {{}}\n  - {stage}: {{config: {tmp_path / 'filters.yaml'}}}\n")
     err = refused(job, tmp_path / "out", capsys, dry)
     assert "tokenizer no-such-org/no-such-tok: not in the local Hugging Face cache, and HF_HUB_OFFLINE is set" in err
+
+
+TOKENIZE = "  - tokenize: {tokenizer: 'tiktoken:cl100k_base'}\n"
+
+
+@pytest.mark.parametrize("dry", [True, False])
+def test_pack_before_tokenize(tmp_path, capsys, dry):
+    err = refused(write_job(tmp_path, "  - normalize: {}\n  - pack: {seq_length: 64}\n" + TOKENIZE), tmp_path / "out",
+                  capsys, dry)
+    assert "stage 2 (pack) reads a token set" in err and "stage 1 (normalize) writes documents" in err
+    assert "after tokenize" in err
+
+
+@pytest.mark.parametrize("dry", [True, False])
+def test_extract_warc_in_the_middle_of_a_job(tmp_path, capsys, dry):
+    err = refused(write_job(tmp_path, "  - normalize: {}\n  - extract_warc: {}\n"), tmp_path / "out", capsys, dry)
+    assert "stage 2 (extract_warc) reads raw files" in err and "stage 1 (normalize) writes documents" in err
+    assert "first stage" in err and "input of its own" in err
+
+
+@pytest.mark.parametrize("dry", [True, False])
+def test_a_document_stage_after_tokenize(tmp_path, capsys, dry):
+    """Issue 43: it passed the dry run, and the real run failed with missing_text ... --text-field."""
+    err = refused(write_job(tmp_path, TOKENIZE + "  - normalize: {}\n"), tmp_path / "out", capsys, dry)
+    assert "stage 2 (normalize) reads documents" in err and "stage 1 (tokenize) writes a token set" in err
+    assert "before tokenize" in err and "missing_text" not in err and "--text-field" not in err
+
+
+def test_an_extraction_with_an_input_of_its_own_may_follow_another_stage(tmp_path, capsys):
+    from tests.conftest import ROOT
+
+    warc = ROOT / "jobs" / "data" / "mirrors.warc.gz"
+    job = write_job(tmp_path, f"  - normalize: {{}}\n  - extract_warc: {{input: {warc}}}\n")
+    assert main(["run", job, "--output", str(tmp_path / "out"), "--dry-run"]) == 0
+
+
+def test_tokenize_then_pack_passes(tmp_path, capsys):
+    job = write_job(tmp_path, "  - normalize: {}\n" + TOKENIZE + "  - pack: {seq_length: 64}\n")
+    assert main(["run", job, "--output", str(tmp_path / "out"), "--dry-run"]) == 0
+
+
+@pytest.mark.parametrize("dry", [True, False])
+@pytest.mark.parametrize("setting, words", [
+    ("bos_id: 999999999", "bos_id 999999999 is outside the vocabulary (size 100,277)"),
+    ("pad_id: 100277", "pad_id 100277 is outside the vocabulary"),
+    ("dtype: uint16", "dtype uint16 cannot hold the ids of a 100,277-id vocabulary"),
+])
+def test_pack_ids_outside_the_vocabulary_of_the_tokenize_before_it(tmp_path, capsys, dry, setting, words):
+    job = write_job(tmp_path, "  - normalize: {}\n" + TOKENIZE + f"  - pack: {{seq_length: 64, {setting}}}\n")
+    err = refused(job, tmp_path / "out", capsys, dry)
+    assert "stage 3 (pack)" in err and words in err
