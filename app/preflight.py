@@ -40,9 +40,47 @@ def check_inputs(name: str, inputs, io: IOSettings) -> None:
 
 
 def check_output_path(output: str) -> None:
-    """An output is a folder: a regular file (or anything else) there is the user's, and refused."""
-    if "://" not in output and os.path.lexists(output) and not os.path.isdir(output):
+    """An output is a folder: a regular file (or anything else) there is the user's, and refused; so
+    is one that cannot be made, below a file or where nothing can be written (else the first mkdir
+    failed with a raw NotADirectoryError or PermissionError, after the dry run had passed it)."""
+    if "://" in output:
+        return
+    if os.path.lexists(output) and not os.path.isdir(output):
         raise SettingsError(f"--output {output}: exists and is not a directory")
+    there = os.path.abspath(output)
+    while not os.path.lexists(there):  # the nearest existing folder: where the run's first mkdir happens
+        there = os.path.dirname(there)
+    if not os.path.isdir(there):
+        what = "a file, not a directory" if os.path.isfile(there) else "not a directory"
+        raise SettingsError(f"--output {output}: {there} is {what}")
+    kernel = _kernel_filesystem(there)
+    if kernel is not None:
+        raise SettingsError(f"--output {output}: nothing can be created in {there} (a {kernel} filesystem, "
+                            "the kernel's own)")
+    if not os.access(there, os.W_OK | os.X_OK):
+        raise SettingsError(f"--output {output}: {there} is not writable")
+
+
+#: filesystems that are the kernel's interface, where a folder cannot be made (root's os.access says
+#: yes all the same)
+_KERNEL_FILESYSTEMS = {"proc", "sysfs", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs", "configfs",
+                       "pstore", "efivarfs", "devpts", "bpf", "fusectl", "binfmt_misc"}
+
+
+def _kernel_filesystem(path: str) -> str | None:
+    """The type of the filesystem holding ``path`` when it is one of the kernel's, from /proc/self/mounts."""
+    try:
+        with open("/proc/self/mounts", encoding="utf-8") as f:
+            mounts = [line.split()[1:3] for line in f]
+    except OSError:  # not Linux
+        return None
+    real = os.path.realpath(path)
+    best, kind = "", None
+    for point, fstype in (m for m in mounts if len(m) == 2):
+        point = point.replace("\\040", " ")
+        if (real == point or real.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
+            best, kind = point, fstype
+    return kind if kind in _KERNEL_FILESYSTEMS else None
 
 
 def stage_owner(name: str, job: str | None = None) -> dict:

@@ -115,3 +115,34 @@ def test_pack_ids_outside_the_vocabulary_of_the_tokenize_before_it(tmp_path, cap
     job = write_job(tmp_path, "  - normalize: {}\n" + TOKENIZE + f"  - pack: {{seq_length: 64, {setting}}}\n")
     err = refused(job, tmp_path / "out", capsys, dry)
     assert "stage 3 (pack)" in err and words in err
+
+
+@pytest.mark.parametrize("dry", [True, False])
+def test_an_output_below_a_regular_file(tmp_path, capsys, dry):
+    (tmp_path / "afile").write_text("mine")
+    err = refused(write_job(tmp_path, "  - normalize: {}\n"), tmp_path / "afile" / "out", capsys, dry)
+    assert f"--output {tmp_path / 'afile' / 'out'}: {tmp_path / 'afile'} is a file, not a directory" in err
+    assert (tmp_path / "afile").read_text() == "mine"
+
+
+def test_a_stage_command_with_an_output_below_a_regular_file(tmp_path, capsys):
+    (tmp_path / "afile").write_text("mine")
+    write_job(tmp_path, "  - normalize: {}\n")  # for its input
+    assert main(["normalize", "--input", str(tmp_path / "in.jsonl"), "--output", str(tmp_path / "afile" / "o"),
+                 "--cluster", "threads"]) == 2
+    assert "is a file, not a directory" in capsys.readouterr().err
+
+
+def _sysfs() -> bool:
+    try:
+        with open("/proc/self/mounts") as f:
+            return any(line.split()[1:3] == ["/sys", "sysfs"] for line in f)
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _sysfs(), reason="needs /sys mounted as sysfs (Linux)")
+@pytest.mark.parametrize("dry", [True, False])
+def test_an_output_under_sys(tmp_path, capsys, dry):
+    err = refused(write_job(tmp_path, "  - normalize: {}\n"), "/sys/curate-test-out", capsys, dry)
+    assert "--output /sys/curate-test-out: nothing can be created in /sys (a sysfs filesystem" in err
