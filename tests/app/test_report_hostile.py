@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 
 import pytest
 
@@ -41,6 +42,22 @@ def test_a_folder_named_like_markup_keeps_the_chart_payload_one_inert_json(outpu
     items = json.loads(payload)
     assert len(items) == page.count("class='chart'") >= 2
     assert FOLDER in json.dumps(items, ensure_ascii=False)  # the name is in the charts, read back unchanged
+
+
+def test_a_string_where_the_audits_recall_belongs_is_shown_as_it_is(output, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(output / FOLDER / f"01-{FOLDER}", copy)
+    manifest = json.loads((copy / "_manifest.json").read_text())
+    manifest["dedup"]["audit"] = {"sample": "twelve", "pairs": 66, "true_pairs": 4, "recall": "high<b>",
+                                  "recall_ci": "n/a", "precision": 1.0, "precision_ci": [0.5, "1"],
+                                  "removed_in_sample": None}
+    (copy / "_manifest.json").write_text(json.dumps(manifest))
+    page = html_of(copy, tmp_path)
+    assert re.search(r"<td>recall</td><td>high&lt;b&gt;</td><td>n/a</td>", page)
+    assert "<td>precision</td><td>100.00%</td><td>50.00% – 1</td>" in page
+    assert "uniform sample of twelve documents" in page
 
 
 @pytest.mark.slow
