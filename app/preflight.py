@@ -197,6 +197,8 @@ def check_kinds(job: Job, plan) -> None:
             j, before, before_settings, kind = written[os.path.abspath(source)]
             if kind is None:  # not known before the run: the stage's own check, once it exists
                 continue
+            if _silent(stage, "reads"):
+                continue
             if kind not in stage.reads:
                 raise SettingsError(f"{label} reads {' or '.join(KINDS.get(r, r) for r in stage.reads)}, but stage {j} "
                                     f"({before.name}) writes {KINDS.get(kind, kind)}: {_kind_hint(stage, kind, j, before)}")
@@ -208,7 +210,21 @@ def check_kinds(job: Job, plan) -> None:
                     stage.check_planned_input(spec.settings, planned[j])
                 except SettingsError as e:
                     raise SettingsError(f"{label}: {e}") from None
-        written[os.path.abspath(out)] = (k, stage, spec.settings, stage.output_kind(spec.settings, read))
+        kind = stage.output_kind(spec.settings, read)
+        if _silent(stage, "writes") and _silent(stage, "output_kind"):
+            kind = None
+        written[os.path.abspath(out)] = (k, stage, spec.settings, kind)
+
+
+def _silent(stage, attr: str) -> bool:
+    """A stage of the user's (``module:Class``) that reads raw files of its own kind and does not set
+    ``attr``: what it reads or writes is not known, and not checked (curate's own stages are right by
+    default or set it)."""
+    from curate.stages.stage import Stage
+
+    if not stage.reads_raw_files or type(stage).__module__.startswith("curate.stages."):
+        return False
+    return not any(attr in vars(c) for c in type(stage).__mro__ if c not in (Stage, object))
 
 
 def _kind_hint(stage, kind: str, j: int, before) -> str:

@@ -34,7 +34,6 @@ from curate.stages.settings import (  # noqa: F401
     settings_from_mapping,
 )
 
-
 #: what a stage reads and writes (:attr:`Stage.reads`, :attr:`Stage.writes`), in a refusal's words
 KINDS = {
     "documents": "documents",
@@ -90,7 +89,8 @@ class Stage:
     #: False for stages that make their own input (downloads): no --input flag
     takes_input: ClassVar[bool] = True
     #: what the stage can read, of :data:`KINDS`: a job whose stage follows one writing another kind
-    #: (pack after clean, clean after tokenize, an extraction after anything) is refused before any work
+    #: (pack after clean, clean after tokenize, an extraction after anything) is refused before any work.
+    #: A stage of your own with ``reads_raw_files`` that sets neither this nor ``writes`` is not checked
     reads: ClassVar[tuple[str, ...]] = ("documents",)
     #: what it writes, of :data:`KINDS` (:meth:`output_kind`)
     writes: ClassVar[str] = "documents"

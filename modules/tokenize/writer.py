@@ -325,7 +325,12 @@ class TokenizeStage(Stage):
         """The token set this stage will write, without its pairs: the vocabulary and ids its manifest
         will record (as run does below), for a later stage's check before any work (pack's bos_id).
         None for a hub tokenizer that is not cached: nothing is downloaded before the run."""
-        from curate.stages.tokenize.load import HUB_TOKENIZER_FILES, _has_tokenizer_files, is_hub_name, load_tokenizer
+        from curate.stages.tokenize.load import (
+            HUB_TOKENIZER_FILES,
+            _has_tokenizer_files,
+            is_hub_name,
+            load_tokenizer,
+        )
         from curate.stages.tokenize.read import TokenSet
 
         spec = settings.tokenizer

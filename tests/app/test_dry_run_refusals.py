@@ -8,6 +8,7 @@ import json
 import pytest
 
 from curate.app.cli import main
+from curate.stages.stage import Stage
 
 
 def write_job(tmp_path, stages: str, extra: str = "") -> str:
@@ -146,3 +147,16 @@ def _sysfs() -> bool:
 def test_an_output_under_sys(tmp_path, capsys, dry):
     err = refused(write_job(tmp_path, "  - normalize: {}\n"), "/sys/curate-test-out", capsys, dry)
     assert "--output /sys/curate-test-out: nothing can be created in /sys (a sysfs filesystem" in err
+
+
+class OwnTokenReader(Stage):
+    """A user's stage written before stages said what they read: it reads raw files of its own."""
+
+    name = "own_token_reader"
+    needs = ()
+    reads_raw_files = True
+
+
+def test_a_users_raw_file_stage_that_says_not_what_it_reads_is_not_checked(tmp_path, capsys):
+    job = write_job(tmp_path, TOKENIZE + f"  - {__name__}:OwnTokenReader: {{}}\n")
+    assert main(["run", job, "--output", str(tmp_path / "out"), "--dry-run"]) == 0, capsys.readouterr().err
