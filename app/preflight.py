@@ -40,9 +40,47 @@ def check_inputs(name: str, inputs, io: IOSettings) -> None:
 
 
 def check_output_path(output: str) -> None:
-    """An output is a folder: a regular file (or anything else) there is the user's, and refused."""
-    if "://" not in output and os.path.lexists(output) and not os.path.isdir(output):
+    """An output is a folder: a regular file (or anything else) there is the user's, and refused; so
+    is one that cannot be made, below a file or where nothing can be written (else the first mkdir
+    failed with a raw NotADirectoryError or PermissionError, after the dry run had passed it)."""
+    if "://" in output:
+        return
+    if os.path.lexists(output) and not os.path.isdir(output):
         raise SettingsError(f"--output {output}: exists and is not a directory")
+    there = os.path.abspath(output)
+    while not os.path.lexists(there):  # the nearest existing folder: where the run's first mkdir happens
+        there = os.path.dirname(there)
+    if not os.path.isdir(there):
+        what = "a file, not a directory" if os.path.isfile(there) else "not a directory"
+        raise SettingsError(f"--output {output}: {there} is {what}")
+    kernel = _kernel_filesystem(there)
+    if kernel is not None:
+        raise SettingsError(f"--output {output}: nothing can be created in {there} (a {kernel} filesystem, "
+                            "the kernel's own)")
+    if not os.access(there, os.W_OK | os.X_OK):
+        raise SettingsError(f"--output {output}: {there} is not writable")
+
+
+#: filesystems that are the kernel's interface, where a folder cannot be made (root's os.access says
+#: yes all the same)
+_KERNEL_FILESYSTEMS = {"proc", "sysfs", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs", "configfs",
+                       "pstore", "efivarfs", "devpts", "bpf", "fusectl", "binfmt_misc"}
+
+
+def _kernel_filesystem(path: str) -> str | None:
+    """The type of the filesystem holding ``path`` when it is one of the kernel's, from /proc/self/mounts."""
+    try:
+        with open("/proc/self/mounts", encoding="utf-8") as f:
+            mounts = [line.split()[1:3] for line in f]
+    except OSError:  # not Linux
+        return None
+    real = os.path.realpath(path)
+    best, kind = "", None
+    for point, fstype in (m for m in mounts if len(m) == 2):
+        point = point.replace("\\040", " ")
+        if (real == point or real.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
+            best, kind = point, fstype
+    return kind if kind in _KERNEL_FILESYSTEMS else None
 
 
 def stage_owner(name: str, job: str | None = None) -> dict:
@@ -104,6 +142,7 @@ def preflight_job(job: Job, output: str, stop_after: int | None = None, check_lo
         from curate.stages.dataset.input_check import check_columns
 
         check_columns(first_inputs, job.io)
+    check_kinds(job, plan)
     for _k, spec, inputs, out in plan:  # a stage whose inputs exist already (the first, or given its own)
         if not any(_is_stage_dir(i, plan) for i in inputs):
             cls = registry.get(spec.name)
@@ -136,6 +175,65 @@ def check_reserved(inputs, io: IOSettings) -> None:
             continue
         if got is not None and (problem := reserved_problem(got[0], io)) is not None:
             raise SettingsError(f"{got[1]}: reserved_column: {problem}")
+
+
+def check_kinds(job: Job, plan) -> None:
+    """Each stage of the job can read what the stage before it writes (:attr:`Stage.reads`,
+    :attr:`Stage.writes`), and its check passes against what that stage will write when it says so
+    before running (:meth:`Stage.planned_output`: tokenize's vocabulary for pack's ids). Else the
+    real run failed only once the earlier stages had run, and with another stage's words (a clean
+    after tokenize: ``missing_text ... --text-field``)."""
+    from curate.stages.stage import KINDS, Stage
+
+    written: dict[str, tuple] = {}  # stage folder -> (k, stage, settings, the kind it will hold)
+    planned: dict[int, object] = {}
+    for k, spec, inputs, out in plan:
+        stage = registry.get(spec.name)()
+        label = f"job file {job.source}: stage {k} ({spec.name})"
+        read = None
+        for source in inputs:
+            if os.path.abspath(source) not in written:
+                continue
+            j, before, before_settings, kind = written[os.path.abspath(source)]
+            if kind is None:  # not known before the run: the stage's own check, once it exists
+                continue
+            if _silent(stage, "reads"):
+                continue
+            if kind not in stage.reads:
+                raise SettingsError(f"{label} reads {' or '.join(KINDS.get(r, r) for r in stage.reads)}, but stage {j} "
+                                    f"({before.name}) writes {KINDS.get(kind, kind)}: {_kind_hint(stage, kind, j, before)}")
+            read = kind
+            if type(stage).check_planned_input is not Stage.check_planned_input:
+                if j not in planned:
+                    planned[j] = before.planned_output(before_settings)
+                try:
+                    stage.check_planned_input(spec.settings, planned[j])
+                except SettingsError as e:
+                    raise SettingsError(f"{label}: {e}") from None
+        kind = stage.output_kind(spec.settings, read)
+        if _silent(stage, "writes") and _silent(stage, "output_kind"):
+            kind = None
+        written[os.path.abspath(out)] = (k, stage, spec.settings, kind)
+
+
+def _silent(stage, attr: str) -> bool:
+    """A stage of the user's (``module:Class``) that reads raw files of its own kind and does not set
+    ``attr``: what it reads or writes is not known, and not checked (curate's own stages are right by
+    default or set it)."""
+    from curate.stages.stage import Stage
+
+    if not stage.reads_raw_files or type(stage).__module__.startswith("curate.stages."):
+        return False
+    return not any(attr in vars(c) for c in type(stage).__mro__ if c not in (Stage, object))
+
+
+def _kind_hint(stage, kind: str, j: int, before) -> str:
+    if "files" in stage.reads:
+        return f"make {stage.name} the first stage, or give it an input of its own"
+    if "tokens" in stage.reads and kind == "documents":
+        return f"put {stage.name} after tokenize"
+    return f"put {stage.name} before {before.name}" if kind == "tokens" else \
+        f"put {stage.name} before stage {j} ({before.name})"
 
 
 def check_columns_of(job: Job, plan) -> None:

@@ -1,12 +1,29 @@
 """How numbers read on the HTML page of a run: counts with thousands separators, bytes in kB/MB/GB,
-proportions as percentages."""
+proportions as percentages.
+
+The values come from manifests, which a user or another program may have written: anything that is
+not a number is shown as it is (HTML-escaped: the page puts these strings in its markup as they are),
+rather than failing the whole report with "Unknown format code '%'" naming no field and no file.
+"""
 
 from __future__ import annotations
+
+import html
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float))
+
+
+def _as_is(x) -> str:
+    return html.escape(str(x))
 
 
 def _fmt(n) -> str:
     if n is None:
         return "-"
+    if not _number(n):
+        return _as_is(n)
     if isinstance(n, float):
         return f"{n:,.1f}"
     return f"{n:,}"
@@ -15,6 +32,8 @@ def _fmt(n) -> str:
 def _bytes(n) -> str:
     if n is None:
         return "-"
+    if not _number(n):
+        return _as_is(n)
     for unit in ("B", "kB", "MB", "GB", "TB"):
         if abs(n) < 1000 or unit == "TB":
             return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
@@ -24,8 +43,14 @@ def _bytes(n) -> str:
 
 def _share(x) -> str:
     """A proportion of the manifest (rounded there to 4 places) as a percentage with every one of them."""
-    return "-" if x is None else f"{x:.2%}"
+    if x is None:
+        return "-"
+    return f"{x:.2%}" if _number(x) else _as_is(x)
 
 
 def _interval(ci) -> str:
-    return "-" if not ci else f"{_share(ci[0])} – {_share(ci[1])}"
+    if not ci:
+        return "-"
+    if not isinstance(ci, (list, tuple)) or len(ci) != 2:
+        return _as_is(ci)
+    return f"{_share(ci[0])} – {_share(ci[1])}"

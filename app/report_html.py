@@ -311,7 +311,10 @@ def render(data: dict) -> str:
     for n, (k, fig) in enumerate(charts.items()):
         items[f"chart-{n}"] = json_item(fig)
         body = body.replace(_slot(k), f"<div id='chart-{n}' class='chart'></div>", 1)
-    payload = json.dumps(items, separators=(",", ":")).replace("</", "<\\/")
+    # every "<" as \u003c (JSON's own escape, parsed back the same): the payload sits in a script element,
+    # where "</script" ends it and "<!--" followed by "<script" (a folder named x<!--<script>) keeps the
+    # real end from ending it, and no chart was drawn; escaping only "</" missed the second
+    payload = json.dumps(items, separators=(",", ":")).replace("<", "\\u003c")
     # Every chart is drawn while the page loads: this script runs at the end of the body and adds each
     # chart's document at once. Bokeh.embed.embed_item (run at DOMContentLoaded, as before) first waits
     # a task per chart, so the load event, and a screenshot taken at it, came before most charts were

@@ -264,6 +264,12 @@ class BlendStage(Stage):
     Settings = BlendSettings
     help = "mix datasets by weight to a target size, or write Megatron's --data-path weights for token sets"
     reads_raw_files = True  # token sets are not document datasets: the stage checks its inputs itself
+    reads = ("documents", "tokens")
+
+    def output_kind(self, settings, read):
+        if settings.by is not None or read == "documents":
+            return "documents"
+        return "weights" if read == "tokens" else None  # token sets: a data-path list, no tokens copied
 
     def check(self, settings: BlendSettings, inputs) -> None:
         if settings.by is not None:

@@ -289,6 +289,7 @@ class ShardsStage(Stage):
     Settings = ShardsSettings
     help = "write fixed-size .npy token shards, EOT between documents, the first ones held out"
     reads_raw_files = True  # a token set, not a document dataset
+    reads, writes = ("tokens",), "shards"
 
     def run(self, settings: ShardsSettings, ctx) -> dict:
         import dask

@@ -55,7 +55,7 @@ def verify(path: str, vocab_size: int | None = None, tokenizer=None, first_token
     problems: list[str] = []
     files = listed_files(out, manifest, ".npy", problems)
     manifest = manifest or {}
-    vocab, source = vocab_for_check(vocab_size, tokenizer, manifest)
+    vocab, source = vocab_for_check(vocab_size, tokenizer, manifest, out.manifest_name)
     per_shard = {s["name"]: s for s in manifest.get("shards", [])}
     size, holdout = manifest.get("shard_tokens"), manifest.get("holdout_shards", 0)
     eot = manifest.get("eot_id")
@@ -86,7 +86,7 @@ def verify(path: str, vocab_size: int | None = None, tokenizer=None, first_token
                 if dtype.itemsize == 2 and vocab is not None and vocab > UINT16_MAX_VOCAB:
                     problems.append(f"{where}: dtype: uint16 cannot hold a {vocab:,}-id vocabulary (more than 65,535)")
                 if manifest.get("dtype") and np.dtype(manifest["dtype"]) != dtype:
-                    problems.append(f"{where}: dtype: {dtype}, _manifest.json says {manifest['dtype']}")
+                    problems.append(f"{where}: dtype: {dtype}, {out.manifest_name} says {manifest['dtype']}")
                 if offset + n * dtype.itemsize != rec["bytes"]:
                     problems.append(f"{where}: size: the header says {n} ids ({offset + n * dtype.itemsize} bytes), "
                                     f"the file has {rec['bytes']}")
@@ -113,7 +113,7 @@ def verify(path: str, vocab_size: int | None = None, tokenizer=None, first_token
                                     f"token {first_bad[0]}, id {first_bad[1]})")
                 entry = per_shard.get(rec["path"], {})
                 if not bad and entry.get("eot") is not None and entry["eot"] != eots:
-                    problems.append(f"{where}: eot: {eots} EOT ids, _manifest.json says {entry['eot']}")
+                    problems.append(f"{where}: eot: {eots} EOT ids, {out.manifest_name} says {entry['eot']}")
                 total += n
         except DataError as e:
             problems.append(str(e))

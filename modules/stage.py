@@ -34,6 +34,16 @@ from curate.stages.settings import (  # noqa: F401
     settings_from_mapping,
 )
 
+#: what a stage reads and writes (:attr:`Stage.reads`, :attr:`Stage.writes`), in a refusal's words
+KINDS = {
+    "documents": "documents",
+    "tokens": "a token set (tokenize's .bin/.idx files, not documents)",
+    "files": "raw files (WARC files, dumps, archives)",
+    "rows": "packed rows (pack's Parquet files)",
+    "shards": "token shards (.npy files)",
+    "weights": "Megatron --data-path weights (blend of token sets)",
+}
+
 
 @dataclass(frozen=True)
 class NoSettings:
@@ -78,6 +88,26 @@ class Stage:
     reads_raw_files: ClassVar[bool] = False
     #: False for stages that make their own input (downloads): no --input flag
     takes_input: ClassVar[bool] = True
+    #: what the stage can read, of :data:`KINDS`: a job whose stage follows one writing another kind
+    #: (pack after clean, clean after tokenize, an extraction after anything) is refused before any work.
+    #: A stage of your own with ``reads_raw_files`` that sets neither this nor ``writes`` is not checked
+    reads: ClassVar[tuple[str, ...]] = ("documents",)
+    #: what it writes, of :data:`KINDS` (:meth:`output_kind`)
+    writes: ClassVar[str] = "documents"
+
+    def output_kind(self, settings, read: str | None) -> str | None:
+        """What the stage writes from an input of kind ``read`` (None: unknown), None when not known
+        before it runs; a stage whose output follows its input's kind (blend) overrides this."""
+        return self.writes
+
+    def planned_output(self, settings):
+        """What a later stage's check reads of this stage's output, known before it runs (tokenize:
+        its token set's vocabulary and ids, from the tokenizer), or None."""
+        return None
+
+    def check_planned_input(self, settings, planned) -> None:
+        """The refusals of :meth:`check` against an earlier stage's :meth:`planned_output`, for a job
+        whose stage reads what that stage will write: before any work, not once that stage has run."""
 
     def run(self, settings, ctx: StageContext) -> dict:
         raise NotImplementedError

@@ -145,6 +145,12 @@ class TagStage(MapStage):
                 schema, origin = found
                 check_clash(settings, schema, f"input {origin}")
 
+    def check_output(self, settings: TagSettings, inputs, output) -> None:
+        # as filter's: a hub tokenizer a run cannot load is refused before the stages ahead of it run
+        from curate.stages.filters.tokens import check_loadable_in
+
+        check_loadable_in(build_chain(settings.chain))
+
     def transform(self, df: pd.DataFrame, settings: TagSettings) -> pd.DataFrame:
         return tag_frame(df, settings.chain)
 

@@ -96,6 +96,11 @@ class SubstringDedupSettings:
         check_range(self, "min_words", 0)
         if not self.tokenizer.startswith("tiktoken:"):
             raise SettingsError(f"tokenizer must be tiktoken:ENCODING (e.g. tiktoken:cl100k_base); got {self.tokenizer!r}")
+        from curate.stages.tokenize.load import check_spec
+
+        # here, with the job's settings: the stage's check runs only once its input exists, so an
+        # unknown encoding after another stage was refused only once that stage had run
+        check_spec(self.tokenizer)
 
 
 # --------------------------------------------------------------------------- per-partition work

@@ -298,6 +298,7 @@ class ExtractArxivStage(Stage):
     cli = ("extract", "arxiv")
     help = "arXiv source tarballs to documents (safe archive reading, LaTeX cleaned)"
     reads_raw_files = True
+    reads = ("files",)  # never an earlier stage's documents: first in a job, or an input of its own
 
     def check_output(self, settings, inputs, output) -> None:
         # here, not in check: a job runs this for every stage, also one whose input a download makes

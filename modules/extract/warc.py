@@ -388,6 +388,7 @@ class ExtractWarcStage(Stage):
     cli = ("extract", "warc")
     help = "WARC files to documents (HTML text extraction, language id)"
     reads_raw_files = True
+    reads = ("files",)  # never an earlier stage's documents: first in a job, or an input of its own
 
     def check_output(self, settings, inputs, output) -> None:
         # here, not in check: a job runs this for every stage, also one whose input a download makes

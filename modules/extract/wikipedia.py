@@ -396,6 +396,7 @@ class ExtractWikipediaStage(Stage):
     cli = ("extract", "wikipedia")
     help = "Wikipedia XML dumps to articles (streamed, wikitext to plain text)"
     reads_raw_files = True
+    reads = ("files",)  # never an earlier stage's documents: first in a job, or an input of its own
 
     def check_output(self, settings, inputs, output) -> None:
         # here, not in check: a job runs this for every stage, also one whose input a download makes

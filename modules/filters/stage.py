@@ -63,6 +63,13 @@ class FilterStage(MapStage):
         needs = tuple(dict.fromkeys(["text", *(f.input_column for f in chain)]))
         return Columns(needs=needs, adds=tuple(f.score_column for f in chain) if settings.keep_scores else ())
 
+    def check_output(self, settings: FilterSettings, inputs, output) -> None:
+        # here, not in check: a job calls this for every stage before any work, also for one whose
+        # input an earlier stage writes
+        from curate.stages.filters.tokens import check_loadable_in
+
+        check_loadable_in(build_chain(settings.chain))
+
     def transform(self, df: pd.DataFrame, settings: FilterSettings) -> pd.DataFrame:
         return ScoreFilter(build_chain(settings.chain), keep_scores=settings.keep_scores).apply(df)
 

@@ -34,6 +34,17 @@ def token_counts(spec: str, t: Texts) -> np.ndarray:
     return out
 
 
+def check_loadable_in(chain) -> None:
+    """Before any work (a job's preflight, ``--dry-run``): every hub tokenizer of a filter chain is in
+    the cache or reachable, as tokenize checks its own (``check_spec`` in the settings checks the rest).
+    Else an offline run refused it only after the stages before the filter had run."""
+    from curate.stages.tokenize.load import check_loadable
+
+    for f in chain:
+        if isinstance(f, _TokenizerFilter):
+            check_loadable(f.tokenizer)
+
+
 @dataclass(frozen=True)
 class _TokenizerFilter(Filter):
     expensive: ClassVar[bool] = True

@@ -95,7 +95,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from curate.stages.errors import DataError
+from curate.stages.errors import DataError, SettingsError
 from curate.stages.pack.checks import (
     MAX_ROW_PROBLEMS,
     verify,
@@ -260,6 +260,7 @@ class PackStage(Stage):
     Settings = PackSettings
     help = "pack tokenized documents into rows of exactly --seq-length tokens (Parquet)"
     reads_raw_files = True  # a token set, not a document dataset
+    reads, writes = ("tokens",), "rows"
 
     def check(self, settings: PackSettings, inputs) -> None:
         from curate.stages.tokenize.read import one_input, open_token_set
@@ -267,6 +268,16 @@ class PackStage(Stage):
         spec = one_input(inputs, self.name)
         if "://" in spec or os.path.exists(spec):  # only the manifest is read: the ids against the vocabulary
             resolve_plan(settings, open_token_set(spec, settings.input_prefix, allow_incomplete=True))
+
+    def check_planned_input(self, settings: PackSettings, planned) -> None:
+        # the token set a tokenize earlier in the job will write: the same refusals as check's, before
+        # that tokenize runs (a bos_id outside the vocabulary was refused only after it had)
+        if planned is None:
+            return
+        if settings.input_prefix is not None and settings.input_prefix != planned.prefix:
+            raise SettingsError(f"input_prefix {settings.input_prefix!r}: the tokenize before it writes the token set "
+                                f"{planned.prefix!r}")
+        resolve_plan(settings, planned)
 
     def run(self, settings: PackSettings, ctx) -> dict:
         import dask

@@ -28,7 +28,7 @@ def verify(path: str, vocab_size: int | None = None, tokenizer=None, first_token
     problems: list[str] = []
     files = listed_files(out, manifest, ".parquet", problems)
     manifest = manifest or {}
-    vocab, source = vocab_for_check(vocab_size, tokenizer, manifest)
+    vocab, source = vocab_for_check(vocab_size, tokenizer, manifest, out.manifest_name)
     seq, bos, pad = manifest.get("seq_length"), manifest.get("bos_id"), manifest.get("pad_id")
     if not all(isinstance(v, int) for v in (seq, bos, pad)):
         problems.append(f"{out.path(out.manifest_name)}: manifest: seq_length, bos_id and pad_id are required")
@@ -59,7 +59,8 @@ def verify(path: str, vocab_size: int | None = None, tokenizer=None, first_token
                     problems.append(f"{where}: dtype: uint16 ids cannot hold a {vocab:,}-id vocabulary "
                                     "(more than 65,535)")
                 if manifest.get("dtype") and str(id_type.value_type) != manifest["dtype"]:
-                    problems.append(f"{where}: dtype: {id_type.value_type}, _manifest.json says {manifest['dtype']}")
+                    problems.append(f"{where}: dtype: {id_type.value_type}, {out.manifest_name} says "
+                                    f"{manifest['dtype']}")
                 bad_rows, row0 = 0, 0
                 for rg in range(pf.num_row_groups):
                     t = pf.read_row_group(rg, columns=list(COLUMNS))
@@ -131,7 +132,7 @@ def _docs_rows(out, manifest: dict, entry: dict, problems: list) -> int | None:
         problems.append(str(e))
         return None
     if table.column_names != list(manifest["docs_columns"]):
-        problems.append(f"{out.path(rel)}: columns: {', '.join(table.column_names)}, _manifest.json says "
+        problems.append(f"{out.path(rel)}: columns: {', '.join(table.column_names)}, {out.manifest_name} says "
                         f"{', '.join(manifest['docs_columns'])}")
         return None
     return table.num_rows

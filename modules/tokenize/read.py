@@ -203,14 +203,16 @@ class CheckReport:
         return not self.problems
 
 
-def vocab_for_check(vocab_size: int | None, tokenizer, manifest: dict | None) -> tuple[int | None, str]:
-    """The vocabulary size ids are checked against, and where it came from (flag, tokenizer, manifest)."""
+def vocab_for_check(vocab_size: int | None, tokenizer, manifest: dict | None,
+                    manifest_name: str = "_manifest.json") -> tuple[int | None, str]:
+    """The vocabulary size ids are checked against, and where it came from (flag, tokenizer, manifest:
+    ``manifest_name``, the file's name, which an earlier curate called manifest.json)."""
     if vocab_size is not None:
         return vocab_size, "--vocab-size"
     if tokenizer is not None:
         return tokenizer.vocab_size, f"tokenizer {tokenizer.spec}"
     if manifest and manifest.get("vocab_size") is not None:
-        return int(manifest["vocab_size"]), "_manifest.json"
+        return int(manifest["vocab_size"]), manifest_name
     return None, "unknown (ids checked against the dtype only)"
 
 

@@ -103,6 +103,7 @@ def _load_units(fs, root: str, names: list[str], target: Target) -> None:
                 target.listed[f["name"]] = (unit, f)
         success = unit_files(unit)["success"]
         manifest["_complete"] = success in names
+        manifest["_name"] = base  # what problems name: an earlier curate's manifest.json too
 
 
 def discover(path: str, prefix: str | None = None) -> Target:
@@ -161,7 +162,8 @@ def discover(path: str, prefix: str | None = None) -> Target:
         for f in manifest.get("files") or []:
             selected = prefix is None or _split_name(f.get("name", "")) == prefix or unit == prefix
             if f.get("name") not in present and selected:
-                target.problems.append(f"{target.path(f.get('name', '?') + '.bin')}: missing: listed in {names['manifest']}")
+                target.problems.append(f"{target.path(f.get('name', '?') + '.bin')}: missing: listed in "
+                                       f"{manifest.get('_name', names['manifest'])}")
     if target.is_dir and not target.units:
         target.problems.append(f"{target.path('_manifest.json')}: missing manifest: not a curate token set "
                                "(nothing says which pairs belong to it)")
@@ -220,10 +222,11 @@ def check_structure(target: Target, p: Pair) -> megatron.Index | None:
             if what in entry and entry[what] != have:
                 target.problems.append(f"{bin_path}: {what}: {have}, but the manifest says {entry[what]}")
     owner = target.listed.get(p.name, (None,))[0]
-    expected = (target.units.get(owner) or target.manifest or {}).get("dtype_code")
+    manifest = target.units.get(owner) or target.manifest or {}
+    expected = manifest.get("dtype_code")
     if expected is not None and index.dtype_code != expected:
         target.problems.append(
-            f"{idx_path}: dtype code: {index.dtype_code} ({index.dtype}), but _manifest.json says "
+            f"{idx_path}: dtype code: {index.dtype_code} ({index.dtype}), but {manifest.get('_name', '_manifest.json')} says "
             f"{expected} ({megatron.DTYPES.get(expected)})"
         )
     return index
@@ -389,7 +392,7 @@ def verify(path: str, vocab_size: int | None = None, tokenizer=None, prefix: str
         from curate.stages.output import unit_files
 
         unit = next((u for u, m in target.units.items() if m is target.manifest), "")
-        vocab_size, source = int(target.manifest["vocab_size"]), unit_files(unit)["manifest"]
+        vocab_size, source = int(target.manifest["vocab_size"]), target.manifest.get("_name", unit_files(unit)["manifest"])
     else:
         source = "unknown (ids checked against the dtype only)"
     sets: dict[str, dict] = {}

@@ -319,6 +319,36 @@ class TokenizeStage(Stage):
         return Columns(needs=self.needs, unknown=True)  # pairs out: no dataset columns follow
     Settings = TokenizeSettings
     help = "tokenize into Megatron .bin/.idx pairs (one per partition)"
+    writes = "tokens"
+
+    def planned_output(self, settings: TokenizeSettings):
+        """The token set this stage will write, without its pairs: the vocabulary and ids its manifest
+        will record (as run does below), for a later stage's check before any work (pack's bos_id).
+        None for a hub tokenizer that is not cached: nothing is downloaded before the run."""
+        from curate.stages.tokenize.load import (
+            HUB_TOKENIZER_FILES,
+            _has_tokenizer_files,
+            is_hub_name,
+            load_tokenizer,
+        )
+        from curate.stages.tokenize.read import TokenSet
+
+        spec = settings.tokenizer
+        if is_hub_name(spec):
+            from huggingface_hub import snapshot_download
+
+            try:
+                spec = snapshot_download(spec, allow_patterns=list(HUB_TOKENIZER_FILES), local_files_only=True)
+            except Exception:  # not cached
+                return None
+            if not _has_tokenizer_files(spec):
+                return None
+        tok = load_tokenizer(spec)
+        return TokenSet(url="", prefix=settings.prefix, pairs=(), vocab_size=tok.vocab_size,
+                        dtype=str(megatron.token_dtype(tok.vocab_size)), eod_id=tok.eod_id, bos_id=tok.bos_id,
+                        add_bos=settings.add_bos and tok.bos_id is not None,
+                        append_eod=settings.append_eod and tok.eod_id is not None,
+                        tokenizer=settings.tokenizer, fingerprint=None)
 
     def check_output(self, settings, inputs, output) -> None:
         # here, not in check: a job calls this for every stage before any work, also for a tokenize whose
