@@ -119,8 +119,13 @@ def scheduler_snapshot(dask_scheduler=None) -> dict:
 class Meter:
     """Snapshots around each stage of a run on ``client`` (None: this process does the work)."""
 
-    def __init__(self, client):
+    def __init__(self, client, input_bytes: int | None = None):
         self.client = client
+        self.input_bytes = input_bytes
+
+    def record(self, output: str, folder: str, before: dict | None, seconds: float) -> None:
+        """The stage that ran since ``before`` into the job output's record."""
+        record(output, folder, self.after(before, seconds), self.input_bytes)
 
     def before(self) -> dict | None:
         try:
@@ -182,19 +187,22 @@ def path_of(output: str) -> str:
 
 
 def load(output: str) -> dict:
-    """{stage folder: resources} of a job output; empty when none were recorded."""
+    """The job output's record: ``{"input_bytes": ..., "stages": {stage folder: resources}}``;
+    empty when none was written."""
     try:
         with open(path_of(output), encoding="utf-8") as f:
             doc = json.load(f)
     except (OSError, ValueError):
         return {}
-    stages = doc.get("stages") if isinstance(doc, dict) else None
-    return stages if isinstance(stages, dict) else {}
+    if not isinstance(doc, dict) or not isinstance(doc.get("stages"), dict):
+        return {}
+    return doc
 
 
-def record(output: str, folder: str, resources: dict) -> None:
-    """Add (or replace) stage folder ``folder``'s entry in the job output's record. A stage skipped
-    as up to date keeps the entry of the run that computed it."""
+def record(output: str, folder: str, resources: dict | None, input_bytes: int | None = None) -> None:
+    """Add (or replace) stage folder ``folder``'s entry in the job output's record; ``input_bytes``: the
+    job's input on disk (what a plan scales from). A stage skipped as up to date keeps the entry of the
+    run that computed it."""
     if not resources or "://" in output:  # unmeasured; a remote output has no local _reports/
         return
     from curate.stages.dataset import write_json
@@ -204,8 +212,10 @@ def record(output: str, folder: str, resources: dict) -> None:
         path = path_of(output)
         refuse_link(output, path)
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        stages = load(output)
-        stages[folder] = {**resources, "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        write_json(path, {"stages": stages})
+        doc = load(output) or {"stages": {}}
+        if input_bytes is not None:
+            doc["input_bytes"] = int(input_bytes)
+        doc["stages"][folder] = {**resources, "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        write_json(path, doc)
     except Exception as e:
         log.warning("resources: %s not recorded (%s: %s)", folder, type(e).__name__, e)
