@@ -155,3 +155,12 @@ def test_sample_run_calibrates_from_one_point(tmp_path):
     assert result["ratio"] == pytest.approx(sum(sizes) / sizes[0])  # the sample: the first file
     rows = list(csv.DictReader(open(tmp_path / "sample" / "scaling.csv")))
     assert [r["stage"] for r in rows] == ["01-normalize", "total"] and rows[0]["cpu_seconds"]
+
+
+def test_the_docs_example_is_what_the_command_prints():
+    from tests.conftest import ROOT
+
+    proc = curate("plan", "tests/data/plan/common_crawl.yaml", "--calibration", "tests/data/plan", "--nodes",
+                  "8,64,512", "--cores-per-node", "32", "--memory-per-node", "256GiB", "--link", "25gbit",
+                  "--input-size", "10TB")
+    assert f"```\n{proc.stdout.rstrip()}\n```" in (ROOT / "docs" / "plan.md").read_text()
