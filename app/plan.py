@@ -214,7 +214,7 @@ def fit(points, tasks: float | None = None, task_overhead: float = TASK_OVERHEAD
         a = min(t, (tasks or 0.0) * task_overhead)
         return a, (t - a) * c
     xs, ts = [1.0 / c for c, _ in points], [t for _, t in points]
-    n, mx, mt = len(xs), sum(xs) / len(xs), sum(ts) / len(ts)
+    mx, mt = sum(xs) / len(xs), sum(ts) / len(ts)
     b = sum((x - mx) * (t - mt) for x, t in zip(xs, ts)) / sum((x - mx) ** 2 for x in xs)
     a = mt - b * mx
     if b < 0:  # slower with more cores: nothing parallel to gain
