@@ -149,7 +149,10 @@ class Meter:
 
             threads = dask.config.get("num_workers", None) or os.cpu_count() or 1
             return {"workers": {"here": snapshot(reset=reset)}, "threads": threads, "scheduler": None}
-        info = self.client.scheduler_info(n_workers=-1)["workers"]
+        try:
+            info = self.client.scheduler_info(n_workers=-1)["workers"]  # every worker, not the first few
+        except TypeError:  # distributed before 2025: all workers without asking
+            info = self.client.scheduler_info()["workers"]
         return {"workers": self.client.run(snapshot, reset=reset),
                 "threads": sum(int(w.get("nthreads", 0)) for w in info.values()),
                 "scheduler": self.client.run_on_scheduler(scheduler_snapshot)}
