@@ -109,24 +109,51 @@ def write_csv(path: str, rows: list[dict], append: bool = False) -> None:
         writer.writerows(rows)
 
 
-def record_rows(job_output: str, labels: dict[str, str]) -> list[dict]:
-    """One row per stage folder (NN-stage) of a finished job output, from its manifest, plus the total."""
-    rows, total = [], 0.0
-    for name in sorted(os.listdir(job_output)):
-        from curate.app.run_folders import manifest_file
+#: what record_rows adds after the stage's times and counts (empty where the run did not measure it)
+RESOURCE_COLUMNS = ("cpu_seconds", "peak_worker_bytes", "shuffle_bytes", "output_bytes", "work_bytes",
+                    "cores", "dask_tasks", "scheduler_cpu_seconds", "input_bytes")
 
+
+def record_rows(job_output: str, labels: dict[str, str]) -> list[dict]:
+    """One row per stage folder (NN-stage) of a finished job output, from its manifest, plus the total.
+
+    After labels, stage, seconds, docs_in and docs_out: the stage's resources as the run measured them
+    (``_reports/resources.json``, :mod:`curate.app.resources`; empty for a stage run without them),
+    its output bytes and ``_work`` bytes (from the manifest's file list), and the job's input bytes
+    (on every row: what the calibration's sizes scale from). The total sums what adds up."""
+    from curate.app import resources
+    from curate.app.run_folders import manifest_file
+
+    record = resources.load(job_output)
+    measured = record.get("stages", {})
+    rows = []
+    for name in sorted(os.listdir(job_output)):
         path = manifest_file(os.path.join(job_output, name))
         if not (name[:2].isdigit() and os.path.exists(path)):
             continue
         with open(path) as f:
             m = json.load(f)
-        secs = float(m.get("timings", {}).get("seconds", 0.0))
-        total += secs
-        rows.append({**labels, "stage": name, "seconds": secs, "docs_in": m["counts"]["in"],
-                     "docs_out": m["counts"]["out"]})
+        files = [r for r in m.get("outputs", []) if isinstance(r, dict)]
+        work = sum(int(r.get("bytes", 0)) for r in files if str(r.get("path", "")).startswith("_work/"))
+        res = measured.get(name, {})
+        rows.append({**labels, "stage": name, "seconds": float(m.get("timings", {}).get("seconds", 0.0)),
+                     "docs_in": m["counts"]["in"], "docs_out": m["counts"]["out"],
+                     **{c: res.get(c, "") for c in RESOURCE_COLUMNS[:3]},
+                     "output_bytes": sum(int(r.get("bytes", 0)) for r in files) - work, "work_bytes": work,
+                     **{c: res.get(c, "") for c in RESOURCE_COLUMNS[5:8]},
+                     "input_bytes": record.get("input_bytes", "")})
     if rows:
-        rows.append({**labels, "stage": "total", "seconds": round(total, 3), "docs_in": rows[0]["docs_in"],
-                     "docs_out": rows[-1]["docs_out"]})
+        total = {**labels, "stage": "total", "seconds": round(sum(r["seconds"] for r in rows), 3),
+                 "docs_in": rows[0]["docs_in"], "docs_out": rows[-1]["docs_out"]}
+        for c in RESOURCE_COLUMNS:
+            values = [r[c] for r in rows]
+            if c == "input_bytes" or "" in values:  # not measured for every stage: no total
+                total[c] = rows[0][c] if c == "input_bytes" else ""
+            elif c in ("peak_worker_bytes", "cores"):
+                total[c] = max(values)
+            else:
+                total[c] = round(sum(values), 3) if isinstance(values[0], float) else sum(values)
+        rows.append(total)
     return rows
 
 

@@ -34,6 +34,7 @@ COMMANDS = {
     "bench": "curate.app.commands.bench",
     "reproduce": "curate.app.commands.reproduce",
     "filters": "curate.app.commands.filters",
+    "plan": "curate.app.commands.plan",
 }
 
 

@@ -21,6 +21,7 @@ import os
 import time
 from dataclasses import dataclass
 
+from curate.app import resources
 from curate.app.errors import WorkerKilled
 from curate.app.job import Job as Job, StageSpec as StageSpec, load_job as load_job
 from curate.app.preflight import (
@@ -133,12 +134,16 @@ def run_job(job: Job, output: str, compute=None, force: bool = False, stop_after
                 from curate.app.progress import ProgressLine
 
                 line = ProgressLine(live).start()
+        meter = resource_meter(compute, job, plan)
         try:
             for k, spec, inputs, out in plan:
                 if live is not None:
                     live.stage_started(k - 1)
+                before = meter.before() if meter else None
                 outcomes.append(run_stage(spec.name, spec.settings, inputs, out, stage_io(job.io, inputs, plan),
                                           compute, force, job=job.name, lock=False))
+                if before is not None and not outcomes[-1].skipped:
+                    meter.record(output, os.path.basename(out), before, outcomes[-1].seconds)
                 if live is not None:
                     live.stage_finished(k - 1, outcomes[-1].manifest, outcomes[-1].skipped, outcomes[-1].seconds)
         finally:
@@ -153,6 +158,20 @@ def run_job(job: Job, output: str, compute=None, force: bool = False, stop_after
             "seconds": round(time.time() - started, 3),
         }, [])
     return outcomes
+
+
+def resource_meter(compute, job: Job, plan) -> resources.Meter | None:
+    """What measures each stage's resources (:mod:`curate.app.resources`): the workers of the compute's
+    client, this process when there is none; None for a compute that is not :func:`make_compute`'s
+    (where its work runs is unknown). It knows the job's input bytes (what a plan scales from)."""
+    if compute is not None and not hasattr(compute, "tracker"):
+        return None
+    _k, first, inputs, _out = plan[0]
+    try:
+        size = input_bytes(first.name, inputs, stage_io(job.io, inputs, plan))
+    except Exception:  # a listing that fails now fails the stage with its own message
+        size = None
+    return resources.Meter(getattr(getattr(compute, "tracker", None), "client", None), size)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,224 @@
+"""What each stage of a run used, for ``curate plan``: CPU-seconds, peak memory per worker, bytes moved
+between workers, and the scheduler's share.
+
+The runner snapshots every worker process (``client.run``) and the scheduler (``run_on_scheduler``)
+before and after each stage; without a cluster (``--cluster threads``) it snapshots this process, which
+then did all the work. The differences go to ``<job output>/_reports/resources.json``, one entry per
+stage folder, where ``curate bench record`` (:func:`curate.app.bench.record_rows`) reads them. Output
+and ``_work`` bytes are not measured here: the stage manifests list every file with its size.
+
+- CPU-seconds: user + system time of each worker process, of its children that ended (extraction
+  sandboxes, reaped) and of its children still running (from /proc), summed over workers.
+- Peak memory: each worker's VmHWM (peak resident set), reset before the stage by writing 5 to
+  /proc/self/clear_refs (Linux >= 4.0); the largest over the workers counts.
+- Shuffle bytes: what workers sent each other: task results fetched by another worker
+  (``transfer_outgoing_bytes_total``) plus P2P shuffle shards (the shuffle's comms digests; these
+  include each worker's shards to itself, 1/workers of them on a balanced shuffle).
+- Dask tasks and scheduler CPU-seconds: the scheduler's count of tasks it sent to workers, and the CPU
+  time of the scheduler's process (with a local cluster that is this process: the client too).
+
+Measuring never fails a run: a snapshot that cannot be taken is logged and the stage has no entry.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+
+log = logging.getLogger("curate.resources")
+
+#: under the job output's ``_reports/`` (curate's own folder in any output: never part of a stage's data)
+RESOURCES = "resources.json"
+
+
+# --------------------------------------------------------------------------- one process
+
+
+def reset_peak_rss() -> None:
+    """Start a new VmHWM measurement for this process (Linux >= 4.0: write 5 to clear_refs)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:  # not Linux, or not allowed: the peak then covers the process's life (an upper bound)
+        pass
+
+
+def peak_rss() -> int:
+    """This process's peak resident set since the last reset (VmHWM), in bytes; 0 where unknown."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _live_children_cpu(pid: int) -> float:
+    """CPU-seconds of ``pid``'s descendants still running (utime + stime + their reaped children)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, list[tuple[int, float]]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return 0.0
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except OSError:  # ended meanwhile
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ": the comm may hold spaces
+        # fields[1] is ppid; fields[11..14] are utime, stime, cutime, cstime (stat fields 14-17)
+        cpu = sum(int(v) for v in fields[11:15]) / tick
+        parents.setdefault(int(fields[1]), []).append((int(name), cpu))
+    total, todo = 0.0, [pid]
+    while todo:
+        for child, cpu in parents.get(todo.pop(), ()):
+            total += cpu
+            todo.append(child)
+    return total
+
+
+def process_cpu() -> float:
+    """CPU-seconds of this process and all its children, ended or running."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system + _live_children_cpu(os.getpid())
+
+
+def snapshot(dask_worker=None, reset: bool = False) -> dict:
+    """This process's counters (run in each worker by ``client.run``, which passes ``dask_worker``).
+    ``reset``: start a new peak-memory measurement afterwards."""
+    shuffle = 0
+    if dask_worker is not None:
+        shuffle = int(getattr(dask_worker, "transfer_outgoing_bytes_total", 0))
+        for key, value in getattr(dask_worker, "digests_total", {}).items():
+            # ("p2p", span, "background-comms", "process", "bytes"): shards the shuffle sent
+            if isinstance(key, tuple) and key[:1] == ("p2p",) and "background-comms" in key \
+                    and key[-2:] == ("process", "bytes"):
+                shuffle += int(value)
+    snap = {"pid": os.getpid(), "host": os.uname().nodename, "cpu": process_cpu(), "peak": peak_rss(),
+            "shuffle": shuffle}
+    if reset:
+        reset_peak_rss()
+    return snap
+
+
+def scheduler_snapshot(dask_scheduler=None) -> dict:
+    return {"tasks": int(getattr(dask_scheduler, "n_tasks", 0)), "cpu": process_cpu()}
+
+
+# --------------------------------------------------------------------------- a stage
+
+
+class Meter:
+    """Snapshots around each stage of a run on ``client`` (None: this process does the work)."""
+
+    def __init__(self, client, input_bytes: int | None = None):
+        self.client = client
+        self.input_bytes = input_bytes
+
+    def record(self, output: str, folder: str, before: dict | None, seconds: float) -> None:
+        """The stage that ran since ``before`` into the job output's record."""
+        record(output, folder, self.after(before, seconds), self.input_bytes)
+
+    def before(self) -> dict | None:
+        try:
+            return self._take(reset=True)
+        except Exception as e:  # measuring is a courtesy: the run goes on without it
+            log.warning("resources: no snapshot before the stage (%s: %s); it is not measured", type(e).__name__, e)
+            return None
+
+    def after(self, before: dict | None, seconds: float) -> dict | None:
+        if before is None:
+            return None
+        try:
+            return measured(before, self._take(reset=False), seconds)
+        except Exception as e:
+            log.warning("resources: no snapshot after the stage (%s: %s); it is not measured", type(e).__name__, e)
+            return None
+
+    def _take(self, reset: bool) -> dict:
+        if self.client is None:
+            import dask
+
+            threads = dask.config.get("num_workers", None) or os.cpu_count() or 1
+            return {"workers": {"here": snapshot(reset=reset)}, "threads": threads, "scheduler": None}
+        try:
+            info = self.client.scheduler_info(n_workers=-1)["workers"]  # every worker, not the first few
+        except TypeError:  # distributed before 2025: all workers without asking
+            info = self.client.scheduler_info()["workers"]
+        return {"workers": self.client.run(snapshot, reset=reset),
+                "threads": sum(int(w.get("nthreads", 0)) for w in info.values()),
+                "scheduler": self.client.run_on_scheduler(scheduler_snapshot)}
+
+
+def measured(before: dict, after: dict, seconds: float) -> dict:
+    """The stage's resources from two snapshots. A worker that joined during the stage counts from
+    zero; one that left is not counted (its counters left with it). Workers that share a process
+    (threads in one process) count once."""
+    cpu = shuffle = peak = 0
+    seen = set()
+    for address, now in after["workers"].items():
+        if (now["host"], now["pid"]) in seen:
+            continue
+        seen.add((now["host"], now["pid"]))
+        then = before["workers"].get(address)
+        if then is not None and then["pid"] != now["pid"]:  # restarted: new counters
+            then = None
+        cpu += now["cpu"] - (then["cpu"] if then else 0.0)
+        shuffle += now["shuffle"] - (then["shuffle"] if then else 0)
+        peak = max(peak, now["peak"])
+    result = {"seconds": round(seconds, 3), "workers": len(seen), "cores": after["threads"],
+              "cpu_seconds": round(cpu, 3), "peak_worker_bytes": int(peak), "shuffle_bytes": int(shuffle)}
+    if after.get("scheduler") and before.get("scheduler"):
+        result["dask_tasks"] = after["scheduler"]["tasks"] - before["scheduler"]["tasks"]
+        result["scheduler_cpu_seconds"] = round(after["scheduler"]["cpu"] - before["scheduler"]["cpu"], 3)
+    return result
+
+
+# --------------------------------------------------------------------------- the record
+
+
+def path_of(output: str) -> str:
+    return os.path.join(output, "_reports", RESOURCES)
+
+
+def load(output: str) -> dict:
+    """The job output's record: ``{"input_bytes": ..., "stages": {stage folder: resources}}``;
+    empty when none was written."""
+    try:
+        with open(path_of(output), encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(doc, dict) or not isinstance(doc.get("stages"), dict):
+        return {}
+    return doc
+
+
+def record(output: str, folder: str, resources: dict | None, input_bytes: int | None = None) -> None:
+    """Add (or replace) stage folder ``folder``'s entry in the job output's record; ``input_bytes``: the
+    job's input on disk (what a plan scales from). A stage skipped as up to date keeps the entry of the
+    run that computed it."""
+    if not resources or "://" in output:  # unmeasured; a remote output has no local _reports/
+        return
+    from curate.stages.dataset import write_json
+    from curate.stages.output import refuse_link
+
+    try:
+        path = path_of(output)
+        refuse_link(output, path)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        doc = load(output) or {"stages": {}}
+        if input_bytes is not None:
+            doc["input_bytes"] = int(input_bytes)
+        doc["stages"][folder] = {**resources, "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        write_json(path, doc)
+    except Exception as e:
+        log.warning("resources: %s not recorded (%s: %s)", folder, type(e).__name__, e)
