@@ -319,7 +319,7 @@ up() {
   for _ in $(seq 120); do
     if [ "$(sinfo -h -N -o '%T' 2>/dev/null | grep -c -E '^(idle|mixed|allocated)$')" = "${#names[@]}" ]; then
       echo "minicluster: up in $dir: ${names[*]} on $net.0/24 (node1 = $net.11, ...${node_cpus:+; $node_cpus CPUs}${node_memory:+; $node_memory}${link_rate:+; link $link_rate} per node)"
-      echo "minicluster: eval \"\$(scripts/minicluster.sh env $dir)\" then sbatch -N $nodes ..."
+      echo "minicluster: eval \"\$(scripts/minicluster.sh env $dir)\" then sbatch -N ${#names[@]} ..."
       return 0
     fi
     sleep 0.5
