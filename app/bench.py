@@ -18,27 +18,12 @@ import json
 import os
 import time
 
+# the fit is shared with the node-scaling summary (curate bench summarise)
+from curate.app.scaling import amdahl_fit, amdahl_speedup
+
 PREDICT_AT = (64, 256, 1024)
 ASSUMPTION = ("Amdahl's law with the serial fraction fitted per stage on this machine; assumes it does not grow "
               "with the cluster (no extra communication, shuffle or storage cost), so predictions are upper bounds.")
-
-
-def amdahl_fit(speedups: dict[int, float]) -> float:
-    """Serial fraction s in [0, 1] from {workers: speedup} (relative to one worker)."""
-    num = den = 0.0
-    for n, sp in speedups.items():
-        if n <= 1 or sp <= 0:
-            continue
-        x = 1.0 - 1.0 / n
-        num += (1.0 / sp - 1.0 / n) * x
-        den += x * x
-    if den == 0:
-        return 0.0
-    return min(1.0, max(0.0, num / den))
-
-
-def amdahl_speedup(s: float, n: int) -> float:
-    return 1.0 / (s + (1.0 - s) / n)
 
 
 def summarise(rows: list[dict]) -> dict:

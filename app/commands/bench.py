@@ -3,7 +3,10 @@
 ``curate bench scaling JOB.yaml --workers 1,2,4 [--repeat 3] --output DIR``: strong scaling on a local
 cluster (scaling.csv, scaling.json, scaling.png, Amdahl fit). ``curate bench record JOB_OUTPUT --csv
 FILE --label nodes=4``: append the per-stage times of a finished job to a CSV (used by
-slurm/strong_scaling.sbatch). The per-stage speed benchmarks are scripts in jobs/ (bench_*.py).
+slurm/strong_scaling.sbatch). ``curate bench summarise DIR``: DIR/scaling.csv of a node sweep ->
+scaling.json and scaling.png (median per point, speedup, efficiency, Amdahl fit and residuals, weak
+scaling). ``curate bench weak-job JOB --files N --output NEW.yaml``: the job reading only its first N
+input files (weak scaling). The per-stage speed benchmarks are scripts in jobs/ (bench_*.py).
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import os
 
 from curate.stages.errors import SettingsError
 
-HELP = "benchmarks: strong scaling (local), record a job's stage times"
+HELP = "benchmarks: strong scaling (local), record a job's stage times, summarise a node sweep"
 
 
 def _int_list(text: str) -> list[int]:
@@ -48,11 +51,30 @@ def add_arguments(p) -> None:
     r.add_argument("job_output", help="a job's output folder (with NN-stage folders)")
     r.add_argument("--csv", required=True, help="CSV file to append to")
     r.add_argument("--label", default="", help="extra columns, e.g. nodes=4,tasks=64")
+    m = sub.add_parser("summarise", help="scaling.csv of a node sweep -> scaling.json, scaling.png")
+    m.add_argument("folder", help="folder with scaling.csv (slurm/strong_scaling.sbatch's output folder)")
+    w = sub.add_parser("weak-job", help="write a copy of a job that reads only its first N input files")
+    w.add_argument("job", help="job YAML")
+    w.add_argument("--files", type=int, required=True, help="how many input files (in sorted order)")
+    w.add_argument("--output", required=True, help="the new job YAML")
 
 
 def main(args) -> int:
-    from curate.app import bench
+    from curate.app import bench, scaling
 
+    if args.bench == "summarise":
+        if not os.path.isfile(os.path.join(args.folder, "scaling.csv")):
+            raise SettingsError(f"{args.folder}: no scaling.csv")
+        summary = scaling.write_summary(args.folder)
+        print(scaling.format_summary(summary))
+        print(f"bench: wrote {os.path.join(args.folder, 'scaling.json')} and scaling.png")
+        return 0
+    if args.bench == "weak-job":
+        if args.files < 1:
+            raise SettingsError(f"--files must be at least 1; got {args.files}")
+        files = scaling.write_weak_job(args.job, args.files, args.output)
+        print(f"bench: {args.output} reads {len(files)} file(s): {files[0]} .. {files[-1]}")
+        return 0
     if args.bench == "record":
         if not os.path.isdir(args.job_output):
             raise SettingsError(f"{args.job_output}: no such directory")

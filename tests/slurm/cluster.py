@@ -30,15 +30,20 @@ def why_not() -> str | None:
 
 
 class MiniCluster:
-    def __init__(self, folder: Path, nodes: int = 3):
+    def __init__(self, folder: Path, nodes: int = 3, head: bool = False, node_cpus: float | None = None,
+                 node_memory: str | None = None, link: str | None = None):
         self.dir = Path(folder)
         self.nodes = nodes
+        # minicluster.sh up's options for nodes of a fixed size and a head node
+        self.options = (["--head"] if head else []) + (["--node-cpus", str(node_cpus)] if node_cpus else []) \
+            + (["--node-memory", node_memory] if node_memory else []) + (["--link", link] if link else [])
         self.conf = self.dir / "slurm.conf"
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
         self.up = False
 
     def start(self) -> MiniCluster:
-        proc = subprocess.run([str(SCRIPT), "up", str(self.dir), str(self.nodes)], capture_output=True, text=True)
+        proc = subprocess.run([str(SCRIPT), "up", str(self.dir), str(self.nodes), *self.options], capture_output=True,
+                              text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"minicluster up failed:\n{proc.stdout}\n{proc.stderr}")
         self.up = True
@@ -63,6 +68,18 @@ class MiniCluster:
         ns = self.node[node][0]
         return subprocess.run(["ip", "netns", "exec", ns, *map(str, args)], capture_output=True, text=True,
                               timeout=timeout, check=check)
+
+    def exec(self, node: str, *args, timeout: float = 60, check=False):
+        """Run a command as the node's processes run: in its cgroups (caps) and its namespace."""
+        return subprocess.run([str(SCRIPT), "exec", str(self.dir), node, *map(str, args)], capture_output=True,
+                              text=True, timeout=timeout, check=check)
+
+    def status(self, reset: bool = False) -> dict[str, dict[str, str]]:
+        """minicluster.sh status: node -> {cpus, memory, link, cpu_seconds, memory_now, memory_peak}."""
+        out = subprocess.run([str(SCRIPT), "status", str(self.dir), *(["--reset"] if reset else [])],
+                             capture_output=True, text=True, check=True).stdout.splitlines()
+        head = out[0].split()
+        return {line.split()[0]: dict(zip(head[1:], line.split()[1:])) for line in out[1:]}
 
     def sbatch(self, *args) -> str:
         proc = self.run("sbatch", "--parsable", *args, check=False)

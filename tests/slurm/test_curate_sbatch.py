@@ -10,6 +10,8 @@ stops every rank quickly and that re-submitting resumes.
 
 from __future__ import annotations
 
+import csv
+import json
 import os
 import random
 import re
@@ -262,11 +264,14 @@ def test_strong_scaling_at_one_two_and_three_nodes(mini, tmp_path):
     state = mini.wait(job_id, timeout=900)
     text = log.read_text()
     assert state["ExitCode"] == "0:0", f"{state}\n{text[-4000:]}"
-    rows = (out / "scaling.csv").read_text().splitlines()
-    assert rows[0] == "nodes,tasks,workers,exit_code,stage,seconds,docs_in,docs_out"
-    totals = [r.split(",")[:4] for r in rows[1:] if ",total," in r]
+    rows = list(csv.DictReader((out / "scaling.csv").open()))
+    assert {"nodes", "tasks", "workers", "repeat", "scaling", "exit_code", "stage", "seconds", "docs_in",
+            "docs_out"} <= set(rows[0]), rows[0]
+    totals = [[r["nodes"], r["tasks"], r["workers"], r["exit_code"]] for r in rows if r["stage"] == "total"]
     # one node: 2 tasks per node would leave no worker, so the script asks for 3
     assert totals == [["1", "3", "1", "0"], ["2", "4", "2", "0"], ["3", "6", "4", "0"]], rows
+    summary = json.loads((out / "scaling.json").read_text())
+    assert sorted(summary["strong"]["total"]["seconds"]) == ["1", "2", "3"] and (out / "scaling.png").exists()
 
 
 @pytest.mark.parametrize("victim", [0, 1], ids=["scheduler-rank", "job-rank"])

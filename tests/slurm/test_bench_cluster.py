@@ -1,0 +1,67 @@
+"""jobs/bench_cluster.py end to end, tiny: a 2-node emulated run (head node + 2 worker nodes of half
+a CPU each) of a small WARC job through sbatch and dask-mpi. The caps were in force (no node used
+more CPU than its quota allows, the scheduler and the job ran on the head node) and the token files
+are the bytes of a local in-process run. Root only, like the other SLURM tests."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from tests.conftest import CURATE, ROOT
+from tests.slurm.cluster import why_not
+
+CPUS = 0.5
+
+
+@pytest.mark.timeout(300)
+def test_a_two_node_emulated_run_of_a_tiny_job(tmp_path):
+    reason = why_not()
+    if reason:
+        pytest.skip(reason)
+    template = tmp_path / "tiny.yaml"
+    template.write_text(yaml.safe_dump({"input": "unused", "io": {"format": "parquet"},
+                                        "stages": [{"extract_warc": {"algorithm": "resiliparse"}}, "clean",
+                                                   {"tokenize": {"tokenizer": "tiktoken:cl100k_base"}}]}))
+    out = tmp_path / "sweep"
+    namespaces = subprocess.run(["ip", "netns"], capture_output=True, text=True).stdout
+    started = time.time()
+    proc = subprocess.run([sys.executable, "jobs/bench_cluster.py", "sweep", "--nodes", "2", "--node-cpus", str(CPUS),
+                           "--node-memory", "2GiB", "--link", "1gbit", "--pages", "200", "--files", "4",
+                           "--job", str(template), "--output", str(out), "--timeout", "240"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=290)
+    wall = time.time() - started
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    # the caps: per node, CPU-seconds within its quota over the run; the ranks where they belong
+    usage = list(csv.DictReader((out / "node_usage.csv").open()))
+    assert sorted(u["node"] for u in usage) == ["head", "node1", "node2"], usage
+    for u in usage:
+        assert u["cpus"] == str(CPUS) and u["memory"] == "2GiB" and u["link"] == "1gbit", u
+        assert 0 < float(u["cpu_seconds"]) <= CPUS * wall * 1.1, (u, wall)
+        assert int(u["memory_peak"]) <= 2 * 2**30
+    log = (out / "job.log").read_text()
+    assert "scheduler tls://" in log and " on head " in log and "2 worker(s) on 2 node(s)" in log, log[-3000:]
+    rows = list(csv.DictReader((out / "results" / "scaling.csv").open()))
+    assert [(r["nodes"], r["tasks"], r["workers"], r["exit_code"]) for r in rows if r["stage"] == "total"] \
+        == [("2", "4", "2", "0")], rows
+    assert json.loads((out / "results" / "scaling.json").read_text())["strong"]["total"]["seconds"]["2"] > 0
+
+    # the same job in this process (no cluster): the same token bytes
+    local = tmp_path / "local"
+    done = subprocess.run([*CURATE, "run", str(out / "job.yaml"), "--output", str(local), "--cluster", "threads"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ran = out / "results" / "nodes-0002" / "03-tokenize"
+    names = sorted(p.name for p in (local / "03-tokenize").iterdir() if not p.name.startswith("_"))
+    assert names and names == sorted(p.name for p in ran.iterdir() if not p.name.startswith("_")), names
+    for name in names:
+        assert (local / "03-tokenize" / name).read_bytes() == (ran / name).read_bytes(), name
+    # the driver took its cluster down
+    assert subprocess.run(["ip", "netns"], capture_output=True, text=True).stdout == namespaces
