@@ -13,6 +13,7 @@ import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -41,8 +42,12 @@ class Browser:
         if not self.binary or not driver:
             raise WebDriverError(self.skip_reason())
         self.port = _free_port()
+        # Chromium leaves its singleton folders (org.chromium.Chromium.*) in TMPDIR: one of our own,
+        # removed in close()
+        self.tmp = tempfile.mkdtemp(prefix="curate-browser-")
         self.proc = subprocess.Popen([driver, f"--port={self.port}", "--allowed-ips=127.0.0.1"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     env={**os.environ, "TMPDIR": self.tmp})
         self.base = f"http://127.0.0.1:{self.port}"
         deadline = time.time() + 20
         while True:
@@ -53,6 +58,7 @@ class Browser:
                 pass
             if time.time() > deadline:
                 self.proc.kill()
+                shutil.rmtree(self.tmp, ignore_errors=True)
                 raise WebDriverError("chromedriver did not start")
             time.sleep(0.1)
         caps = {"browserName": "chrome", "goog:loggingPrefs": {"browser": "ALL"},
@@ -63,6 +69,7 @@ class Browser:
             self.session = self._call("POST", "/session", {"capabilities": {"alwaysMatch": caps}})["sessionId"]
         except Exception:
             self.proc.kill()
+            shutil.rmtree(self.tmp, ignore_errors=True)
             raise
 
     @staticmethod
@@ -155,6 +162,8 @@ class Browser:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+            self.proc.wait(timeout=10)
+        shutil.rmtree(self.tmp, ignore_errors=True)  # a test file, not the project: a left folder is harmless
 
     def __enter__(self):
         return self

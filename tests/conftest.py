@@ -20,6 +20,28 @@ DATA = ROOT / "tests" / "data"
 CURATE = [sys.executable, "-m", "curate"]
 
 
+def pytest_configure(config):
+    """Everything the suite and its subprocesses put in the temporary folder (Dask's scratch space,
+    Chromium's singleton folders, tempfile users) goes into one folder of the session's, removed at
+    its end; a passing test's tmp_path is removed too (pyproject: tmp_path_retention_policy)."""
+    import tempfile
+
+    if getattr(config, "workerinput", None) is None and "CURATE_TEST_TMPDIR" not in os.environ:
+        # pytest's own folders (pytest-of-USER, where a failed test's tmp_path stays) where they were
+        os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
+        config._curate_tmp = tempfile.mkdtemp(prefix="curate-tests-")
+        os.environ["CURATE_TEST_TMPDIR"] = os.environ["TMPDIR"] = config._curate_tmp
+        tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+
+
+def pytest_unconfigure(config):
+    import shutil
+
+    folder = getattr(config, "_curate_tmp", None)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.fixture(autouse=True)
 def _sync_scheduler():
     # in-process tests run on the synchronous scheduler: deterministic and no cluster start-up cost
