@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
@@ -11,6 +11,53 @@ from curate.stages.filters.base import Filter, Texts, ratio
 from curate.stages.stage import check_range
 
 END_MARKS = "[.?!\"']"
+
+# FineWeb's line rules come in two versions. ``original``: the rules as FineWeb was built (datatrove's
+# first FineWebQualityFilter): every line counts, blank ones included, the sentence ends are . ' " ! ?,
+# and a document is dropped at the threshold (<= 0.12, >= 0.67, >= 0.01). ``datatrove``: datatrove's
+# current version (0.10): blank lines are left out, the sentence ends are its TERMINAL_PUNCTUATION
+# (below, the same 159 characters), and a document is dropped only past the threshold (< 0.12,
+# > 0.67, > 0.01).
+VARIANTS = ("original", "datatrove")
+VARIANT_HELP = ("original: FineWeb's rules as FineWeb was built (blank lines count, . ' \" ! ?, dropped at "
+                "the threshold); datatrove: datatrove 0.10's (blank lines left out, its 159 sentence ends, "
+                "dropped past the threshold)")
+
+# datatrove.utils.text.TERMINAL_PUNCTUATION (datatrove 0.10.1, Apache-2.0), sorted: data, not code
+DATATROVE_TERMINAL_PUNCTUATION = (
+    "!.?\u0589\u061d\u061e\u061f\u06d4\u0700\u0701\u0702\u07f9\u0837\u0839\u083d\u083e\u0964\u0965"
+    "\u104a\u104b\u1362\u1367\u1368\u166e\u1735\u1736\u17d4\u17d5\u17d6\u17d9\u17da\u1803\u1809\u1944"
+    "\u1945\u1aa8\u1aa9\u1aaa\u1aab\u1b5a\u1b5b\u1b5e\u1b5f\u1b7d\u1b7e\u1c3b\u1c3c\u1c7e\u1c7f\u203c"
+    "\u203d\u2047\u2048\u2049\u2e2e\u2e3c\u2e53\u2e54\u3002\ua4ff\ua60e\ua60f\ua6f3\ua6f7\ua876\ua877"
+    "\ua8ce\ua8cf\ua92f\ua9c8\ua9c9\uaa5d\uaa5e\uaa5f\uaaf0\uaaf1\uabeb\ufe52\ufe56\ufe57\uff01\uff0e"
+    "\uff1f\uff61\U00010a56\U00010a57\U00010f55\U00010f56\U00010f57\U00010f58\U00010f59\U00010f86"
+    "\U00010f87\U00010f88\U00010f89\U00011047\U00011048\U000110be\U000110bf\U000110c0\U000110c1"
+    "\U00011141\U00011142\U00011143\U000111c5\U000111c6\U000111cd\U000111de\U000111df\U00011238"
+    "\U00011239\U0001123b\U0001123c\U000112a9\U0001144b\U0001144c\U000115c2\U000115c3\U000115c9"
+    "\U000115ca\U000115cb\U000115cc\U000115cd\U000115ce\U000115cf\U000115d0\U000115d1\U000115d2"
+    "\U000115d3\U000115d4\U000115d5\U000115d6\U000115d7\U00011641\U00011642\U0001173c\U0001173d"
+    "\U0001173e\U00011944\U00011946\U00011a42\U00011a43\U00011a9b\U00011a9c\U00011c41\U00011c42"
+    "\U00011ef7\U00011ef8\U00011f43\U00011f44\U00016a6e\U00016a6f\U00016af5\U00016b37\U00016b38"
+    "\U00016b44\U00016e98\U0001bc9f\U0001da88"
+)
+
+
+def _class(chars: str) -> str:
+    """An RE2 character class of exactly ``chars``."""
+    return "[" + "".join("\\" + c if c in "\\]^-[" else c for c in chars) + "]"
+
+
+class _Variant:
+    """The ``variant`` setting of FineWeb's line rules (see VARIANTS): strictness follows it."""
+
+    def _check_variant(self):
+        from curate.stages.stage import check_choice
+
+        check_choice(self, "variant")
+
+    @property
+    def _lines(self):
+        return "nonblank_lines" if self.variant == "datatrove" else "lines"
 
 
 #: C4's line-removal list (``_POLICY_SUBSTRINGS`` in TensorFlow Datasets' c4_utils), used by the C4
@@ -95,44 +142,68 @@ class C4Sentences(Filter):
 
 
 @dataclass(frozen=True)
-class FineWebLinePunctuation(Filter):
-    """Share of lines (blank ones included) ending with . ' " ! ?; FineWeb drops <= 0.12."""
+class FineWebLinePunctuation(_Variant, Filter):
+    """Share of lines (blank ones included) ending with . ' " ! ?; FineWeb drops <= 0.12
+    (``variant: datatrove``: non-blank lines ending with any of its sentence ends, dropped < 0.12)."""
 
     kind: ClassVar[str] = "fineweb_line_punctuation"
-    strict_min: ClassVar[bool] = True
     min: float | None = 0.12
+    variant: str = field(default="original", metadata={"choices": VARIANTS, "help": VARIANT_HELP})
+
+    def __post_init__(self):
+        super().__post_init__()
+        self._check_variant()
+
+    @property
+    def strict_min(self) -> bool:
+        return self.variant == "original"
 
     def score_texts(self, t: Texts):
-        lines = t.lines
-        return ratio(lines.sum(lines.match(END_MARKS + "$")), lines.count, empty=0.0)
+        lines = getattr(t, self._lines)
+        ends = END_MARKS if self.variant == "original" else _class(DATATROVE_TERMINAL_PUNCTUATION)
+        return ratio(lines.sum(lines.match(ends + "$")), lines.count, empty=0.0)
 
 
 @dataclass(frozen=True)
-class FineWebShortLines(Filter):
-    """Share of lines (blank ones included) of at most ``short_line_length`` characters; FineWeb drops >= 0.67."""
+class FineWebShortLines(_Variant, Filter):
+    """Share of lines (blank ones included) of at most ``short_line_length`` characters; FineWeb drops >= 0.67
+    (``variant: datatrove``: of non-blank lines, dropped > 0.67)."""
 
     kind: ClassVar[str] = "fineweb_short_lines"
-    strict_max: ClassVar[bool] = True
     max: float | None = 0.67
     short_line_length: int = 30
+    variant: str = field(default="original", metadata={"choices": VARIANTS, "help": VARIANT_HELP})
 
     def __post_init__(self):
         super().__post_init__()
         check_range(self, "short_line_length", 0)
+        self._check_variant()
+
+    @property
+    def strict_max(self) -> bool:
+        return self.variant == "original"
 
     def score_texts(self, t: Texts):
-        lines = t.lines
+        lines = getattr(t, self._lines)
         return ratio(lines.sum(lines.length <= self.short_line_length), lines.count, empty=1.0)
 
 
 @dataclass(frozen=True)
-class FineWebCharDuplicates(Filter):
+class FineWebCharDuplicates(_Variant, Filter):
     """Characters in repeated non-blank lines (every copy after the first) over the document's
-    characters without newlines; FineWeb drops >= 0.01."""
+    characters without newlines; FineWeb drops >= 0.01 (``variant: datatrove``: > 0.01)."""
 
     kind: ClassVar[str] = "fineweb_char_duplicates"
-    strict_max: ClassVar[bool] = True
     max: float | None = 0.01
+    variant: str = field(default="original", metadata={"choices": VARIANTS, "help": VARIANT_HELP})
+
+    def __post_init__(self):
+        super().__post_init__()
+        self._check_variant()
+
+    @property
+    def strict_max(self) -> bool:
+        return self.variant == "original"
 
     def score_texts(self, t: Texts):
         lines = t.nonblank_lines

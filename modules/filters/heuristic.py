@@ -10,8 +10,10 @@ Definitions, where they differ from the reference code:
   non-blank lines; paragraphs are split on ``\\n\\n`` and blank ones are not counted.
 - symbols-to-words counts words that are mostly ``#`` characters or are an ellipsis (NeMo counts
   runs of ``#`` instead of characters, so ``###`` was never a symbol word).
-- top n-grams: characters of the most frequent word n-gram (ties: the longest) times its count,
-  over the document's characters, as Gopher and datatrove define it; 0 when no n-gram repeats.
+- top n-grams: characters of the most frequent word n-gram times its count, over the document's
+  characters, as Gopher defines it; 0 when no n-gram repeats. On a tie in count curate takes the
+  longest n-gram, datatrove the first seen (``Counter.most_common``) and NeMo the first in its
+  dictionary: the scores differ only when equally frequent n-grams differ in length.
 - duplicate n-grams: characters of the words covered by any repeated occurrence of an n-gram
   (plus the spaces between covered neighbours), over the document's characters.
 - C4 counts sentences with NLTK; here a sentence is a run ending in ``. ! ?`` (at least one per
@@ -73,9 +75,16 @@ POLICY_SUBSTRINGS = (
     "if you continue to browse this site without changing your cookie settings, you agree to this use. "
     "acceptread more",
 )
-# NeMo Curator's URL pattern ([$-_] is a range, as in the original)
-URL = r"http[s]?://(?:[a-zA-Z]|[0-9]|[$-_@.&+]|[!*\(\),]|(?:%[0-9a-fA-F][0-9a-fA-F]))+"
-URL_CHAR = r"[a-zA-Z0-9$-_@.&+!*\(\),%]"
+# NeMo Curator's URL pattern as fixed by its PR #1880 (issue #1601): `-` is a literal, so a URL no
+# longer runs on through `<`, `>`, `;`, `:`, `=` ... ; ``legacy``: the original, where `$-_` was a
+# character range (U+0024-U+005F), for scores equal to NeMo Curator before the fix
+URL_PATTERNS = {
+    "nemo": r"http[s]?://(?:[a-zA-Z]|[0-9]|[$\-_@.&+]|[!*\(\),]|(?:%[0-9a-fA-F][0-9a-fA-F]))+",
+    "legacy": r"http[s]?://(?:[a-zA-Z]|[0-9]|[$-_@.&+]|[!*\(\),]|(?:%[0-9a-fA-F][0-9a-fA-F]))+",
+}
+URL_CHARS = {"nemo": r"[a-zA-Z0-9$\-_@.&+!*\(\),%]", "legacy": r"[a-zA-Z0-9$-_@.&+!*\(\),%]"}
+URL_PATTERN_HELP = ("nemo: NeMo Curator's URL pattern as fixed for its issue 1601 (a URL stops at < > ; : =); "
+                    "legacy: the pattern before that fix")
 ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789\n?!,."
 
 
@@ -110,9 +119,16 @@ class Urls(Filter):
 
     kind: ClassVar[str] = "urls"
     max: float | None = 0.2
+    url_pattern: str = field(default="nemo", metadata={"choices": tuple(URL_PATTERNS), "help": URL_PATTERN_HELP})
+
+    def __post_init__(self):
+        super().__post_init__()
+        from curate.stages.stage import check_choice
+
+        check_choice(self, "url_pattern")
 
     def score_texts(self, t: Texts):
-        return ratio(t.matched_chars(URL), t.nchar, empty=1.0)
+        return ratio(t.matched_chars(URL_PATTERNS[self.url_pattern]), t.nchar, empty=1.0)
 
 
 @dataclass(frozen=True)
@@ -446,9 +462,16 @@ class PornographicUrls(Filter):
 
     kind: ClassVar[str] = "pornographic_urls"
     max: float | None = 0
+    url_pattern: str = field(default="nemo", metadata={"choices": tuple(URL_PATTERNS), "help": URL_PATTERN_HELP})
+
+    def __post_init__(self):
+        super().__post_init__()
+        from curate.stages.stage import check_choice
+
+        check_choice(self, "url_pattern")
 
     def score_texts(self, t: Texts):
-        return t.contains(r"https?://" + URL_CHAR + "*porn", lower=True).astype(np.float64)
+        return t.contains(r"https?://" + URL_CHARS[self.url_pattern] + "*porn", lower=True).astype(np.float64)
 
 
 # --------------------------------------------------------------------------- C4
@@ -463,14 +486,16 @@ class PornographicUrls(Filter):
 @dataclass(frozen=True)
 class Substring(Filter):
     """1 when ``substring`` occurs at ``position`` (anywhere, at the start, at the end), else 0.
-    The default keeps matching documents, as NeMo Curator's ``SubstringFilter``; ``max: 0`` drops them."""
+    The default keeps matching documents, as NeMo Curator's ``SubstringFilter``; ``max: 0`` drops them
+    (``min`` is 1 only when neither threshold is given)."""
 
     kind: ClassVar[str] = "substring"
-    min: float | None = 1
     substring: str = field(default="", metadata={"help": "the exact text to look for (case-sensitive)"})
     position: str = field(default="any", metadata={"choices": ("any", "prefix", "suffix")})
 
     def __post_init__(self):
+        if self.min is None and self.max is None:
+            object.__setattr__(self, "min", 1)
         super().__post_init__()
         from curate.stages.stage import check_choice
 

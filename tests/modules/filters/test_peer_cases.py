@@ -1,0 +1,133 @@
+"""The peers' own test cases run through curate's filters (their inputs, our filters), each citing the
+test it comes from; and the settings that make curate follow a peer's current rule where it changed."""
+
+import re
+
+import pandas as pd
+import pytest
+
+from curate.stages.dataset import STRING
+from curate.stages.errors import SettingsError
+from curate.stages.filters import get_filter
+from curate.stages.filters.base import ScoreFilter
+
+
+def kept(flt, text: str) -> bool:
+    return bool(flt.keep(flt.score(text)))
+
+
+def reason(filters, text: str):
+    frame = pd.DataFrame({"id": ["d"], "text": [text]}).astype(STRING)
+    r = ScoreFilter(filters).apply(frame)["_reason"].iloc[0]
+    return None if pd.isna(r) else r
+
+
+# ------------------------------------------------ datatrove 0.10 tests/pipeline/filters/test_filters.py
+
+
+def fineweb(variant, line_punct=0.12, short_lines=0.67, char_dup=0.01):
+    return [get_filter("fineweb_line_punctuation")(min=line_punct, variant=variant),
+            get_filter("fineweb_short_lines")(max=short_lines, variant=variant),
+            get_filter("fineweb_char_duplicates")(max=char_dup, variant=variant)]
+
+
+QUALITY = ("This is a well-written paragraph that ends with proper punctuation.\n"
+           "The content here is substantial and has meaningful information.\n"
+           "Quality filtering ensures that only the best documents pass through.\n"
+           "Each line here is long enough and ends with a terminal punctuation mark.\n"
+           "This document should pass all the quality checks applied by the filter.")
+
+
+@pytest.mark.parametrize("variant", ["original", "datatrove"])
+def test_fineweb_rejects_empty_doc(variant):  # TestFineWebQualityFilter.test_rejects_empty_doc
+    assert reason(fineweb(variant), "") is not None
+
+
+@pytest.mark.parametrize("variant", ["original", "datatrove"])
+def test_fineweb_rejects_low_punctuation_ratio(variant):  # test_rejects_low_punctuation_ratio
+    text = "No punctuation here\nAnother line without any\nStill nothing"
+    assert reason(fineweb(variant, line_punct=0.5), text) == "fineweb_line_punctuation"
+
+
+@pytest.mark.parametrize("variant", ["original", "datatrove"])
+def test_fineweb_rejects_mostly_short_lines(variant):  # test_rejects_mostly_short_lines
+    assert reason(fineweb(variant, line_punct=0.0, short_lines=0.5), "hi.\nbye.\nok.\nno.\nyes.") == \
+        "fineweb_short_lines"
+
+
+@pytest.mark.parametrize("variant", ["original", "datatrove"])
+def test_fineweb_keeps_quality_text(variant):  # test_keeps_quality_text
+    assert reason(fineweb(variant), QUALITY) is None
+
+
+def test_fineweb_variants_differ_where_datatrove_changed_the_rule():
+    # blank lines: 2 of 4 lines end a sentence, 2 of 2 non-blank ones
+    text = "A first sentence that is long enough.\n\n\nA second sentence that is long enough."
+    original, current = (get_filter("fineweb_line_punctuation")(min=0.6, variant=v) for v in ("original", "datatrove"))
+    assert original.score(text) == 0.5 and current.score(text) == 1.0
+    # the threshold itself: FineWeb dropped at it, datatrove now only past it
+    assert not get_filter("fineweb_line_punctuation")(min=0.5).keep(0.5)
+    assert get_filter("fineweb_line_punctuation")(min=0.5, variant="datatrove").keep(0.5)
+    assert not get_filter("fineweb_short_lines")().keep(0.67)
+    assert get_filter("fineweb_short_lines")(variant="datatrove").keep(0.67)
+    assert not get_filter("fineweb_char_duplicates")().keep(0.01)
+    assert get_filter("fineweb_char_duplicates")(variant="datatrove").keep(0.01)
+    # datatrove's sentence ends: a line ending in 。 or ؟ ends a sentence only there
+    cjk = "这是第一句话。\n这是第二句话。\nفي المنزل؟\nno end here"
+    assert original.score(cjk) == 0.0
+    assert current.score(cjk) == 0.75
+    # the default stays FineWeb's own
+    assert get_filter("fineweb_line_punctuation")().variant == "original"
+    with pytest.raises(SettingsError, match="variant"):
+        get_filter("fineweb_short_lines")(variant="newest")
+
+
+def test_gopher_top_ngram_tie_is_documented():
+    # "I am Frank, I am Frank, I am Frank" (test_gopher_repetition's top_2_gram case) drops in both
+    flt = get_filter("top_ngrams")(n=2)
+    assert not kept(flt, "I am Frank, I am Frank, I am Frank")
+    import curate.stages.filters.heuristic as h
+
+    assert "datatrove the first seen" in h.__doc__
+
+
+# ------------------------------------------------ NeMo Curator PR #1880 (issue #1601) test_regex_url.py
+
+
+@pytest.mark.parametrize("text,url", [
+    ("see http://x.com<bad> end", "http://x.com"),
+    ("go to http://x.com;next now", "http://x.com"),
+    ("a=http://x.com&y-z_1.2+3", "http://x.com&y-z_1.2+3"),  # the listed characters, `-` included
+    # `/`, `:`, `?`, `=` were members only through the range: a URL now ends at its path
+    ("http://x.com/a/b?c=d", "http://x.com"),
+])
+def test_url_share_follows_nemos_fixed_pattern(text, url):
+    flt = get_filter("urls")(max=1.0)
+    assert flt.score(text) == pytest.approx(len(url) / len(text))
+    from curate.stages.filters.heuristic import URL_PATTERNS
+
+    assert re.search(URL_PATTERNS["nemo"], text).group(0) == url
+
+
+def test_url_share_keeps_the_old_pattern_behind_a_setting():
+    text = "see http://x.com<bad> end"
+    legacy = get_filter("urls")(max=1.0, url_pattern="legacy")
+    assert legacy.score(text) == pytest.approx(len("http://x.com<bad>") / len(text))
+    # pornographic URLs: the old range let a URL run on through `<...>` into the word
+    assert get_filter("pornographic_urls")(url_pattern="legacy").score("http://x.com<porn>") == 1.0
+    assert get_filter("pornographic_urls")().score("http://x.com<porn>") == 0.0
+    with pytest.raises(SettingsError, match="url_pattern"):
+        get_filter("urls")(url_pattern="newest")
+
+
+# ------------------------------------------------ NeMo Curator tests: SubstringFilter
+
+
+def test_substring_max_zero_drops_matches():
+    drop = get_filter("substring")(substring="lorem", max=0)
+    assert drop.min is None
+    assert not kept(drop, "lorem ipsum") and kept(drop, "plain text")
+    keep = get_filter("substring")(substring="lorem")  # NeMo's default: keep the matches
+    assert keep.min == 1 and kept(keep, "lorem ipsum") and not kept(keep, "plain text")
+    with pytest.raises(SettingsError, match="above max"):
+        get_filter("substring")(substring="lorem", min=1, max=0)
