@@ -333,7 +333,34 @@ def html_text_length(source: str) -> int:
             return 0
     for el in list(tree.iter("script", "style")):
         el.drop_tree()  # keeps the text that follows the element, as bs4's extract() does
-    return len(tree.text_content())
+    return _visible_length(tree)
+
+
+_ASCII_SPACE = " \n\t\x0c\r"
+_KEEPS_SPACE = ("pre", "textarea")
+
+
+def _visible_length(tree) -> int:
+    """Characters of the tree's text as BeautifulSoup's ``get_text()`` gives them: a text node of
+    nothing but whitespace (the indentation between tags) counts as one character, a newline if it
+    has one, else a space; inside ``pre`` and ``textarea`` it counts whole. Counting the indentation
+    (lxml's ``text_content()``) scored NeMo's boilerplate-heavy test page 0.52 instead of 0.15."""
+
+    def length(text, keep: bool) -> int:
+        if not text:
+            return 0
+        return len(text) if keep or text.strip(_ASCII_SPACE) else 1
+
+    def keeps(el) -> bool:
+        return any(a.tag in _KEEPS_SPACE for a in (el, *el.iterancestors()) if isinstance(a.tag, str))
+
+    total = 0
+    for el in tree.iter():
+        if isinstance(el.tag, str):  # an element (a comment's or PI's own text is not text)
+            total += length(el.text, keeps(el))
+        parent = el.getparent()
+        total += length(el.tail, parent is not None and keeps(parent))
+    return total
 
 
 @dataclass(frozen=True)

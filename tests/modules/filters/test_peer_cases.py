@@ -131,3 +131,59 @@ def test_substring_max_zero_drops_matches():
     assert keep.min == 1 and kept(keep, "lorem ipsum") and not kept(keep, "plain text")
     with pytest.raises(SettingsError, match="above max"):
         get_filter("substring")(substring="lorem", min=1, max=0)
+
+
+# ------------------------------------------------ NeMo Curator tests/.../test_filters.py: test_html_boilerplate_filter
+
+NEMO_GOOD = """
+        <!DOCTYPE html>
+        <html>
+        <head>
+            <title>Sample Webpage</title>
+        </head>
+        <body>
+            <h1>Welcome to my sample webpage</h1>
+            <p>This is a very fun paragraph on my sample webpage.</p>
+        </body>
+        </html>
+        """
+NEMO_HEAVY = """
+        <!DOCTYPE html>
+        <html>
+        <head>
+            <title>Boilerplate Webpage</title>
+        </head>
+        <body>
+            <h1><span>Welcome</span> <span>to</span> <span>my</span> <span>boilerplate</span> <span>webpage</span></h1>
+            <div>
+                <div>
+                    <div><p>hi</p></div>
+                </div>
+                <div>
+                    <div><p>hi</p></div>
+                </div>
+            </div>
+        </body>
+        </html>
+        """
+NEMO_SMALL = """
+            <!DOCTYPE html>
+            <html><body>hello world</body></html>
+        """
+
+
+def test_html_boilerplate_keeps_and_drops_as_nemo():
+    flt = get_filter("code_html_boilerplate")()
+    assert [kept(flt, d) for d in (NEMO_GOOD, NEMO_HEAVY, NEMO_SMALL)] == [True, False, False]
+
+
+def test_html_text_counts_indentation_as_beautifulsoup_does():
+    from curate.stages.filters.code import html_text_length
+
+    # BeautifulSoup 4.12 (html.parser) get_text() lengths of NeMo's pages: 103 and 74 characters; lxml
+    # keeps the leading blank text outside <html> out (bs4: 3 fewer or more newlines around it)
+    assert abs(html_text_length(NEMO_GOOD) - 103) <= 4
+    assert abs(html_text_length(NEMO_HEAVY) - 74) <= 4
+    # whitespace inside <pre> is text
+    assert html_text_length("<html><body><pre>a\n    b</pre></body></html>") == len("a\n    b")
+    assert html_text_length("<html><body><p>a</p>\n    \n   <p>b</p></body></html>") == 3
