@@ -292,6 +292,9 @@ def dry_run(job: Job, output: str, stop_after: int | None = None, force: bool = 
             plan = "run"
         elif not unit.complete():
             plan = "run (resume an unfinished output)"
+        elif unit.missing(manifest):
+            gone = unit.missing(manifest)
+            plan = f"run again ({len(gone)} listed file(s) missing: {gone[0]})"
         elif manifest.get("fingerprint") == fp:
             plan = "skip (up to date)"
         else:

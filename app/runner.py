@@ -74,6 +74,11 @@ def run_stage(name: str, settings, inputs, output: str, io: IOSettings, compute=
         identity = dataset.input_identity(inputs, io.allow_incomplete) + dataset.input_identity(settings_files(settings))
         fp = fingerprint(name, settings, identity, io)
         previous = out.manifest()
+        gone = out.missing(previous) if not force and out.complete() else []
+        if gone:  # its own files, deleted by hand: computed again from scratch (the journal says done)
+            log.warning("stage %s: %d file(s) its manifest lists are missing (%s): running it again", name,
+                        len(gone), gone[0])
+            force = True
         if not force and out.complete() and previous and previous.get("fingerprint") == fp:
             if not previous.get("pending"):
                 log.info("stage %s: %s is up to date (fingerprint %s); skipped", name, output, fp)

@@ -169,6 +169,14 @@ def coerce(value, tp, where: str):
     return value
 
 
+def did_you_mean(word, choices) -> str:
+    """``"; did you mean 'x'?"`` for the choice closest to a mistyped ``word``, or ``""``."""
+    import difflib
+
+    near = difflib.get_close_matches(str(word), sorted(choices), n=1)
+    return f"; did you mean {near[0]!r}?" if near else ""
+
+
 def settings_from_mapping(cls, mapping: dict | None, where: str):
     """Build a Settings instance from YAML/CLI values; unknown keys and wrong types are SettingsErrors."""
     mapping = dict(mapping or {})
@@ -177,7 +185,8 @@ def settings_from_mapping(cls, mapping: dict | None, where: str):
     unknown = sorted(set(mapping) - names)
     if unknown:
         known = ", ".join(sorted(names)) or "none"
-        raise SettingsError(f"{where}: unknown setting {unknown[0]!r} (known: {known})")
+        raise SettingsError(f"{where}: unknown setting {unknown[0]!r} (known: {known})"
+                            f"{did_you_mean(unknown[0], names)}")
     values = {}
     for f in dataclasses.fields(cls):
         if f.name not in mapping or not f.init:

@@ -174,7 +174,10 @@ def filter_class(kind: str, where: str):
 
         return user_class(kind, f"{where}: filter", Filter)
     if kind not in FILTERS:
-        raise SettingsError(f"{where}: unknown filter {kind!r} (known: {', '.join(sorted(FILTERS))})")
+        from curate.stages.settings import did_you_mean
+
+        raise SettingsError(f"{where}: unknown filter {kind!r} (known: {', '.join(sorted(FILTERS))})"
+                            f"{did_you_mean(kind, FILTERS)}")
     return get_filter(kind)
 
 

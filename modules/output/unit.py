@@ -408,6 +408,12 @@ class Output:
     def complete(self) -> bool:
         return self.exists(self.success_name)
 
+    def missing(self, manifest: dict | None) -> list[str]:
+        """The files ``manifest`` lists that are not there (deleted by hand since): such an output is
+        not up to date, whatever its fingerprint says."""
+        return sorted(r["path"] for r in (manifest or {}).get("outputs", [])
+                      if isinstance(r, dict) and "path" in r and not self.exists(r["path"]))
+
 
 def _manifest_paths(manifest: dict) -> set[str]:
     paths = {r["path"] for r in manifest.get("outputs", []) if isinstance(r, dict) and "path" in r}

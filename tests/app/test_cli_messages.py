@@ -18,3 +18,26 @@ def test_curate_filters_shows_each_description_whole():
     out = subprocess.run([*CURATE, "filters"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     line = next(x for x in out.splitlines() if x.startswith("boilerplate_strings"))
     assert line.rstrip().endswith("a document without any text scores 1.0.")
+
+
+def test_a_setting_typo_says_did_you_mean(tmp_path, capsys):  # issue 43, point 4
+    (tmp_path / "a.jsonl").write_text('{"text": "x"}\n')
+    job = tmp_path / "job.yaml"
+    job.write_text(f"input: {tmp_path}/a.jsonl\nstages:\n  - fuzzy_dedup: {{treshold: 0.8}}\n")
+    assert main(["run", str(job), "--output", str(tmp_path / "out"), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "unknown setting 'treshold'" in err and err.endswith("; did you mean 'threshold'?"), err
+
+
+def test_a_filter_name_typo_says_did_you_mean(tmp_path, capsys):
+    (tmp_path / "a.jsonl").write_text('{"text": "x"}\n')
+    chain = tmp_path / "chain.yaml"
+    chain.write_text("filters:\n  - {filter: word_cont, min: 3}\n  - {filter: urls, max: 0.2, url_patern: nemo}\n")
+    job = tmp_path / "job.yaml"
+    job.write_text(f"input: {tmp_path}/a.jsonl\nstages:\n  - filter: {{config: {chain}}}\n")
+    assert main(["run", str(job), "--output", str(tmp_path / "out"), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "unknown filter 'word_cont'" in err and err.endswith("; did you mean 'word_count'?"), err
+    chain.write_text("filters:\n  - {filter: urls, max: 0.2, url_patern: nemo}\n")
+    assert main(["run", str(job), "--output", str(tmp_path / "out"), "--dry-run"]) == 2
+    assert capsys.readouterr().err.strip().endswith("; did you mean 'url_pattern'?")
