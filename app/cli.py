@@ -290,6 +290,18 @@ def cmd_stages(args) -> int:
 
 
 def cmd_run(args) -> int:
+    from curate.app.job import relative_path_hint
+
+    try:
+        return _run_job(args)
+    except CurateError as e:
+        hint = relative_path_hint(args.job) if "no such file" in str(e) or "matches" in str(e) else ""
+        if hint:
+            e.args = (f"{e}{hint}",)
+        raise
+
+
+def _run_job(args) -> int:
     from curate.app import runner
 
     overrides = {"format": args.format, "on_error": args.on_error,

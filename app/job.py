@@ -82,3 +82,37 @@ def load_job(path: str, io_overrides: dict | None = None) -> Job:
     if output is not None:
         output = coerce(output, str, f"{path}: output")
     return Job(tuple(stages), job_input, output, io, path, job_name)
+
+
+def relative_path_hint(path: str) -> str:
+    """Where a relative path of the job file at ``path`` is looked for, when the job runs from another
+    folder and a path it names is missing here but present beside the job file: the rule is the one
+    of the command line (relative to the folder curate runs in), and the error should say so."""
+    import glob
+
+    folder = os.path.dirname(os.path.abspath(path))
+    here = os.getcwd()
+    if folder == here:
+        return ""
+    try:
+        doc = load_yaml(path, "job file")
+    except Exception:  # the job file's own error is reported as it is
+        return ""
+
+    def strings(node):
+        if isinstance(node, str):
+            yield node
+        elif isinstance(node, dict):
+            for v in node.values():
+                yield from strings(v)
+        elif isinstance(node, list):
+            for v in node:
+                yield from strings(v)
+
+    for s in strings(doc):
+        if not s or "://" in s or os.path.isabs(s) or "\n" in s or len(s) > 4096:
+            continue
+        if not glob.glob(s) and glob.glob(os.path.join(folder, s)):
+            return (f" (relative paths in a job file are taken from the folder curate runs in, {here}; "
+                    f"{s!r} is beside the job file: write {os.path.join(folder, s)!r}, or run curate from {folder})")
+    return ""
