@@ -26,7 +26,8 @@ def funnel_chart(stages: list[dict]):
     data["in"] = [s["in"] or 0 for s in stages]
     data["dropped_total"] = [sum(s["dropped"].values()) for s in stages]
     data["dropped_share"] = [f"{d / i:.1%}" if i else "-" for d, i in zip(data["dropped_total"], data["in"])]
-    data["bytes"] = [_bytes(s["bytes"]) for s in stages]
+    # a token set's .bin size is not text: tokenizing loses no text
+    data["bytes"] = ["- (tokens)" if s.get("stage") == "tokenize" else _bytes(s["bytes"]) for s in stages]
     data["reasons"] = [", ".join(f"{k}={v:,} ({v / s['in']:.1%})" for k, v in s["dropped"].items()) if s["in"]
                        else "" for s in stages]
     src = ColumnDataSource(data)
@@ -42,6 +43,7 @@ def funnel_chart(stages: list[dict]):
     p.add_layout(Legend(items=[(k, [r]) for k, r in zip(keys, bars)], label_text_font_size="8pt",
                         ncols=-(-len(keys) // rows), location="top_left"), "right")
     p.x_range.start = 0
+    p.xaxis.ticker.min_interval = 1  # documents: no tick at 2.5
     return p
 
 
@@ -70,6 +72,11 @@ def score_view(f: dict, h: dict) -> dict:
     if log and left[0] <= 0:  # a log axis has no 0: the first bin is drawn from half its right edge
         left[0] = right[0] / 2
     lo, hi = left[0], right[-1]
+    if len(filled) == 1:  # every score in one bin (all 0, say): drawn as a bar, not as the whole plot
+        if log:
+            lo, hi = lo / (hi / lo) ** 2, hi * (hi / lo) ** 2
+        else:
+            lo, hi = lo - 2 * (hi - lo), hi + 2 * (hi - lo)
 
     def pos(x):
         return math.log10(x) if log else x
@@ -126,6 +133,7 @@ def score_chart(name: str, f: dict, entry: dict):
     p.add_layout(Legend(items=[("kept", [kept]), ("rejected", [rejected])], orientation="horizontal",
                         label_text_font_size="7pt", glyph_height=10, glyph_width=10, padding=2, margin=0,
                         border_line_color=None, location="top_right"), "above")
+    p.yaxis.ticker.min_interval = 1  # documents
     if not v["log"]:  # scores of 0.0002 read as such, not 2.000e-4
         p.xaxis.formatter = BasicTickFormatter(use_scientific=False)
     for x in v["lines"]:
@@ -146,7 +154,7 @@ def threshold_text(f: dict) -> str:
     return t(f)
 
 
-def bars_chart(title: str, labels: list[str], values: list[int], x_label: str, width=420):
+def bars_chart(title: str, labels: list[str], values: list[int], x_label: str, width=420, counts=True):
     from bokeh.models import ColumnDataSource, HoverTool
     from bokeh.plotting import figure
 
@@ -155,6 +163,8 @@ def bars_chart(title: str, labels: list[str], values: list[int], x_label: str, w
     p.vbar(x="x", top="n", width=0.8, source=src, color=PALETTE[0])
     p.add_tools(HoverTool(tooltips=[(x_label, "@x"), ("count", "@n{0,0}")]))
     p.y_range.start = 0
+    if counts:  # a count has no tick at 2.5
+        p.yaxis.ticker.min_interval = 1
     p.xaxis.major_label_orientation = 0.8
     p.title.text_font_size = "9pt"
     return p
@@ -163,4 +173,4 @@ def bars_chart(title: str, labels: list[str], values: list[int], x_label: str, w
 def time_chart(stages: list[dict]):
     names = [s["folder"] for s in stages]
     return bars_chart("Seconds per stage", names, [round(s["seconds"] or 0, 2) for s in stages], "stage",
-                      width=900)
+                      width=900, counts=False)

@@ -29,6 +29,19 @@ def _fmt(n) -> str:
     return f"{n:,}"
 
 
+def _rate(x) -> str:
+    """A rate with enough digits to be read: 12,345, 56.7, 0.42 (not "0")."""
+    if x is None:
+        return "-"
+    if not _number(x):
+        return _as_is(x)
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    if abs(x) >= 1:
+        return f"{x:.1f}"
+    return f"{x:.2g}"
+
+
 def _bytes(n) -> str:
     if n is None:
         return "-"

@@ -56,7 +56,7 @@ from curate.app.report_data import (  # noqa: F401
     verify_result,
 )
 from curate.app.report_diff import to_html
-from curate.app.report_format import _bytes, _fmt, _interval, _share
+from curate.app.report_format import _bytes, _fmt, _interval, _rate, _share
 from curate.app.run_folders import load_manifest, stage_dirs
 
 log = logging.getLogger("curate.report")
@@ -148,7 +148,8 @@ def render(data: dict) -> str:
         share = f"{s['out'] / first_in:.1%}" if first_in and s["out"] is not None else "-"
         rows.append([_e(s["folder"]), _e(s["stage"]), _fmt(s["in"]), _fmt(s["out"]), _fmt(dropped),
                      _e(", ".join(f"{k} {v:,}" for k, v in s["dropped"].items()) or "-"),
-                     ("≈ " if s.get("bytes_estimated") else "") + _bytes(s["bytes"]), _fmt(s.get("tokens")), share])
+                     ("≈ " if s.get("bytes_estimated") else "") + _bytes(s["bytes"]) if s.get("stage") != "tokenize"
+                     else "- (tokens)", _fmt(s.get("tokens")), share])
     sections.append("<h2 id='funnel'>Funnel</h2>" + _table(
         ["folder", "stage", "docs in", "docs out", "dropped", "by reason", "text bytes out", "tokens",
          "of first input"], rows, "funnel") + _slot("funnel"))
@@ -290,7 +291,7 @@ def render(data: dict) -> str:
     # time --------------------------------------------------------------------------------------
     run = data.get("run") or {}
     rows = [[_e(s["folder"]), _fmt(s["partitions"]), f"{s['seconds']:.2f}" if s["seconds"] else "-",
-             _fmt(round(s["docs_per_s"])) if s["docs_per_s"] else "-",
+             _rate(s["docs_per_s"]) if s["docs_per_s"] else "-",
              _e("skipped (up to date)" if s["folder"] in (run.get("skipped") or []) else "ran")] for s in stages]
     info = []
     if run:

@@ -361,3 +361,30 @@ def test_pair_texts_with_markup_stay_inert_in_chromium(hostile_pair, tmp_path):
         b.screenshot(tmp_path / "pairs.png")
     assert sorted(marks) == sorted([["del", ATTACK_A], ["ins", ATTACK_B]]) or sorted(marks) == sorted(
         [["del", ATTACK_B], ["ins", ATTACK_A]])
+
+
+def test_scores_all_in_one_bin_draw_a_bar_not_the_whole_plot():  # issue 43, point 7
+    from curate.app.report_charts import score_view
+
+    h = {"edges": [i / 20 for i in range(21)], "kept": [7] + [0] * 19, "rejected": [0] * 20, "log": False}
+    view = score_view({"max": 0.5}, h)
+    width = view["right"][0] - view["left"][0]
+    assert (view["hi"] - view["lo"]) >= 5 * width - 1e-9  # the bar is at most a fifth of the axis
+
+
+def test_rates_and_counts_read_right():
+    from bokeh.plotting import figure  # noqa: F401  (bokeh is a report dependency)
+
+    from curate.app.report_charts import bars_chart, funnel_chart, time_chart
+    from curate.app.report_format import _rate
+
+    assert [_rate(x) for x in (0.42, 3.14159, 56.78, 12345.6)] == ["0.42", "3.1", "56.8", "12,346"]
+    stages = [{"folder": "01-clean", "stage": "clean", "in": 3, "out": 2, "dropped": {"empty": 1}, "bytes": 10,
+               "seconds": 0.5},
+              {"folder": "02-tokenize", "stage": "tokenize", "in": 2, "out": 2, "dropped": {}, "bytes": 999,
+               "seconds": 0.25}]
+    funnel = funnel_chart(stages)
+    assert funnel.xaxis[0].ticker.min_interval == 1  # documents: no tick at 2.5
+    assert funnel.renderers[0].data_source.data["bytes"] == ["10 B", "- (tokens)"]
+    assert bars_chart("n", ["a"], [3], "x").yaxis[0].ticker.min_interval == 1
+    assert time_chart(stages).yaxis[0].ticker.min_interval == 0  # seconds are fractions
