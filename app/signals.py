@@ -21,6 +21,8 @@ import sys
 import threading
 
 STOPS = (signal.SIGINT, signal.SIGTERM)
+#: the libraries whose logging a stopping run silences
+QUIETED = ("distributed", "tornado", "asyncio")
 
 #: the signal received, if any (reset by :func:`handled`)
 _received: int | None = None
@@ -45,7 +47,19 @@ def _interrupt(signum: int):
 def _handler(signum, frame):
     global _received
     _received = signum
+    _quiet_libraries()
     raise _interrupt(signum)
+
+
+def _quiet_libraries() -> None:
+    """The run is stopping: what distributed, tornado and asyncio log from now on (cancelled gathers,
+    "Task exception was never retrieved" with an AllExit traceback, closing comms) is its echo, not
+    news. Quieted here, at the signal, not once the exception reaches the cluster's context: a gather's
+    task can be collected and logged on the way there."""
+    import logging
+
+    for name in QUIETED:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def _unraisable(hook):
@@ -68,7 +82,10 @@ def handled():
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    import logging
+
     _received = None
+    levels = {name: logging.getLogger(name).level for name in QUIETED}
     before = {s: signal.signal(s, _handler) for s in STOPS}
     hook = sys.unraisablehook
     sys.unraisablehook = _unraisable(hook)
@@ -78,6 +95,8 @@ def handled():
         sys.unraisablehook = hook
         for s, h in before.items():
             signal.signal(s, h)
+        for name, level in levels.items():  # the process may go on (the Python API, tests)
+            logging.getLogger(name).setLevel(level)
 
 
 def check() -> None:
