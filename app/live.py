@@ -281,6 +281,7 @@ class Tracker:
             p["partitions_done"] = p.get("partitions_done", 0) + 1
             if isinstance(counts, dict):
                 p["documents"] += int(counts.get("in", 0))
+                p["docs_at"] = time.time()  # the rate is of the time documents came in, not since
                 for k, v in (counts.get("dropped") or {}).items():
                     p["dropped"][k] = p["dropped"].get(k, 0) + int(v)
         self.dirty.set()

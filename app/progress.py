@@ -32,7 +32,10 @@ def _duration(seconds: float) -> str:
 
 
 def line(state: dict, now: float | None = None) -> str | None:
-    """The progress line of a tracker state (None before a stage runs)."""
+    """The progress line of a tracker state (None before a stage runs): stage k of n, tasks, documents
+    (of those the stage before wrote, when this run knows it), their rate (over the time documents came
+    in: a dedup stage counts them only as it writes, so the rate does not decay in between), and the
+    time left for the stage and for the job (the stages to come at the pace of those done so far)."""
     k, stages = state.get("current"), state.get("stages") or []
     if k is None or not stages:
         return None
@@ -40,17 +43,40 @@ def line(state: dict, now: float | None = None) -> str | None:
     now = time.time() if now is None else now
     elapsed = now - p["started"] if p.get("started") else 0.0
     done, total = p.get("partitions_done", 0), p.get("partitions_total", 0)
+    done = min(done, total)  # a step's tasks are counted as it starts: never more done than started
     parts = [f"stage {k + 1} of {len(stages)} ({stages[k]['name']})"]
     if total:
         parts.append(f"{done}/{total} tasks")
+    expected = ((stages[k - 1].get("counts") or {}).get("out") if k else None)
     docs = p.get("documents", 0)
+    rate = None
     if docs:
-        rate = docs / elapsed if elapsed > 0 else 0.0
-        parts.append(f"{docs:,} docs, {rate:,.0f} docs/s")
-    if total and done and done < total and elapsed > 0:
-        parts.append(f"~{_duration(elapsed * (total - done) / done)} left in this step")
+        span = (p.get("docs_at") or now) - p["started"] if p.get("started") else 0.0
+        rate = docs / span if span > 0 else None
+        of = f" of {expected:,}" if expected and expected >= docs else ""
+        parts.append(f"{docs:,}{of} docs" + (f", {rate:,.0f} docs/s" if rate else ""))
+    left = None
+    if expected and docs and rate and docs < expected:
+        left = (expected - docs) / rate
+    elif total and done and done < total and elapsed > 0:
+        left = elapsed * (total - done) / done
+    if left is not None:
+        parts.append(f"~{_duration(left)} left in this stage")
+    ahead = _job_left(stages, k, expected)
+    if ahead is not None and (left is not None or k + 1 < len(stages)):
+        parts.append(f"~{_duration((left or 0.0) + ahead)} left in the job")
     parts.append(f"{_duration(elapsed)} in this stage")
     return ", ".join(parts)
+
+
+def _job_left(stages: list[dict], k: int, docs: int | None) -> float | None:
+    """Seconds the stages after ``k`` would take at the pace (seconds per input document) of the
+    stages this run has done; None before any."""
+    paces = [s["seconds"] / s["counts"]["in"] for s in stages[:k]
+             if s.get("status") == "done" and s.get("seconds") and (s.get("counts") or {}).get("in")]
+    if not paces or docs is None:
+        return None if k + 1 < len(stages) else 0.0
+    return sum(paces) / len(paces) * docs * (len(stages) - k - 1)
 
 
 class ProgressLine:
@@ -65,12 +91,24 @@ class ProgressLine:
         self.thread = threading.Thread(target=self._loop, name="curate-progress", daemon=True)
 
     def start(self) -> ProgressLine:
+        if self.tty:  # a log record is written on a line of its own, not glued onto the progress line
+            self.handlers = [h for h in logging.getLogger().handlers if getattr(h, "stream", None) is self.stream]
+            for h in self.handlers:
+                h.addFilter(self._clear)
         self.thread.start()
         return self
+
+    def _clear(self, record) -> bool:
+        if self.shown:
+            self.stream.write("\r\x1b[2K")
+            self.shown = ""  # drawn again at the next tick, below the record
+        return True
 
     def close(self) -> None:
         self.stopped.set()
         self.thread.join(timeout=5)
+        for h in getattr(self, "handlers", []):
+            h.removeFilter(self._clear)
         if self.tty and self.shown:
             self.stream.write("\r\x1b[2K")  # the run's summary table follows on a clean line
             self.stream.flush()
