@@ -35,6 +35,7 @@ STAGES: dict[str, str] = {
     # deduplication
     "exact_dedup": "curate.stages.dedup.exact:ExactDedupStage",
     "fuzzy_dedup": "curate.stages.dedup.fuzzy.stage:FuzzyDedupStage",
+    "url_dedup": "curate.stages.dedup.urls:UrlDedupStage",
     "paragraph_dedup": "curate.stages.dedup.spans:ParagraphDedupStage",
     "line_dedup": "curate.stages.dedup.spans:LineDedupStage",
     "sentence_dedup": "curate.stages.dedup.spans:SentenceDedupStage",

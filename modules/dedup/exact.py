@@ -243,8 +243,21 @@ class ExactDedupStage(Stage):
 
         from curate.stages.dedup import index
 
-        with index.lock(settings.save_index) if settings.save_index else contextlib.nullcontext():
+        saving = getattr(settings, "save_index", None)  # a stage built on this one may have no index
+        with index.lock(saving) if saving else contextlib.nullcontext():
             return self._run(settings, ctx)
+
+    #: the drop reason of a removed document
+    reason = REASON
+
+    def hash_tasks(self, settings, ddf, inputs, folder) -> list:
+        """The ``hashes`` step's tasks: what a document is deduplicated by (here its text)."""
+        import dask
+
+        policy = keeping.parse(settings.keep)
+        task = dask.delayed(_hashes_task, pure=False)
+        return [task(part, i, folder, settings.hash, policy, inputs.pieces[i].path)
+                for i, part in enumerate(ddf.to_delayed())]
 
     def _run(self, settings, ctx) -> dict:
         import dask
@@ -253,17 +266,15 @@ class ExactDedupStage(Stage):
         from curate.stages.dedup import index
 
         record = index.settings_record("exact", settings)
-        bases = index.check_against(settings.against, "exact", record, ctx.input, verify=False)
+        against, saving = getattr(settings, "against", ()), getattr(settings, "save_index", None)
+        bases = index.check_against(against, "exact", record, ctx.input, verify=False)
         ddf = dataset.read_dataset(ctx.input, ctx.io, rejects_dir=ctx.output)
         steps = dedup.Steps(ctx, self.name)
         audit = steps.folder(dedup.DUPLICATES)
-        kept = steps.side("kept", "duplicates") if settings.save_index else None
+        kept = steps.side("kept", "duplicates") if saving else None
 
         inputs = dedup.Inputs(ctx, ddf)
-        policy = keeping.parse(settings.keep)
-        hash_task = dask.delayed(_hashes_task, pure=False)
-        steps.run("hashes", lambda folder: [hash_task(part, i, folder, settings.hash, policy, inputs.pieces[i].path)
-                                            for i, part in enumerate(ddf.to_delayed())])
+        steps.run("hashes", lambda folder: self.hash_tasks(settings, ddf, inputs, folder))
         mine = dedup.read_parts(steps.path("hashes"))
         labels = tuple(b.label for b in bases)
         if bases:  # the indexes' rows of this run's hashes: the groups' first members
@@ -292,9 +303,9 @@ class ExactDedupStage(Stage):
         if bases:
             extra["dedup"]["against"] = {"indexes": list(labels), "removed_for_index": sum(
                 p.get("removed_for_index", 0) for p in info["parts"])}
-        if settings.save_index:
+        if saving:
             extra["dedup"]["saved_index"] = self._save_index(settings, ctx, steps, bases, len(inputs), record)
-        marked = dedup.removal_frame(inputs, steps, "duplicates", REASON)
+        marked = dedup.removal_frame(inputs, steps, "duplicates", self.reason)
         return dataset.write_dataset(marked, ctx, stage=self.name, settings=settings,
                                      reject_columns=("id",), extra=extra, records=steps.records())
 
