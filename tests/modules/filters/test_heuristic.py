@@ -76,6 +76,7 @@ def test_keeps_good_and_drops_bad_for_its_reason(kind, params, good, bad):
 LIST_KINDS = ("url_blocklist", "bad_words", "hf_classifier")
 REQUIRED = {
     "substring": {"substring": "the"},
+    "regex": {"pattern": "lorem ipsum"},
     "histogram": {"chars": "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ ,.\n"},
     "token_count": {"tokenizer": "tiktoken:cl100k_base", "min": 1},
     "code_tokenizer_fertility": {"tokenizer": "tiktoken:cl100k_base"},

@@ -187,3 +187,22 @@ def test_html_text_counts_indentation_as_beautifulsoup_does():
     # whitespace inside <pre> is text
     assert html_text_length("<html><body><pre>a\n    b</pre></body></html>") == len("a\n    b")
     assert html_text_length("<html><body><p>a</p>\n    \n   <p>b</p></body></html>") == 3
+
+
+# ------------------------------------------------ datatrove test_filters.py: test_regex
+
+
+TEXT_LF_1 = ("I wish it need not have happened in my time,' said Frodo. 'So do I,' said Gandalf, 'and so do all who "
+             "live to see such times. But that is not for them to decide. All we have to decide is what to do with "
+             "the time that is given us.'")
+
+
+def test_regex_drops_what_it_matches():  # TestFilters.test_regex
+    flt = get_filter("regex")(pattern=r"(?i)copyright")
+    assert not kept(flt, TEXT_LF_1 + "\n\nCoPyRiGhT") and kept(flt, TEXT_LF_1)
+    assert kept(get_filter("regex")(pattern="copyright", ignore_case=True, min=1), "COPYRIGHT 2024")
+    assert reason([get_filter("regex")(pattern="lorem", name="lorem")], "lorem ipsum") == "lorem"
+    with pytest.raises(SettingsError, match="not an RE2 expression"):
+        get_filter("regex")(pattern=r"(a)\1")  # a backreference
+    with pytest.raises(SettingsError, match="pattern"):
+        get_filter("regex")()
