@@ -202,7 +202,23 @@ def test_regex_drops_what_it_matches():  # TestFilters.test_regex
     assert not kept(flt, TEXT_LF_1 + "\n\nCoPyRiGhT") and kept(flt, TEXT_LF_1)
     assert kept(get_filter("regex")(pattern="copyright", ignore_case=True, min=1), "COPYRIGHT 2024")
     assert reason([get_filter("regex")(pattern="lorem", name="lorem")], "lorem ipsum") == "lorem"
-    with pytest.raises(SettingsError, match="not an RE2 expression"):
-        get_filter("regex")(pattern=r"(a)\1")  # a backreference
+    with pytest.raises(SettingsError, match=r"pattern '\(unclosed' does not compile"):
+        get_filter("regex")(pattern="(unclosed")
     with pytest.raises(SettingsError, match="pattern"):
         get_filter("regex")()
+
+
+def test_regex_scores_counts_or_shares_in_python_syntax():  # issue 44, point 3
+    count = get_filter("regex")(pattern=r"(\w)\1", max=1)  # a backreference: Python's syntax
+    assert count.score("aa bb cd") == 2.0 and not kept(count, "aa bb cd") and kept(count, "aa cd")
+    share = get_filter("regex")(pattern="ab", measure="share", max=0.5)
+    assert share.score("abab--") == pytest.approx(4 / 6) and not kept(share, "abab--")
+    assert share.score("") == 0.0
+
+
+def test_a_catastrophic_pattern_times_out_as_nan_not_a_guess():
+    import numpy as np
+
+    flt = get_filter("regex")(pattern=r"(a|aa)+$", timeout=0.05)  # exponential in the regex package too
+    assert np.isnan(flt.score("a" * 40 + "b"))
+    assert reason([flt], "a" * 40 + "b") == "nan"
