@@ -203,8 +203,19 @@ def parse_chain(doc, where: str) -> tuple[dict, ...]:
             raise SettingsError(f"{where}: filter {i} ({kind}) has the same name {flt.reason!r} as filter "
                                 f"{seen[flt.reason]}; give one of them a different 'name'")
         seen[flt.reason] = i
-        specs.append({"filter": kind, **dataclasses.asdict(flt)})
+        specs.append({"filter": kind, **spelled(flt)})
     return tuple(specs)
+
+
+def spelled(flt) -> dict:
+    """Every parameter of a filter, as the manifest and the fingerprint see it; a parameter added later
+    with the old behaviour as its default (``metadata={"spelled_when_set": True}``) only when set, so
+    that outputs made before it keep their fingerprints."""
+    values = dataclasses.asdict(flt)
+    for f in dataclasses.fields(flt):
+        if f.metadata.get("spelled_when_set") and values.get(f.name) == f.default:
+            values.pop(f.name)
+    return values
 
 
 def load_chain(path: str) -> tuple[dict, ...]:

@@ -148,7 +148,8 @@ class FineWebLinePunctuation(_Variant, Filter):
 
     kind: ClassVar[str] = "fineweb_line_punctuation"
     min: float | None = 0.12
-    variant: str = field(default="original", metadata={"choices": VARIANTS, "help": VARIANT_HELP})
+    variant: str = field(default="original", metadata={"choices": VARIANTS, "help": VARIANT_HELP,
+                                                                 "spelled_when_set": True})
 
     def __post_init__(self):
         super().__post_init__()
@@ -172,7 +173,8 @@ class FineWebShortLines(_Variant, Filter):
     kind: ClassVar[str] = "fineweb_short_lines"
     max: float | None = 0.67
     short_line_length: int = 30
-    variant: str = field(default="original", metadata={"choices": VARIANTS, "help": VARIANT_HELP})
+    variant: str = field(default="original", metadata={"choices": VARIANTS, "help": VARIANT_HELP,
+                                                                 "spelled_when_set": True})
 
     def __post_init__(self):
         super().__post_init__()
@@ -195,7 +197,8 @@ class FineWebCharDuplicates(_Variant, Filter):
 
     kind: ClassVar[str] = "fineweb_char_duplicates"
     max: float | None = 0.01
-    variant: str = field(default="original", metadata={"choices": VARIANTS, "help": VARIANT_HELP})
+    variant: str = field(default="original", metadata={"choices": VARIANTS, "help": VARIANT_HELP,
+                                                                 "spelled_when_set": True})
 
     def __post_init__(self):
         super().__post_init__()

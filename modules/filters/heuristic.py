@@ -48,6 +48,7 @@ from curate.stages.filters.c4_fineweb import (
     alternation as alternation,
     re2_escape as re2_escape,
 )
+from curate.stages.filters.words import HELP as WORDS_HELP, check_language
 from curate.stages.stage import check_range
 
 ELLIPSIS_MARKS = ("...", "[...]", "…", "(...)", "[…]", "-»", "read more..", "read more")
@@ -162,8 +163,14 @@ class SymbolsToWords(Filter):
 
     kind: ClassVar[str] = "symbols_to_words"
     max: float | None = 0.1
+    language: str | None = field(default=None, metadata={"help": WORDS_HELP, "spelled_when_set": True})
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_language(self)
 
     def score_texts(self, t: Texts):
+        t = t.in_language(self.language)
         import pyarrow as pa
         import pyarrow.compute as pc
 
@@ -181,8 +188,14 @@ class LongestWord(Filter):
     kind: ClassVar[str] = "longest_word"
     threshold_range: ClassVar[tuple] = (0, None)
     max: float | None = 1000
+    language: str | None = field(default=None, metadata={"help": WORDS_HELP, "spelled_when_set": True})
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_language(self)
 
     def score_texts(self, t: Texts):
+        t = t.in_language(self.language)
         return t.words.max(t.words.length, empty=0.0)
 
 
@@ -194,8 +207,14 @@ class WordCount(Filter):
     threshold_range: ClassVar[tuple] = (0, None)
     min: float | None = 50
     max: float | None = 100000
+    language: str | None = field(default=None, metadata={"help": WORDS_HELP, "spelled_when_set": True})
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_language(self)
 
     def score_texts(self, t: Texts):
+        t = t.in_language(self.language)
         return t.words.count.astype(np.float64)
 
 
@@ -207,8 +226,14 @@ class MeanWordLength(Filter):
     threshold_range: ClassVar[tuple] = (0, None)
     min: float | None = 3
     max: float | None = 10
+    language: str | None = field(default=None, metadata={"help": WORDS_HELP, "spelled_when_set": True})
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_language(self)
 
     def score_texts(self, t: Texts):
+        t = t.in_language(self.language)
         w = t.words
         return ratio(w.sum(w.length), w.count, empty=0.0)
 
@@ -237,8 +262,14 @@ class WordsWithAlphabets(Filter):
 
     kind: ClassVar[str] = "words_with_alphabets"
     min: float | None = 0.8
+    language: str | None = field(default=None, metadata={"help": WORDS_HELP, "spelled_when_set": True})
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_language(self)
 
     def score_texts(self, t: Texts):
+        t = t.in_language(self.language)
         w = t.words
         return ratio(w.sum(w.match(r"\pL")), w.count, empty=0.0)
 
@@ -373,10 +404,15 @@ class RepeatedParagraphsChar(Filter):
 @dataclass(frozen=True)
 class _NGramFilter(Filter):
     n: int = field(default=2, metadata={"help": "n-gram size in words"})
+    language: str | None = field(default=None, metadata={"help": WORDS_HELP, "spelled_when_set": True})
 
     def __post_init__(self):
         super().__post_init__()
         check_range(self, "n", 1, 100)
+        check_language(self)
+
+    def score_texts(self, t: Texts):
+        return self.score_words(t.in_language(self.language))
 
     def _too_short(self, t: Texts, score: np.ndarray) -> np.ndarray:
         """Documents with fewer than n words score 1.0, as in NeMo Curator (nothing to measure)."""
@@ -403,7 +439,7 @@ class TopNGrams(_NGramFilter):
     def default_name(self) -> str:
         return f"top_{self.n}grams"
 
-    def score_texts(self, t: Texts):
+    def score_words(self, t: Texts):
         import pandas as pd
 
         pos, keys = t.ngrams(self.n)
@@ -433,7 +469,7 @@ class DuplicateNGrams(_NGramFilter):
     def default_name(self) -> str:
         return f"duplicate_{self.n}grams"
 
-    def score_texts(self, t: Texts):
+    def score_words(self, t: Texts):
         import pandas as pd
 
         pos, keys = t.ngrams(self.n)

@@ -130,6 +130,13 @@ class Texts:
         self._ngrams: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._memo: dict = {}
 
+    def in_language(self, language: str | None) -> Texts:
+        """These texts with the words of ``language`` (None: whitespace words, ``self``), computed once
+        per batch and language (:mod:`curate.stages.filters.words`)."""
+        if language is None:
+            return self
+        return self.memo(("language", language), lambda t: Segmented(t.arr, language))
+
     def memo(self, key, compute):
         """A feature some filters share (e.g. C4's line analysis), computed once per batch."""
         if key not in self._memo:
@@ -263,3 +270,21 @@ class Texts:
     @cached_property
     def word_cumlen(self) -> np.ndarray:
         return np.concatenate([[0], np.cumsum(self.words.length)])
+
+
+class Segmented(Texts):
+    """Texts whose words come from a segmenter (Chinese, Japanese): every word-based feature (counts,
+    lengths, n-grams) follows them."""
+
+    def __init__(self, text, language: str):
+        super().__init__(text)
+        self.language = language
+
+    @cached_property
+    def words(self) -> Pieces:
+        import pyarrow as pa
+
+        from curate.stages.filters.words import segment
+
+        lists = pa.array(segment(self.arr.to_pylist(), self.language), pa.large_list(pa.large_string()))
+        return Pieces.from_lists(lists, self.n, drop_empty=True)
