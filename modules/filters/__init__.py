@@ -40,6 +40,7 @@ FILTERS: dict[str, str] = {
     "histogram": f"{_H}:Histogram",
     "token_count": "curate.stages.filters.tokens:TokenCount",
     "regex": "curate.stages.filters.regex:Regex",
+    "perplexity": "curate.stages.filters.perplexity:Perplexity",
     # C4 and FineWeb rules
     "c4_lorem_ipsum": f"{_H}:C4LoremIpsum",
     "c4_curly_bracket": f"{_H}:C4CurlyBracket",

@@ -73,7 +73,7 @@ def test_keeps_good_and_drops_bad_for_its_reason(kind, params, good, bad):
 
 #: filters without a usable default: the parameters the generic tests give them
 #: filters that read files the user points at (lists, a model): their own tests write them
-LIST_KINDS = ("url_blocklist", "bad_words", "hf_classifier")
+LIST_KINDS = ("url_blocklist", "bad_words", "hf_classifier", "perplexity")
 REQUIRED = {
     "substring": {"substring": "the"},
     "regex": {"pattern": "lorem ipsum"},
