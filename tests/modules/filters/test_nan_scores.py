@@ -9,8 +9,6 @@ document (an expensive one, after an earlier filter rejected it) still does not 
 
 from __future__ import annotations
 
-import textwrap
-
 import pandas as pd
 import pytest
 
