@@ -60,3 +60,24 @@ def test_a_one_stage_tokenize_job_imports_none_either(small):
     # but Bokeh: a job's _reports/report.html draws its charts with it
     assert _imports(["--log-level", "WARNING", "run", str(job), "--output", str(folder / "job-out")]) == ["bokeh"]
     assert (folder / "job-out" / "_reports" / "report.html").exists()
+
+
+def test_the_one_command_parser_is_the_whole_parsers_command():
+    # a command named on the line gets its parser alone (no stage module but its own is imported):
+    # options, help and defaults must be exactly those it has among all the others
+    from curate.app import cli
+    from curate.stages import registry
+
+    def commands(parser):
+        return next(a for a in parser._actions if isinstance(a, cli.argparse._SubParsersAction)).choices
+
+    full = commands(cli.build_parser())
+    for name in ["run", "stages", *cli.COMMANDS, *registry.available()]:
+        assert cli.command_of(["--log-level", "DEBUG", "--debug", name, "--help"]) == name
+        one = commands(cli.build_parser(cli.command_of([name])))
+        assert list(one) == [name]
+        assert one[name].format_help() == full[name].format_help(), name
+        assert one[name].get_default("handler") is full[name].get_default("handler")
+    # the whole parser for anything else: the list of commands, a two-word command, a did-you-mean
+    for argv in ([], ["--help"], ["--version"], ["dedup", "fuzzy"], ["tokenise"], ["--deb", "run"]):
+        assert cli.command_of(argv) is None, argv
