@@ -57,6 +57,15 @@ def plain(doc: str | None) -> str | None:
     return re.sub(r"``([^`]+)``", r"\1", doc)
 
 
+class _VersionAction(argparse._VersionAction):
+    """argparse's --version, asking the package metadata only when it is given (a lookup of every
+    installed distribution, 10-40 ms of each run otherwise)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        self.version = f"curate {version()}"
+        super().__call__(parser, namespace, values, option_string)
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse, but usage errors are SettingsErrors: one line, exit code 2."""
 
@@ -142,7 +151,7 @@ def build_parser(only: str | None = None) -> ArgumentParser:
     parser = ArgumentParser(prog="curate", description="Turn raw text data into Megatron token files, on Dask.")
     parser.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
-    parser.add_argument("--version", action="version", version=f"curate {version()}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
     if only is not None:
         _add_one(sub, only)
