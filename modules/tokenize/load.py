@@ -202,8 +202,9 @@ def tiktoken_names() -> list[str]:
 
 def check_spec(spec: str) -> None:
     """The cheap checks of a tokenizer spec, for settings validation before any cluster starts:
-    a directory that does not exist, a tiktoken encoding nobody registered. Nothing is loaded and
-    the hub is not asked (a hub name is checked when the stage resolves it)."""
+    a directory that does not exist, a tiktoken encoding nobody registered, a tokenizer.json that
+    ``tokenizers`` cannot read (parsed once per process: the load reuses it). transformers is not
+    imported and the hub is not asked (a hub name is checked when the stage resolves it)."""
     if spec.startswith(TIKTOKEN_PREFIX):
         name = spec[len(TIKTOKEN_PREFIX):]
         known = tiktoken_names()
