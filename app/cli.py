@@ -57,6 +57,15 @@ def plain(doc: str | None) -> str | None:
     return re.sub(r"``([^`]+)``", r"\1", doc)
 
 
+class _VersionAction(argparse._VersionAction):
+    """argparse's --version, asking the package metadata only when it is given (a lookup of every
+    installed distribution, 10-40 ms of each run otherwise)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        self.version = f"curate {version()}"
+        super().__call__(parser, namespace, values, option_string)
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse, but usage errors are SettingsErrors: one line, exit code 2."""
 
@@ -133,31 +142,23 @@ def collect_settings(args, cls, where: str):
 # --------------------------------------------------------------------------- parser
 
 
-def build_parser() -> ArgumentParser:
+def build_parser(only: str | None = None) -> ArgumentParser:
+    """The whole command line; with ``only`` (a command from :func:`command_of`), the top-level parser
+    with that one command: the same options, help and errors for it, without importing every stage's
+    module and building its options (0.2 CPU-s of every run)."""
     from curate.stages import registry
 
     parser = ArgumentParser(prog="curate", description="Turn raw text data into Megatron token files, on Dask.")
     parser.add_argument("--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
-    parser.add_argument("--version", action="version", version=f"curate {version()}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgumentParser)
+    if only is not None:
+        _add_one(sub, only)
+        return parser
 
-    p = sub.add_parser("run", help="run a job: a YAML list of stages")
-    p.add_argument("job", help="job YAML file")
-    p.add_argument("--output", help="output directory (default: the job's 'output')")
-    p.add_argument("--force", action="store_true", help="rerun every stage even when its output is up to date")
-    p.add_argument("--stop-after", type=int, default=None, metavar="K", help="stop after stage K")
-    p.add_argument("--dry-run", action="store_true",
-                   help="check the job (settings, inputs, ownership, locks) and print the plan: the stages to run "
-                        "and to skip on resume; starts no cluster and writes nothing")
-    add_io_overrides(p)
-    add_cluster_arguments(p)
-    p.set_defaults(handler=cmd_run)
-
-    p = sub.add_parser("stages", help="list every stage with its one-line help and its command")
-    p.add_argument("--columns", action="store_true",
-                   help="the columns each stage needs, adds and removes (with its default settings)")
-    p.set_defaults(handler=cmd_stages)
+    _add_run(sub)
+    _add_stages(sub)
 
     stages = {name: registry.get(name) for name in registry.available()}
     kinds: dict[str, list[str]] = {}
@@ -184,14 +185,85 @@ def build_parser() -> ArgumentParser:
             _stage_arguments(alias, name, cls)
 
     for name, module in COMMANDS.items():
-        if not registry._exists(module):
-            continue
-        mod = importlib.import_module(module)
-        sp = sub.add_parser(name, help=mod.HELP, description=plain(mod.__doc__),
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
-        mod.add_arguments(sp)
-        sp.set_defaults(handler=mod.main)
+        if registry._exists(module):
+            _add_command(sub, name, module)
     return parser
+
+
+def _add_run(sub) -> None:
+    p = sub.add_parser("run", help="run a job: a YAML list of stages")
+    p.add_argument("job", help="job YAML file")
+    p.add_argument("--output", help="output directory (default: the job's 'output')")
+    p.add_argument("--force", action="store_true", help="rerun every stage even when its output is up to date")
+    p.add_argument("--stop-after", type=int, default=None, metavar="K", help="stop after stage K")
+    p.add_argument("--dry-run", action="store_true",
+                   help="check the job (settings, inputs, ownership, locks) and print the plan: the stages to run "
+                        "and to skip on resume; starts no cluster and writes nothing")
+    add_io_overrides(p)
+    add_cluster_arguments(p)
+    p.set_defaults(handler=cmd_run)
+
+
+def _add_stages(sub) -> None:
+    p = sub.add_parser("stages", help="list every stage with its one-line help and its command")
+    p.add_argument("--columns", action="store_true",
+                   help="the columns each stage needs, adds and removes (with its default settings)")
+    p.set_defaults(handler=cmd_stages)
+
+
+def _add_command(sub, name: str, module: str) -> None:
+    mod = importlib.import_module(module)
+    sp = sub.add_parser(name, help=mod.HELP, description=plain(mod.__doc__),
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    mod.add_arguments(sp)
+    sp.set_defaults(handler=mod.main)
+
+
+def _add_one(sub, command: str) -> None:
+    """The parser of ``command`` alone, as :func:`build_parser` makes it among all the others."""
+    from curate.stages import registry
+
+    if command == "run":
+        _add_run(sub)
+    elif command == "stages":
+        _add_stages(sub)
+    elif command in COMMANDS:
+        _add_command(sub, command, COMMANDS[command])
+    else:  # a stage by its registered name: its own command (one word), or the alias of a two-word one
+        cls = registry.get(command)
+        sp = sub.add_parser(command, help=cls.help or command, description=plain(cls.__doc__),
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+        _stage_arguments(sp, command, cls)
+
+
+def command_of(argv: list[str]) -> str | None:
+    """The command ``argv`` names when :func:`build_parser` can build its parser alone: ``run``, ``stages``,
+    a tool, or a stage by its registered name whose module exists. None for anything else (no command,
+    ``--help``, a two-word stage command, a typo that gets a did-you-mean): the whole parser then."""
+    from curate.stages import registry
+
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):
+        word = argv[i]
+        if word in ("--debug",):
+            i += 1
+        elif "=" not in word and len(word) > 2 and "--log-level".startswith(word):
+            i += 2  # --log-level LEVEL (argparse takes an unambiguous prefix of it too)
+        elif word.startswith("--log-level="):
+            i += 1
+        else:  # --help, --version, or an option the whole parser reports
+            return None
+    if i >= len(argv):
+        return None
+    word = argv[i]
+    if word in ("run", "stages"):
+        return word
+    if word in COMMANDS:
+        return word if registry._exists(COMMANDS[word]) else None
+    target = registry.STAGES.get(word)
+    if target is None or not registry._exists(target.split(":")[0]):
+        return None
+    return word
 
 
 def _stage_arguments(sp, name: str, cls) -> None:
@@ -376,7 +448,7 @@ def _main(argv) -> int:
         # cluster running?"; curate prints where the dashboard is anyway
         warnings.filterwarnings("ignore", message=r"Port \d+ is already in use")
     try:
-        parser = build_parser()
+        parser = build_parser(command_of(argv))
         args = parser.parse_args(argv)
         logs.setup(args.log_level)
         if not debug:

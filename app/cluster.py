@@ -81,10 +81,13 @@ def connect(settings: ClusterSettings):
         log.info("cluster: auto chose %s (%s; --cluster local|threads to choose)", settings.mode, settings.auto_reason)
     if settings.mode == "threads":
         import dask
+        import dask.threaded
 
         threads = settings.workers or os.cpu_count() or 1
         log.info("no cluster: Dask's threaded scheduler in this process, %d threads (nothing listens)", threads)
-        with dask.config.set(scheduler="threads", num_workers=threads):
+        # the function, not the name "threads": given a name, dask.compute imports distributed (0.3 s)
+        # to look for a client first
+        with dask.config.set(scheduler=dask.threaded.get, num_workers=threads):
             yield None
     elif settings.mode == "local":
         with _local(settings) as client:

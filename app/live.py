@@ -32,23 +32,38 @@ METADATA_KEY = "curate"
 PUBLISH_EVERY = 0.5
 REFRESH_MS = 500
 
-try:
-    from distributed.diagnostics.plugin import SchedulerPlugin
-except ImportError:  # pragma: no cover - distributed is a dependency; keeps the module importable
-    SchedulerPlugin = object
-
 
 # --------------------------------------------------------------------------- scheduler side
 
 
-class DashboardPlugin(SchedulerPlugin):
-    """Adds the ``/curate`` Bokeh page to the scheduler's dashboard server (once per scheduler)."""
+def dashboard_plugin() -> type:
+    """The ``DashboardPlugin`` class. It subclasses distributed's SchedulerPlugin, so it is made on first
+    use: a run without a cluster (--cluster threads, what a small input gets) then never imports
+    distributed (0.1-0.2 CPU-s). Pickle finds it as ``curate.app.live.DashboardPlugin`` (the module's
+    ``__getattr__``), on the client and on the scheduler alike."""
+    made = globals().get("DashboardPlugin")
+    if made is not None:
+        return made
+    from distributed.diagnostics.plugin import SchedulerPlugin
 
-    name = "curate-dashboard"
-    idempotent = True
+    class DashboardPlugin(SchedulerPlugin):
+        """Adds the ``/curate`` Bokeh page to the scheduler's dashboard server (once per scheduler)."""
 
-    async def start(self, scheduler) -> None:
-        add_page(scheduler)
+        name = "curate-dashboard"
+        idempotent = True
+
+        async def start(self, scheduler) -> None:
+            add_page(scheduler)
+
+    DashboardPlugin.__qualname__ = "DashboardPlugin"
+    globals()["DashboardPlugin"] = DashboardPlugin
+    return DashboardPlugin
+
+
+def __getattr__(name: str):
+    if name == "DashboardPlugin":
+        return dashboard_plugin()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def dashboard_prefix(scheduler) -> str:
@@ -198,7 +213,7 @@ class Tracker:
         if self.client is None:
             return self
         try:
-            self.client.register_plugin(DashboardPlugin())
+            self.client.register_plugin(dashboard_plugin()())
             link = self.client.dashboard_link
             if link:
                 self.url = link.rsplit("/", 1)[0] + PATH

@@ -320,11 +320,11 @@ def performance_report(output: str, label: str, client):
         yield None
         return
     if client is None:
-        from curate.app.report_html import cluster_info, write_run_report
-
         started = time.time()
         yield None
-        if label == "run":
+        if label == "run":  # a stage command writes no page: nothing to import for it
+            from curate.app.report_html import cluster_info, write_run_report
+
             write_run_report(output, None, None, started, cluster_info(None))
         return
     from distributed import performance_report as report

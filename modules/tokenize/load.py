@@ -202,8 +202,9 @@ def tiktoken_names() -> list[str]:
 
 def check_spec(spec: str) -> None:
     """The cheap checks of a tokenizer spec, for settings validation before any cluster starts:
-    a directory that does not exist, a tiktoken encoding nobody registered. Nothing is loaded and
-    the hub is not asked (a hub name is checked when the stage resolves it)."""
+    a directory that does not exist, a tiktoken encoding nobody registered, a tokenizer.json that
+    ``tokenizers`` cannot read (parsed once per process: the load reuses it). transformers is not
+    imported and the hub is not asked (a hub name is checked when the stage resolves it)."""
     if spec.startswith(TIKTOKEN_PREFIX):
         name = spec[len(TIKTOKEN_PREFIX):]
         known = tiktoken_names()
@@ -229,19 +230,29 @@ _VOCABULARY_FILES = ("tokenizer.json", "vocab.json", "vocab.txt", "*.model", "*.
 
 
 def _check_directory(spec: str, path: str) -> None:
-    """A tokenizer directory holds a vocabulary, and its tokenizer.json is JSON: else SettingsError."""
+    """A tokenizer directory holds a vocabulary, and its tokenizer.json is JSON that the ``tokenizers``
+    library reads: else SettingsError."""
     import json
 
     names = sorted(os.listdir(path))
     file = os.path.join(path, "tokenizer.json")
     if os.path.isfile(file):
+        # parsed by tokenizers, not by the json module: the same check, and the run's own load on this
+        # process (the client; every thread of a --cluster threads run) reuses the parse (cl100k_base:
+        # 0.25 s of json.load that was thrown away)
         try:
+            _parse_tokenizer_json(file, *_stamp(file))
+            return
+        except Exception as e:
+            refused = e
+        try:  # why tokenizers refused it: not JSON at all (the usual case: say so), or JSON it cannot read
             with open(file, encoding="utf-8") as f:
                 json.load(f)
         except (OSError, ValueError) as e:
             raise SettingsError(f"tokenizer {spec}: {file} is not a JSON tokenizer file: "
                                 f"{' '.join(str(e).split())[:200]}") from None
-        return
+        raise SettingsError(f"tokenizer {spec}: {file} cannot be read by the tokenizers library: "
+                            f"{' '.join(str(refused).split())[:200]}") from refused
     if any(fnmatch.fnmatchcase(n, p) for n in names for p in _VOCABULARY_FILES):
         return
     _load_hf(spec)  # no vocabulary file: only a class that needs none passes _require_vocabulary
@@ -338,9 +349,7 @@ def _load_tokenizer_json(path: str):
         return None
     if os.path.exists(os.path.join(path, "added_tokens.json")):
         return None
-    from tokenizers import Tokenizer as Backend
-
-    backend = Backend.from_file(file)
+    backend = _parse_tokenizer_json(file, *_stamp(file))
     for token_id, token in (config.get("added_tokens_decoder") or {}).items():
         content = token.get("content") if isinstance(token, dict) else token
         if backend.token_to_id(content) != int(token_id):
@@ -352,6 +361,20 @@ def _load_tokenizer_json(path: str):
         if token is not None and ids[name] is None:  # transformers would add it as a new token
             return None
     return backend, ids["eos_token"], ids["bos_token"]
+
+
+def _stamp(file: str) -> tuple[int, int]:
+    st = os.stat(file)
+    return st.st_mtime_ns, st.st_size
+
+
+@functools.lru_cache(maxsize=2)
+def _parse_tokenizer_json(file: str, mtime_ns: int, size: int):
+    """``tokenizers.Tokenizer.from_file(file)``, once per process for the settings check and the load
+    (keyed on the file's modification time and size: a rewritten file is parsed again)."""
+    from tokenizers import Tokenizer as Backend
+
+    return Backend.from_file(file)
 
 
 def _load_hf(spec: str) -> HFTokenizer:

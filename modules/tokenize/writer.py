@@ -386,15 +386,16 @@ class TokenizeStage(Stage):
 
         unit = "" if settings.prefix == "part" else settings.prefix
         out = Output.at(ctx.output, unit)
-        ddf = dataset.read_dataset(ctx.input, ctx.io)
-        parts = ddf.to_delayed()
+        # delayed reads, not a Dask DataFrame: each partition is read and tokenized whole, and a small
+        # run does not pay dask.dataframe's import for it
+        schema, parts = dataset.read_partitions(ctx.input, ctx.io)
         n = len(parts)
         if settings.split:
             names = ("train", *[s for s in SPLIT_NAMES if s in settings.split])
             sets = tuple((s, s if settings.prefix == "part" else f"{settings.prefix}_{s}") for s in names)
         else:
             sets = (("train", settings.prefix),)
-        url = "url" in ddf.columns
+        url = "url" in schema.columns
         # "docs": partitions journaled before sidecars existed are redone, not reused without one
         key = hashlib.sha256(json.dumps(
             [ctx.fingerprint, ctx.io.blocksize, n, desc["files_sha256"], str(dtype), eod_id, bos_id, "docs", url],

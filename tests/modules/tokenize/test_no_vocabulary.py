@@ -73,6 +73,19 @@ def test_a_tokenizer_json_that_is_not_json_is_named(tmp_path, capsys, docs):
         assert f"{tok / 'tokenizer.json'} is not a JSON tokenizer file" in err and "\n" not in err
 
 
+def test_json_that_the_tokenizers_library_refuses_is_named_before_any_work(tmp_path):
+    # the settings check parses tokenizer.json with tokenizers itself (the load reuses that parse):
+    # valid JSON that is no tokenizer fails there too, naming the file, not later in the run
+    from curate.stages.errors import SettingsError
+    from curate.stages.tokenize.load import check_spec
+
+    tok = tmp_path / "tok"
+    tok.mkdir()
+    (tok / "tokenizer.json").write_text('{"model": 1}')
+    with pytest.raises(SettingsError, match="tokenizer.json cannot be read by the tokenizers library"):
+        check_spec(str(tok))
+
+
 def test_a_class_that_brings_its_own_vocabulary_needs_no_file(tmp_path):
     from curate.stages.tokenize.load import check_spec, load_tokenizer
 
