@@ -41,3 +41,14 @@ def test_a_filter_name_typo_says_did_you_mean(tmp_path, capsys):
     chain.write_text("filters:\n  - {filter: urls, max: 0.2, url_patern: nemo}\n")
     assert main(["run", str(job), "--output", str(tmp_path / "out"), "--dry-run"]) == 2
     assert capsys.readouterr().err.strip().endswith("; did you mean 'url_pattern'?")
+
+
+def test_a_bare_tiktoken_name_says_how_to_name_it(tmp_path, monkeypatch, capsys):  # issue 43, point 4
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    (tmp_path / "a.jsonl").write_text('{"text": "x"}\n')
+    assert main(["tokenize", "--input", str(tmp_path / "a.jsonl"), "--output", str(tmp_path / "o"),
+                 "--tokenizer", "cl100k_base"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("for tiktoken's encoding write 'tiktoken:cl100k_base'"), err
