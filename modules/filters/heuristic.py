@@ -33,7 +33,6 @@ from typing import ClassVar
 
 import numpy as np
 
-from curate.stages.errors import SettingsError
 from curate.stages.filters.base import Filter, Texts, ratio
 from curate.stages.filters.c4_fineweb import (
     C4_POLICY_SUBSTRINGS as C4_POLICY_SUBSTRINGS,
@@ -49,7 +48,6 @@ from curate.stages.filters.c4_fineweb import (
     re2_escape as re2_escape,
 )
 from curate.stages.filters.words import HELP as WORDS_HELP, check_language
-from curate.stages.stage import check_range
 
 ELLIPSIS_MARKS = ("...", "[...]", "…", "(...)", "[…]", "-»", "read more..", "read more")
 BULLETS = "•‣⁃⁌⁍∙○●◘◦⦾⦿"
@@ -398,97 +396,6 @@ class RepeatedParagraphsChar(Filter):
         return ratio(paras.sum(paras.length * paras.first), paras.sum(paras.length), empty=0.0)
 
 
-# --------------------------------------------------------------------------- n-grams
-
-
-@dataclass(frozen=True)
-class _NGramFilter(Filter):
-    n: int = field(default=2, metadata={"help": "n-gram size in words"})
-    language: str | None = field(default=None, metadata={"help": WORDS_HELP, "spelled_when_set": True})
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_range(self, "n", 1, 100)
-        check_language(self)
-
-    def score_texts(self, t: Texts):
-        return self.score_words(t.in_language(self.language))
-
-    def _too_short(self, t: Texts, score: np.ndarray) -> np.ndarray:
-        """Documents with fewer than n words score 1.0, as in NeMo Curator (nothing to measure)."""
-        return np.where(t.words.count < self.n, 1.0, score)
-
-    def _gram_chars(self, t: Texts) -> np.ndarray:
-        """Characters of the n-gram starting at each word position (words plus the n-1 spaces)."""
-        cum = t.word_cumlen
-        w = len(cum) - 1
-        out = np.zeros(w, dtype=np.int64)
-        m = w - self.n + 1
-        if m > 0:
-            out[:m] = cum[self.n:self.n + m] - cum[:m] + (self.n - 1)
-        return out
-
-
-@dataclass(frozen=True)
-class TopNGrams(_NGramFilter):
-    """Characters taken by the most frequent word n-gram (count x length) over all characters."""
-
-    kind: ClassVar[str] = "top_ngrams"
-    max: float | None = 0.2
-
-    def default_name(self) -> str:
-        return f"top_{self.n}grams"
-
-    def score_words(self, t: Texts):
-        import pandas as pd
-
-        pos, keys = t.ngrams(self.n)
-        top = np.ones(t.n, dtype=np.int64)  # an n-gram that occurs once: no repetition
-        best = np.zeros(t.n, dtype=np.int64)
-        if len(pos):
-            ids = pd.factorize(keys)[0]
-            counts = np.bincount(ids)[ids]
-            chars = self._gram_chars(t)[pos]
-            d = t.words.doc[pos]
-            starts = np.flatnonzero(np.r_[True, d[1:] != d[:-1]])
-            top[d[starts]] = np.maximum.reduceat(counts, starts)
-            # among each document's most frequent n-grams, the longest
-            best[d[starts]] = np.maximum.reduceat(np.where(counts == top[d], chars, 0), starts)
-        repeated = np.where(top >= 2, top * best, 0)
-        return self._too_short(t, ratio(repeated, t.nchar, empty=1.0))
-
-
-@dataclass(frozen=True)
-class DuplicateNGrams(_NGramFilter):
-    """Characters of words covered by repeated word n-grams over all characters."""
-
-    kind: ClassVar[str] = "duplicate_ngrams"
-    n: int = 5
-    max: float | None = 0.15
-
-    def default_name(self) -> str:
-        return f"duplicate_{self.n}grams"
-
-    def score_words(self, t: Texts):
-        import pandas as pd
-
-        pos, keys = t.ngrams(self.n)
-        words = t.words
-        w = len(words)
-        repeat = np.zeros(w, dtype=bool)  # a later occurrence of an n-gram seen before in the document
-        repeat[pos[pd.Series(keys).duplicated(keep="first").to_numpy()]] = True
-        # word j is covered when a repeated n-gram starts in (j-n, j]; n-grams never cross a
-        # document boundary, so neither does the cover
-        covered = repeat.copy()
-        for k in range(1, min(self.n, w)):
-            covered[k:] |= repeat[:w - k]
-        chars = words.sum(words.length * covered)
-        if w > 1:
-            joined = covered[1:] & covered[:-1] & (words.doc[1:] == words.doc[:-1])
-            chars += np.bincount(words.doc[1:], weights=joined, minlength=t.n)
-        return self._too_short(t, ratio(chars, t.nchar, empty=1.0))
-
-
 # --------------------------------------------------------------------------- URLs
 
 
@@ -514,109 +421,3 @@ class PornographicUrls(Filter):
 
 
 # --------------------------------------------------------------------------- FineWeb
-
-
-# --------------------------------------------------------------------------- substring, histogram
-
-
-@dataclass(frozen=True)
-class Substring(Filter):
-    """1 when ``substring`` occurs at ``position`` (anywhere, at the start, at the end), else 0.
-    The default keeps matching documents, as NeMo Curator's ``SubstringFilter``; ``max: 0`` drops them
-    (``min`` is 1 only when neither threshold is given)."""
-
-    kind: ClassVar[str] = "substring"
-    substring: str = field(default="", metadata={"help": "the exact text to look for (case-sensitive)"})
-    position: str = field(default="any", metadata={"choices": ("any", "prefix", "suffix")})
-
-    def __post_init__(self):
-        if self.min is None and self.max is None:
-            object.__setattr__(self, "min", 1)
-        super().__post_init__()
-        from curate.stages.stage import check_choice
-
-        if not isinstance(self.substring, str) or not self.substring:
-            raise SettingsError("substring must be a non-empty string")
-        check_choice(self, "position")
-
-    def score_texts(self, t: Texts):
-        import pyarrow.compute as pc
-
-        fn = {"any": pc.match_substring, "prefix": pc.starts_with, "suffix": pc.ends_with}[self.position]
-        return fn(t.arr, self.substring).to_numpy(zero_copy_only=False).astype(np.float64)
-
-
-def histogram_chars(path: str, coverage: float, text_field: str = "text") -> str:
-    """The most frequent characters of a sample that together make ``coverage`` of its characters
-    (whitespace included), most frequent first: fairseq's clean histograms, built from the user's text.
-
-    ``path`` is plain UTF-8 text, or JSONL (``.jsonl``/``.jsonl.gz``) whose ``text_field`` values are read.
-    """
-    import gzip
-    import json
-    from collections import Counter
-
-    counts: Counter = Counter()
-    opener = gzip.open if path.endswith(".gz") else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            if ".jsonl" in path or ".ndjson" in path:
-                for n, line in enumerate(f, 1):
-                    if line.strip():
-                        try:
-                            counts.update(json.loads(line)[text_field])
-                        except (ValueError, KeyError, TypeError) as e:
-                            raise SettingsError(f"histogram sample {path} line {n}: no {text_field!r} text ({e})") from None
-            else:
-                for line in f:
-                    counts.update(line)
-    except FileNotFoundError:
-        raise SettingsError(f"sample: no such file {path!r}") from None
-    except UnicodeDecodeError as e:
-        raise SettingsError(f"sample {path}: not UTF-8 ({e})") from None
-    total = sum(counts.values())
-    if not total:
-        raise SettingsError(f"sample {path}: no characters to build a histogram from")
-    chars, seen = [], 0
-    for ch, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
-        if seen >= coverage * total:
-            break
-        chars.append(ch)
-        seen += c
-    return "".join(chars)
-
-
-@dataclass(frozen=True)
-class Histogram(Filter):
-    """Share of the document's characters (whitespace at the ends not counted, as NeMo) that belong to
-    the language's character histogram: a cheap language check (NLLB; NeMo Curator's ``HistogramFilter``).
-
-    The histogram is built from ``sample``, trusted text of the language the user gives (no download):
-    its most frequent characters up to ``coverage`` of all its characters. NeMo keeps a document
-    whose share is above the threshold (0.8), so ``min`` is strict here too. The characters are part
-    of the chain's settings, so a new sample reruns the stage.
-    """
-
-    kind: ClassVar[str] = "histogram"
-    strict_min: ClassVar[bool] = True
-    min: float | None = 0.8
-    sample: str = field(default="", metadata={"help": "UTF-8 text or JSONL of the language (the histogram source)"})
-    coverage: float = field(default=0.99, metadata={"help": "share of the sample's characters the histogram covers"})
-    text_field: str = field(default="text", metadata={"help": "JSONL sample: the field holding text"})
-    chars: str = field(default="", metadata={
-        "help": "the histogram itself; filled in from sample when the chain is read (workers never reread it)"})
-
-    def __post_init__(self):
-        super().__post_init__()
-        check_range(self, "coverage", 0.5, 1.0)
-        if not self.chars:
-            if not self.sample:
-                raise SettingsError("sample: a file of text in the language is required")
-            object.__setattr__(self, "chars", histogram_chars(self.sample, self.coverage, self.text_field))
-
-    def score_texts(self, t: Texts):
-        import pyarrow.compute as pc
-
-        outside = "[^" + "".join(f"\\x{{{ord(c):x}}}" for c in self.chars) + "]"
-        inside = pc.utf8_length(pc.replace_substring_regex(pc.utf8_trim_whitespace(t.arr), outside, ""))
-        return ratio(inside.to_numpy(), t.nchar, empty=0.0)
