@@ -178,6 +178,8 @@ class Sandbox:
         self.started = 0  # children started, for tests and the manifest
         self.retried = False  # the one retry of a first page that timed out (see the module's docstring)
         self._warm = False  # some child of this sandbox has answered a call
+        #: the batch submit() sent and collect() has not taken: (target, calls, _Ran if the send failed)
+        self._pending: tuple | None = None
 
     @property
     def _proc(self):
@@ -227,6 +229,41 @@ class Sandbox:
         PageCrashed, or the function's own). The calls go to the child in one frame and come back one
         by one, so a batch costs one round trip, not one per page; after a call that kills the child
         the rest go to a fresh one."""
+        self.submit(target, calls)
+        return self.collect()
+
+    def submit(self, target: str, calls: list[tuple]) -> None:
+        """Send ``calls`` to the child and return at once: the caller reads its next input while the
+        child works, and :meth:`collect` takes the results (as :meth:`map` returns them). One batch at
+        a time: collect it before the next submit. While nobody collects, a page's timeout still runs
+        from its own start: a page found past it at collect time is a timeout like any other."""
+        if self._pending is not None:
+            raise RuntimeError("a batch is already in flight: collect() it first")
+        self._pending = (target, calls, None)
+        if not self.timeout or not calls:
+            return
+        try:
+            self.start(target)
+            self._send(target, calls, list(range(len(calls))))
+        except _Ran as ran:  # the child died before reading: collect() starts another, as map would
+            self._pending = (target, calls, ran)
+        except BaseException:
+            self._pending = None
+            self._drop()
+            raise
+
+    def abandon(self) -> None:
+        """Forget the batch in flight, if any (its caller failed): the child goes, so that its answers
+        never reach the next batch."""
+        if self._pending is not None:
+            self._pending = None
+            self._drop()
+
+    def collect(self) -> list:
+        """The results of the batch :meth:`submit` sent (see :meth:`map`)."""
+        if self._pending is None:
+            raise RuntimeError("no batch in flight: submit() one first")
+        (target, calls, failed), self._pending = self._pending, None
         if not self.timeout:
             fn = function(target)
             out = []
@@ -239,12 +276,19 @@ class Sandbox:
         results: list = [None] * len(calls)
         todo = list(range(len(calls)))  # calls without a result, in order
         idle_deaths, alone, one_by_one = 0, False, False
+        sent = True  # the first part, all of them, went in submit()
         while todo:
             # a retried first page goes alone; after a batch too big for the bound, every page does
             part = todo[:1] if alone or one_by_one else todo
             try:
-                self.start(target)
-                self._batch(target, calls, part, results)
+                if failed is not None:
+                    failed, ran = None, failed
+                    raise ran
+                if not sent:
+                    self.start(target)
+                    self._send(target, calls, part)
+                sent = False
+                self._receive(target, calls, part, results)
             except _Ran as ran:
                 self._drop()
                 if _STOPPING.is_set():
@@ -283,9 +327,8 @@ class Sandbox:
                                      else f"the extraction process ended ({_exit(ran.code)})")
         return rest, 0, False
 
-    def _batch(self, target: str, calls: list[tuple], part: list[int], results: list) -> None:
-        """Send ``part``'s calls to the current child and take their answers in order. _Ran when the
-        child is gone, killed at a timeout, or to be replaced after a page that ran out of memory."""
+    def _send(self, target: str, calls: list[tuple], part: list[int]) -> None:
+        """``part``'s calls to the current child, in one frame. _Ran when it is gone."""
         child = self._child
         child.batch += 1
         try:
@@ -293,6 +336,11 @@ class Sandbox:
             child.proc.stdin.flush()
         except OSError:  # it died before reading: its exit says why (the next start too, if it cannot start)
             raise _Ran(None, False, child.proc.wait()) from None
+
+    def _receive(self, target: str, calls: list[tuple], part: list[int], results: list) -> None:
+        """The answers to ``part``'s calls, sent to the current child, in order. _Ran when the child is
+        gone, killed at a timeout, or to be replaced after a page that ran out of memory."""
+        child = self._child
         for pos, k in enumerate(part):
             try:
                 kind, value = self._answer(child, target, pos)
@@ -345,6 +393,7 @@ class Sandbox:
             self._spare = self._new(target)
 
     def close(self) -> None:
+        self._pending = None
         for child in (self._child, self._spare):
             if child is not None:
                 child.close(graceful=child is self._child)

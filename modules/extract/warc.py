@@ -100,7 +100,10 @@ PAGE_ROW = f"{__name__}:page_row"
 
 class SandboxedPages:
     """:class:`PageExtractor` in a child process (:mod:`curate.stages.extract.sandbox`): a page that
-    hangs or takes too much memory is a ``timeout`` / ``too_large`` reject and the file goes on."""
+    hangs or takes too much memory is a ``timeout`` / ``too_large`` reject and the file goes on.
+
+    Pages go in batches, and one batch is in the child while the caller reads and frames the records
+    of the next (:meth:`Sandbox.submit`): the child's extraction and the parent's reading overlap."""
 
     #: pages sent to the child in one frame (one round trip), or fewer when their bytes reach BATCH_BYTES
     BATCH_PAGES = 64
@@ -113,23 +116,38 @@ class SandboxedPages:
         self.sandbox = sandbox_for(settings)  # the thread's child, shared with its other tasks
         self._queue: list[tuple[dict, tuple]] = []
         self._bytes = 0
+        self._sent: list[tuple[dict, tuple]] | None = None  # the batch in the child, not yet collected
 
     def row(self, row: dict, payload, charset: str | None, where: str) -> dict:
-        """A placeholder the next :meth:`flush` fills with the page's row (the caller keeps it in order)."""
+        """A placeholder that :meth:`flush` (or a later call) fills with the page's row (the caller
+        keeps it in order)."""
         slot: dict = {}
         self._queue.append((slot, (self.settings, row, bytes(payload), charset, where)))
         self._bytes += len(payload)
         if len(self._queue) >= self.BATCH_PAGES or self._bytes >= self.BATCH_BYTES:
-            self.flush()
+            self._collect()  # the child serves one batch at a time
+            self._submit()
         return slot
 
     def flush(self) -> None:
+        """Every page given so far has its row."""
+        self._collect()
+        self._submit()
+        self._collect()
+
+    def _submit(self) -> None:
+        queue, self._queue, self._bytes = self._queue, [], 0
+        if queue:
+            self.sandbox.submit(PAGE_ROW, [args for _, args in queue])
+            self._sent = queue
+
+    def _collect(self) -> None:
         from curate.stages.extract.sandbox import PageCrashed, PageTimeout, PageTooLarge
 
-        queue, self._queue, self._bytes = self._queue, [], 0
+        queue, self._sent = self._sent, None
         if not queue:
             return
-        results = self.sandbox.map(PAGE_ROW, [args for _, args in queue])
+        results = self.sandbox.collect()
         for (slot, (_, row, _, _, where)), result in zip(queue, results):
             algorithm = self.settings.algorithm
             if isinstance(result, PageTimeout):
@@ -143,7 +161,12 @@ class SandboxedPages:
             slot.update(result)
 
     def close(self) -> None:
-        self._queue, self._bytes = [], 0  # the child stays for the thread's next file
+        """The file is done, or failed: a batch still in the child is dropped with it (the child stays
+        for the thread's next file unless it held such a batch)."""
+        self._queue, self._bytes = [], 0
+        if self._sent is not None:
+            self._sent = None
+            self.sandbox.abandon()
 
 
 @functools.lru_cache(maxsize=4)
