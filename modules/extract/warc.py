@@ -94,8 +94,9 @@ class ExtractWarcSettings:
         check_limits(self)
 
 
-#: what the sandbox's child runs per page (a test points it at a wrapper that hangs)
-PAGE_ROW = f"{__name__}:page_row"
+#: what the sandbox's child runs per page (a test points it at a wrapper that hangs): only the payload
+#: goes to it and only the outcome comes back (the row stays here)
+PAGE_OUTCOME = f"{__name__}:page_outcome"
 
 
 class SandboxedPages:
@@ -114,15 +115,15 @@ class SandboxedPages:
 
         self.settings = settings
         self.sandbox = sandbox_for(settings)  # the thread's child, shared with its other tasks
-        self._queue: list[tuple[dict, tuple]] = []
+        self._queue: list[tuple[dict, dict, str, tuple]] = []  # (slot, row, where, call)
         self._bytes = 0
-        self._sent: list[tuple[dict, tuple]] | None = None  # the batch in the child, not yet collected
+        self._sent: list[tuple[dict, dict, str, tuple]] | None = None  # the batch in the child, not yet collected
 
     def row(self, row: dict, payload, charset: str | None, where: str) -> dict:
         """A placeholder that :meth:`flush` (or a later call) fills with the page's row (the caller
         keeps it in order)."""
         slot: dict = {}
-        self._queue.append((slot, (self.settings, row, bytes(payload), charset, where)))
+        self._queue.append((slot, row, where, (self.settings, bytes(payload), charset)))
         self._bytes += len(payload)
         if len(self._queue) >= self.BATCH_PAGES or self._bytes >= self.BATCH_BYTES:
             self._collect()  # the child serves one batch at a time
@@ -138,7 +139,7 @@ class SandboxedPages:
     def _submit(self) -> None:
         queue, self._queue, self._bytes = self._queue, [], 0
         if queue:
-            self.sandbox.submit(PAGE_ROW, [args for _, args in queue])
+            self.sandbox.submit(PAGE_OUTCOME, [call for _, _, _, call in queue])
             self._sent = queue
 
     def _collect(self) -> None:
@@ -148,7 +149,7 @@ class SandboxedPages:
         if not queue:
             return
         results = self.sandbox.collect()
-        for (slot, (_, row, _, _, where)), result in zip(queue, results):
+        for (slot, row, where, _), result in zip(queue, results):
             algorithm = self.settings.algorithm
             if isinstance(result, PageTimeout):
                 result = reject(row, "timeout", f"{where}: {algorithm}: {result}")
@@ -158,6 +159,8 @@ class SandboxedPages:
                 result = reject(row, "extract_error", f"{where}: {algorithm}: {result}")
             elif isinstance(result, BaseException):
                 raise result
+            else:
+                result = page_row(row, where, result)
             slot.update(result)
 
     def close(self) -> None:
@@ -174,9 +177,22 @@ def _extractor_for(settings: ExtractWarcSettings) -> PageExtractor:
     return PageExtractor(settings)
 
 
-def page_row(settings: ExtractWarcSettings, row: dict, payload: bytes, charset: str | None, where: str) -> dict:
-    """:meth:`PageExtractor.row`, with one extractor per settings and process (the sandbox's child)."""
-    return _extractor_for(settings).row(row, payload, charset, where)
+def page_outcome(settings: ExtractWarcSettings, payload: bytes, charset: str | None) -> tuple:
+    """:meth:`PageExtractor.outcome`, with one extractor per settings and process (the sandbox's child)."""
+    return _extractor_for(settings).outcome(payload, charset)
+
+
+def page_row(row: dict, where: str, outcome: tuple) -> dict:
+    """The row of a page from its :meth:`PageExtractor.outcome` (a copy of ``row``)."""
+    reason, message, text, language = outcome
+    row = {**row}
+    if text is not None:
+        row["text"] = text
+    if language is not None:
+        row["language"], row["language_score"] = language
+    if reason is not None:
+        row["_reason"], row["_detail"] = reason, f"{where}: {message}"
+    return row
 
 
 def page_extractor(settings: ExtractWarcSettings):
@@ -197,10 +213,17 @@ class PageExtractor:
         self.drop_unlisted = settings.unlisted_languages == "drop"
 
     def row(self, row: dict, payload, charset: str | None, where: str) -> dict:
+        return page_row(row, where, self.outcome(payload, charset))
+
+    def outcome(self, payload, charset: str | None) -> tuple:
+        """What the page gives, without its row (so that little crosses the sandbox's pipe):
+        ``(reason, message, text, language)``: the reject reason and its message (None, None for a
+        document), the text (None: the row's stays) and (language, score) (None: the row's stay).
+        :func:`page_row` makes the row of it."""
         try:
             html, _ = decode_html(bytes(payload), charset)
         except UndecodableError as e:
-            return reject(row, "undecodable", f"{where}: {e}")
+            return "undecodable", str(e), None, None
         try:
             if self.algorithm == "justext":
                 text, detected = self._justext(html)
@@ -210,17 +233,17 @@ class PageExtractor:
                 text, detected = extract_text(html, self.algorithm), None
         except _NoStoplist as e:
             language = e.detected
-            return reject({**row, "language": language[1], "language_score": language[2]}, "no_stoplist",
-                          f"{where}: language {language[0].title()} has no stop list "
-                          f"(--unlisted-languages keep extracts it without the stop-word test)")
+            return ("no_stoplist", f"language {language[0].title()} has no stop list "
+                                   f"(--unlisted-languages keep extracts it without the stop-word test)",
+                    None, (language[1], language[2]))
         except MemoryError:  # the sandbox's bound: too_large there, not a library's error
             raise
         except Exception as e:  # a library failing on one page must not lose the file: reject the page, say why
-            return reject(row, "extract_error", f"{where}: {self.algorithm}: {type(e).__name__}: {e}")
+            return "extract_error", f"{self.algorithm}: {type(e).__name__}: {e}", None, None
         if not text:
-            return reject({**row, "text": ""}, "no_text", f"{where}: no text left after {self.algorithm}")
+            return "no_text", f"no text left after {self.algorithm}", "", None
         if self.language_id == "none":
-            return {**row, "text": text}
+            return None, None, text, None
         if self.language_id == "langid":
             language, score = identify(text)
         elif self.language_id == "lid176":
@@ -229,7 +252,7 @@ class PageExtractor:
             if detected is None:
                 detected = detect(text[:SAMPLE_CHARS])
             _, language, score = detected
-        return {**row, "text": text, "language": language, "language_score": score}
+        return None, None, text, (language, score)
 
     def _stoplist(self, detected, has_text) -> frozenset[str]:
         """The stop list of the detected language; _NoStoplist when there is none and such pages are
@@ -417,7 +440,7 @@ class ExtractWarcStage(Stage):
         # here, not in check: a job runs this for every stage, also one whose input a download makes
         from curate.stages.extract.sandbox import probe_limits
 
-        probe_limits(settings, PAGE_ROW)  # an --extract-memory the child cannot start in, refused now
+        probe_limits(settings, PAGE_OUTCOME)  # an --extract-memory the child cannot start in, refused now
 
     def run(self, settings, ctx):
         from curate.stages.dataset import write_dataset
