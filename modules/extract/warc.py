@@ -177,9 +177,19 @@ def _extractor_for(settings: ExtractWarcSettings) -> PageExtractor:
     return PageExtractor(settings)
 
 
+#: (settings, its extractor) of the last page_outcome call: a batch's pages share one unpickled settings
+#: object, and hashing it for the cache on every page was a microsecond of each
+#: (one tuple, read and replaced whole: safe if threads ever call it)
+_LAST: tuple = (None, None)
+
+
 def page_outcome(settings: ExtractWarcSettings, payload: bytes, charset: str | None) -> tuple:
     """:meth:`PageExtractor.outcome`, with one extractor per settings and process (the sandbox's child)."""
-    return _extractor_for(settings).outcome(payload, charset)
+    global _LAST
+    last = _LAST
+    if last[0] is not settings:
+        last = _LAST = (settings, _extractor_for(settings))
+    return last[1].outcome(payload, charset)
 
 
 def page_row(row: dict, where: str, outcome: tuple) -> dict:
