@@ -31,7 +31,10 @@ thread (no ``SIGALRM``), so the pages of one task are extracted in a child proce
 
 A thread's child serves every task of that thread (:func:`sandbox_for`), so its start (~0.4 s) is
 paid once per worker thread, not per file. Pages go to it in batches, one frame each way per batch of
-64 pages, and come back one by one, each within the timeout (:meth:`Sandbox.map`).
+64 pages, and come back one by one, each within the timeout (:meth:`Sandbox.map`). A caller with more
+to read overlaps the two: :meth:`Sandbox.submit` sends a batch and returns, :meth:`Sandbox.collect`
+takes its results (one batch in flight; a page found past its timeout then is a timeout all the same).
+The parent's end of one child (process, pipes, frames) is :mod:`curate.stages.extract.sandbox_pipe`.
 """
 
 from __future__ import annotations
