@@ -13,7 +13,9 @@ generated English prose, jobs/data/make_bench_input.py) and ``real`` (the Rust b
 and the parity pages of jobs/data/make_parity_warc.py if present under out/, each copied 4 times
 with new record ids, dealt round-robin).
 
-``raw``: documents per CPU-second in one process, runs alternated, the best of ``--repeat``:
+``raw``: pages per CPU-second in one process (the sandbox's child counted: its CPU time is read from
+/proc, as jobs/bench_sandbox.py does), runs alternated, the median of ``--repeat`` (the best too), curate
+both sandboxed (its default, ``--extract-timeout 5``) and in process (``--extract-timeout 0``):
 
 - ``raw``: a FastWARC loop (response records, HTML content type, UTF-8 decoding) calling resiliparse's
   ``extract_plain_text`` with curate's arguments, against curate's ``extract_warc_file`` doing the
@@ -134,11 +136,12 @@ def raw_loop(files: list[str], nemo: bool) -> int:
     return docs
 
 
-def curate_loop(files: list[str], defaults: bool) -> int:
+def curate_loop(files: list[str], defaults: bool, timeout: float = 5.0) -> int:
     from curate.stages.extract import RawFile
     from curate.stages.extract.warc import ExtractWarcSettings, extract_warc_file
 
-    settings = ExtractWarcSettings() if defaults else ExtractWarcSettings(language_id="none", min_stopword_density=0)
+    kwargs = {} if defaults else dict(language_id="none", min_stopword_density=0)
+    settings = ExtractWarcSettings(extract_timeout=timeout, **kwargs)
     docs = 0
     for path in files:
         df = extract_warc_file(RawFile(path, os.path.basename(path)), settings, "raise")
@@ -146,27 +149,46 @@ def curate_loop(files: list[str], defaults: bool) -> int:
     return docs
 
 
+def cpu_seconds() -> float:
+    """CPU seconds of this process and of the sandbox children it keeps (they outlive each call, so
+    RUSAGE_CHILDREN never sees them: read from /proc); process_time alone would leave the pages out."""
+    sys.path.insert(0, os.path.join(REPO, "jobs"))
+    from bench_sandbox import cpu
+
+    return cpu()
+
+
 def bench_raw(files: list[str], repeat: int) -> dict:
-    pairs = {"extraction only": (lambda: raw_loop(files, False), lambda: curate_loop(files, False)),
-             "with NeMo's language id + stop-word filter": (lambda: raw_loop(files, True),
-                                                            lambda: curate_loop(files, True))}
+    import statistics
+
+    pairs = {"extraction only": (lambda: raw_loop(files, False), False),
+             "with NeMo's language id + stop-word filter": (lambda: raw_loop(files, True), True)}
     results = {}
-    for label, (raw, ours) in pairs.items():
-        raw(), ours()  # warm-up: imports, models
-        best = {"raw": float("inf"), "curate": float("inf")}
+    for label, (raw, defaults) in pairs.items():
+        runs = {"raw": raw, "curate": lambda d=defaults: curate_loop(files, d),
+                "curate in process": lambda d=defaults: curate_loop(files, d, 0.0)}
+        for fn in runs.values():
+            fn()  # warm-up: imports, models, the sandbox's child
+        times: dict[str, list[float]] = {name: [] for name in runs}
         docs = {}
         for r in range(repeat):
-            order = [("raw", raw), ("curate", ours)] if r % 2 == 0 else [("curate", ours), ("raw", raw)]
-            for name, fn in order:
-                start = time.process_time()
-                docs[name] = fn()
-                best[name] = min(best[name], time.process_time() - start)
+            order = list(runs) if r % 2 == 0 else list(runs)[::-1]
+            for name in order:
+                start = cpu_seconds()
+                docs[name] = runs[name]()
+                times[name].append(cpu_seconds() - start)
         pages = _pages(files)
-        results[label] = {"pages": pages, "docs": docs, "raw_pages_per_s": pages / best["raw"],
-                          "curate_pages_per_s": pages / best["curate"], "ratio": best["raw"] / best["curate"]}
-        r = results[label]
-        print(f"{label:<44} raw {r['raw_pages_per_s']:8.0f} pages/s  curate {r['curate_pages_per_s']:8.0f} pages/s"
-              f"  curate/raw {r['ratio']:.2f}x  (docs kept raw {docs['raw']}, curate {docs['curate']})", flush=True)
+        med = {name: statistics.median(t) for name, t in times.items()}
+        best = {name: min(t) for name, t in times.items()}
+        r = results[label] = {"pages": pages, "docs": docs, "median_cpu_s": med, "best_cpu_s": best,
+                              "ratio": med["raw"] / med["curate"],
+                              "ratio_in_process": med["raw"] / med["curate in process"],
+                              "load_average": os.getloadavg()[0]}
+        print(f"{label:<44} pages per CPU-second, median of {repeat} (best): raw {pages / med['raw']:6.0f} "
+              f"({pages / best['raw']:.0f}), curate {pages / med['curate']:6.0f} ({pages / best['curate']:.0f}), "
+              f"in process {pages / med['curate in process']:6.0f} ({pages / best['curate in process']:.0f}); "
+              f"curate/raw {r['ratio']:.2f}x (in process {r['ratio_in_process']:.2f}x); docs kept "
+              f"{' / '.join(str(docs[n]) for n in runs)}; load average {r['load_average']:.2f}", flush=True)
     return results
 
 

@@ -47,6 +47,10 @@ def one(files, timeout: float) -> tuple[float, float, int]:
     for path in files:
         df = extract_warc_file(RawFile(path, os.path.basename(path)), settings, on_error="skip")
         docs += int(df["_reason"].isna().sum()) if "_reason" in df.columns else len(df)
+        if "_reason" in df.columns:  # what no run should reject (timeout, too_large, a crash), named
+            for reason, detail in df.loc[df["_reason"].isin(["timeout", "too_large", "extract_error"]),
+                                         ["_reason", "_detail"]].itertuples(index=False):
+                print(f"--extract-timeout {timeout:g}: {reason}: {detail}", file=sys.stderr)
     return time.perf_counter() - wall, cpu() - c, docs
 
 

@@ -31,26 +31,26 @@ thread (no ``SIGALRM``), so the pages of one task are extracted in a child proce
 
 A thread's child serves every task of that thread (:func:`sandbox_for`), so its start (~0.4 s) is
 paid once per worker thread, not per file. Pages go to it in batches, one frame each way per batch of
-64 pages, and come back one by one, each within the timeout (:meth:`Sandbox.map`).
+64 pages, and come back one by one, each within the timeout (:meth:`Sandbox.map`). A caller with more
+to read overlaps the two: :meth:`Sandbox.submit` sends a batch and returns, :meth:`Sandbox.collect`
+takes its results (one batch in flight; a page found past its timeout then is a timeout all the same).
+The parent's end of one child (process, pipes, frames) is :mod:`curate.stages.extract.sandbox_pipe`.
 """
 
 from __future__ import annotations
 
-import os
-import pickle
-import select
-import signal
-import subprocess
-import sys
 import threading
 import time
 
-from curate.stages.extract.sandbox_child import HEADER, Clock, frame, function
+from curate.stages.extract.sandbox_child import frame, function
+from curate.stages.extract.sandbox_pipe import (
+    START_SECONDS,
+    STOPPING as _STOPPING,
+    Child as _Child,
+    SandboxError,
+    exit_reason as _exit,
+)
 
-#: pipe buffers to and from the child: a batch of pages crosses in a few writes instead of dozens
-PIPE_BYTES = 1 << 20
-#: how long a child may take to start (imports on a busy or networked file system) before it is an error
-START_SECONDS = 300.0
 #: how often the parent looks at the clock while no call of its batch has begun yet
 POLL_SECONDS = 0.05
 
@@ -104,7 +104,6 @@ def probe_limits(settings, target: str) -> None:
 
 _LOCAL = threading.local()
 _ALL: list[Sandbox] = []  # every shared child this process started, killed as it exits
-_STOPPING = threading.Event()
 
 
 def sandbox_for(settings) -> Sandbox:
@@ -160,14 +159,6 @@ class PageCrashed(Exception):
     """The child died while extracting (a signal: a crash, the kernel's OOM killer)."""
 
 
-class SandboxError(RuntimeError):
-    """The child could not start, or went away while no page was running: not any page's fault."""
-
-    def __init__(self, reason: str):
-        super().__init__(f"the extraction process failed: {reason}")
-        self.reason = reason
-
-
 class _Ran(Exception):
     """Internal: the child is gone (or must go) after ``answered`` answers of its batch; ``call`` is the
     call of the batch that was running (None: none was); ``code`` its exit code, or "memory"."""
@@ -175,108 +166,6 @@ class _Ran(Exception):
     def __init__(self, call: int | None, timed_out: bool, code=None):
         self.call, self.timed_out, self.code = call, timed_out, code
         self.answered = 0
-
-
-class _Child:
-    """One started child: its process, its clock, the answer bytes read and not yet taken."""
-
-    def __init__(self, memory: int | None, preload: str | None):
-        clock, fd = Clock.create()
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
-               # one thread per native library: thread pools reserve address space the bound counts
-               "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-               "CURATE_SANDBOX_MEMORY": str(memory or 0), "CURATE_SANDBOX_CLOCK": str(fd),
-               "CURATE_SANDBOX_PARENT": str(os.getpid()), "CURATE_SANDBOX_PRELOAD": preload or ""}
-        try:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", "from curate.stages.extract.sandbox_child import serve; serve()"],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, pass_fds=(fd,),
-                # its own session: a terminal's Ctrl-C to curate's process group would reach it while
-                # its interpreter starts, before it can ignore SIGINT (a "Fatal Python error" on the
-                # terminal); it ends with its parent all the same (PR_SET_PDEATHSIG)
-                start_new_session=True)
-        finally:
-            os.close(fd)
-        self.clock = clock
-        for stream in (self.proc.stdin, self.proc.stdout):  # fewer switches per batch (Linux; else as is)
-            try:
-                import fcntl
-
-                fcntl.fcntl(stream.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
-            except OSError:
-                pass
-        self.buf = bytearray()
-        self.ready = False
-        self.batch = 0  # batches sent, as the child counts them on its clock
-
-    def take(self):
-        """The next whole frame among the bytes read, or None."""
-        if len(self.buf) < HEADER.size:
-            return None
-        (n,) = HEADER.unpack_from(self.buf)
-        if len(self.buf) < HEADER.size + n:
-            return None
-        with memoryview(self.buf) as view:
-            obj = pickle.loads(view[HEADER.size:HEADER.size + n])
-        del self.buf[:HEADER.size + n]
-        return obj
-
-    def read(self, seconds: float) -> bool:
-        """Bytes of the child within ``seconds`` (False: none yet); EOFError when it is gone."""
-        fd = self.proc.stdout.fileno()
-        if not select.select([fd], [], [], max(seconds, 0.0))[0]:
-            return False
-        chunk = os.read(fd, 1 << 20)
-        if not chunk:
-            raise EOFError
-        self.buf += chunk
-        return True
-
-    def wait_ready(self) -> None:
-        """Its ``ready`` frame (SandboxError with the child's reason when it cannot start)."""
-        deadline = time.monotonic() + START_SECONDS
-        while not self.ready:
-            answer = self.take()
-            if answer is not None:
-                if answer[0] != "ready":
-                    raise SandboxError(f"it could not start: {answer[1]}")
-                self.ready = True
-                return
-            try:
-                if not self.read(min(deadline - time.monotonic(), 1.0)) and time.monotonic() >= deadline:
-                    raise SandboxError(f"it did not start within {START_SECONDS:g} s")
-            except EOFError:
-                raise SandboxError(f"it ended as it started ({_exit(self.proc.wait())})") from None
-            if _STOPPING.is_set():
-                raise SandboxError("curate is exiting")
-
-    def kill(self) -> None:
-        try:
-            self.proc.kill()
-        except OSError:
-            pass
-
-    def close(self, graceful: bool = False) -> None:
-        proc = self.proc
-        if graceful and proc.poll() is None:
-            try:
-                proc.stdin.close()  # EOF: the child's loop returns
-                proc.wait(timeout=5)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        for stream in (proc.stdin, proc.stdout):
-            try:
-                stream.close()
-            except OSError:
-                pass
-        self.clock.close()
-
-
-def _exit(code: int) -> str:
-    return f"signal {-code}" if code < 0 else f"exit {code}"
 
 
 class Sandbox:
@@ -292,6 +181,8 @@ class Sandbox:
         self.started = 0  # children started, for tests and the manifest
         self.retried = False  # the one retry of a first page that timed out (see the module's docstring)
         self._warm = False  # some child of this sandbox has answered a call
+        #: the batch submit() sent and collect() has not taken: (target, calls, _Ran if the send failed)
+        self._pending: tuple | None = None
 
     @property
     def _proc(self):
@@ -341,6 +232,41 @@ class Sandbox:
         PageCrashed, or the function's own). The calls go to the child in one frame and come back one
         by one, so a batch costs one round trip, not one per page; after a call that kills the child
         the rest go to a fresh one."""
+        self.submit(target, calls)
+        return self.collect()
+
+    def submit(self, target: str, calls: list[tuple]) -> None:
+        """Send ``calls`` to the child and return at once: the caller reads its next input while the
+        child works, and :meth:`collect` takes the results (as :meth:`map` returns them). One batch at
+        a time: collect it before the next submit. While nobody collects, a page's timeout still runs
+        from its own start: a page found past it at collect time is a timeout like any other."""
+        if self._pending is not None:
+            raise RuntimeError("a batch is already in flight: collect() it first")
+        self._pending = (target, calls, None)
+        if not self.timeout or not calls:
+            return
+        try:
+            self.start(target)
+            self._send(target, calls, list(range(len(calls))))
+        except _Ran as ran:  # the child died before reading: collect() starts another, as map would
+            self._pending = (target, calls, ran)
+        except BaseException:
+            self._pending = None
+            self._drop()
+            raise
+
+    def abandon(self) -> None:
+        """Forget the batch in flight, if any (its caller failed): the child goes, so that its answers
+        never reach the next batch."""
+        if self._pending is not None:
+            self._pending = None
+            self._drop()
+
+    def collect(self) -> list:
+        """The results of the batch :meth:`submit` sent (see :meth:`map`)."""
+        if self._pending is None:
+            raise RuntimeError("no batch in flight: submit() one first")
+        (target, calls, failed), self._pending = self._pending, None
         if not self.timeout:
             fn = function(target)
             out = []
@@ -353,12 +279,19 @@ class Sandbox:
         results: list = [None] * len(calls)
         todo = list(range(len(calls)))  # calls without a result, in order
         idle_deaths, alone, one_by_one = 0, False, False
+        sent = True  # the first part, all of them, went in submit()
         while todo:
             # a retried first page goes alone; after a batch too big for the bound, every page does
             part = todo[:1] if alone or one_by_one else todo
             try:
-                self.start(target)
-                self._batch(target, calls, part, results)
+                if failed is not None:
+                    failed, ran = None, failed
+                    raise ran
+                if not sent:
+                    self.start(target)
+                    self._send(target, calls, part)
+                sent = False
+                self._receive(target, calls, part, results)
             except _Ran as ran:
                 self._drop()
                 if _STOPPING.is_set():
@@ -397,9 +330,8 @@ class Sandbox:
                                      else f"the extraction process ended ({_exit(ran.code)})")
         return rest, 0, False
 
-    def _batch(self, target: str, calls: list[tuple], part: list[int], results: list) -> None:
-        """Send ``part``'s calls to the current child and take their answers in order. _Ran when the
-        child is gone, killed at a timeout, or to be replaced after a page that ran out of memory."""
+    def _send(self, target: str, calls: list[tuple], part: list[int]) -> None:
+        """``part``'s calls to the current child, in one frame. _Ran when it is gone."""
         child = self._child
         child.batch += 1
         try:
@@ -407,6 +339,11 @@ class Sandbox:
             child.proc.stdin.flush()
         except OSError:  # it died before reading: its exit says why (the next start too, if it cannot start)
             raise _Ran(None, False, child.proc.wait()) from None
+
+    def _receive(self, target: str, calls: list[tuple], part: list[int], results: list) -> None:
+        """The answers to ``part``'s calls, sent to the current child, in order. _Ran when the child is
+        gone, killed at a timeout, or to be replaced after a page that ran out of memory."""
+        child = self._child
         for pos, k in enumerate(part):
             try:
                 kind, value = self._answer(child, target, pos)
@@ -459,6 +396,7 @@ class Sandbox:
             self._spare = self._new(target)
 
     def close(self) -> None:
+        self._pending = None
         for child in (self._child, self._spare):
             if child is not None:
                 child.close(graceful=child is self._child)

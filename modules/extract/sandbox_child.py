@@ -34,6 +34,8 @@ CLOCK = struct.Struct("<qqq")
 IDLE = -1
 #: the child sends its answers in groups at most this far apart (and at a batch's end)
 FLUSH_SECONDS = 0.05
+#: ... or once this many answer bytes are waiting (what the child holds beyond a page stays small)
+FLUSH_BYTES = 1 << 20
 PR_SET_PDEATHSIG = 1
 
 
@@ -115,7 +117,7 @@ def serve() -> None:
     """The child's loop: read (function, args) frames from stdin, answer on stdout, until EOF."""
     _die_with_parent(int(os.environ.get("CURATE_SANDBOX_PARENT") or 0))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    stdin, stdout = sys.stdin.buffer, sys.stdout.fileno()  # answers are written whole, unbuffered
     sys.stdout = sys.stderr  # a library that prints must not corrupt the frames
     try:
         memory = int(os.environ.get("CURATE_SANDBOX_MEMORY") or 0)
@@ -126,12 +128,11 @@ def serve() -> None:
         clock = Clock(int(os.environ["CURATE_SANDBOX_CLOCK"]))
         if os.environ.get("CURATE_SANDBOX_PRELOAD"):
             function(os.environ["CURATE_SANDBOX_PRELOAD"])
-        stdout.write(frame(("ready", os.getpid())))
+        ready = frame(("ready", os.getpid()))
     except BaseException as e:  # the parent refuses the limits with this reason; nothing was served
-        stdout.write(frame(("failed", f"{type(e).__name__}: {e}")))
-        stdout.flush()
+        _write_all(stdout, frame(("failed", f"{type(e).__name__}: {e}")))
         os._exit(3)
-    stdout.flush()
+    _write_all(stdout, ready)
     batch = 0
     while True:
         try:
@@ -141,26 +142,33 @@ def serve() -> None:
         batch += 1
         unpacked = _read_batch(stdin, n)
         if unpacked is None:  # the parent sends the pages again in smaller batches, or calls the page too large
-            stdout.write(frame(("unread", None)))
-            stdout.flush()
+            _write_all(stdout, frame(("unread", None)))
             continue
         target, calls = unpacked
         fn = function(target)
+        out = bytearray()  # answers not yet sent: one write per group, not one per page
         flushed = time.monotonic()
         for k, args in enumerate(calls):
             clock.stamp(batch, k)
-            data = _answer(fn, args)
+            out += _answer(fn, args)
             last = k == len(calls) - 1
-            if last:  # idle before the last answers leave: the parent never sees this batch's stamp later
-                clock.stamp(batch, IDLE)
-            stdout.write(data)
             # answers go out every FLUSH_SECONDS, and at the batch's end: the parent wakes once per group,
             # not once per page (a page that hangs holds back the last few: the parent runs those again)
             now = time.monotonic()
-            if last or now - flushed >= FLUSH_SECONDS:
-                stdout.flush()
+            if last or now - flushed >= FLUSH_SECONDS or len(out) >= FLUSH_BYTES:
+                # idle while writing: a parent busy reading its input (it overlaps that with this batch)
+                # may leave the pipe full for a while, and that wait is no page's time
+                clock.stamp(batch, IDLE)
+                _write_all(stdout, out)
+                out.clear()
                 flushed = now
         unpacked = calls = args = None  # not held while the next batch is read: the bound counts both
+
+
+def _write_all(fd: int, data) -> None:
+    with memoryview(data) as view:
+        while view:
+            view = view[os.write(fd, view):]
 
 
 def _read_batch(stdin, n: int):

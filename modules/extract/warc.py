@@ -94,13 +94,17 @@ class ExtractWarcSettings:
         check_limits(self)
 
 
-#: what the sandbox's child runs per page (a test points it at a wrapper that hangs)
-PAGE_ROW = f"{__name__}:page_row"
+#: what the sandbox's child runs per page (a test points it at a wrapper that hangs): only the payload
+#: goes to it and only the outcome comes back (the row stays here)
+PAGE_OUTCOME = f"{__name__}:page_outcome"
 
 
 class SandboxedPages:
     """:class:`PageExtractor` in a child process (:mod:`curate.stages.extract.sandbox`): a page that
-    hangs or takes too much memory is a ``timeout`` / ``too_large`` reject and the file goes on."""
+    hangs or takes too much memory is a ``timeout`` / ``too_large`` reject and the file goes on.
+
+    Pages go in batches, and one batch is in the child while the caller reads and frames the records
+    of the next (:meth:`Sandbox.submit`): the child's extraction and the parent's reading overlap."""
 
     #: pages sent to the child in one frame (one round trip), or fewer when their bytes reach BATCH_BYTES
     BATCH_PAGES = 64
@@ -111,26 +115,41 @@ class SandboxedPages:
 
         self.settings = settings
         self.sandbox = sandbox_for(settings)  # the thread's child, shared with its other tasks
-        self._queue: list[tuple[dict, tuple]] = []
+        self._queue: list[tuple[dict, dict, str, tuple]] = []  # (slot, row, where, call)
         self._bytes = 0
+        self._sent: list[tuple[dict, dict, str, tuple]] | None = None  # the batch in the child, not yet collected
 
     def row(self, row: dict, payload, charset: str | None, where: str) -> dict:
-        """A placeholder the next :meth:`flush` fills with the page's row (the caller keeps it in order)."""
+        """A placeholder that :meth:`flush` (or a later call) fills with the page's row (the caller
+        keeps it in order)."""
         slot: dict = {}
-        self._queue.append((slot, (self.settings, row, bytes(payload), charset, where)))
+        self._queue.append((slot, row, where, (self.settings, bytes(payload), charset)))
         self._bytes += len(payload)
         if len(self._queue) >= self.BATCH_PAGES or self._bytes >= self.BATCH_BYTES:
-            self.flush()
+            self._collect()  # the child serves one batch at a time
+            self._submit()
         return slot
 
     def flush(self) -> None:
+        """Every page given so far has its row."""
+        self._collect()
+        self._submit()
+        self._collect()
+
+    def _submit(self) -> None:
+        queue, self._queue, self._bytes = self._queue, [], 0
+        if queue:
+            self.sandbox.submit(PAGE_OUTCOME, [call for _, _, _, call in queue])
+            self._sent = queue
+
+    def _collect(self) -> None:
         from curate.stages.extract.sandbox import PageCrashed, PageTimeout, PageTooLarge
 
-        queue, self._queue, self._bytes = self._queue, [], 0
+        queue, self._sent = self._sent, None
         if not queue:
             return
-        results = self.sandbox.map(PAGE_ROW, [args for _, args in queue])
-        for (slot, (_, row, _, _, where)), result in zip(queue, results):
+        results = self.sandbox.collect()
+        for (slot, row, where, _), result in zip(queue, results):
             algorithm = self.settings.algorithm
             if isinstance(result, PageTimeout):
                 result = reject(row, "timeout", f"{where}: {algorithm}: {result}")
@@ -140,10 +159,17 @@ class SandboxedPages:
                 result = reject(row, "extract_error", f"{where}: {algorithm}: {result}")
             elif isinstance(result, BaseException):
                 raise result
+            else:
+                result = page_row(row, where, result)
             slot.update(result)
 
     def close(self) -> None:
-        self._queue, self._bytes = [], 0  # the child stays for the thread's next file
+        """The file is done, or failed: a batch still in the child is dropped with it (the child stays
+        for the thread's next file unless it held such a batch)."""
+        self._queue, self._bytes = [], 0
+        if self._sent is not None:
+            self._sent = None
+            self.sandbox.abandon()
 
 
 @functools.lru_cache(maxsize=4)
@@ -151,9 +177,32 @@ def _extractor_for(settings: ExtractWarcSettings) -> PageExtractor:
     return PageExtractor(settings)
 
 
-def page_row(settings: ExtractWarcSettings, row: dict, payload: bytes, charset: str | None, where: str) -> dict:
-    """:meth:`PageExtractor.row`, with one extractor per settings and process (the sandbox's child)."""
-    return _extractor_for(settings).row(row, payload, charset, where)
+#: (settings, its extractor) of the last page_outcome call: a batch's pages share one unpickled settings
+#: object, and hashing it for the cache on every page was a microsecond of each
+#: (one tuple, read and replaced whole: safe if threads ever call it)
+_LAST: tuple = (None, None)
+
+
+def page_outcome(settings: ExtractWarcSettings, payload: bytes, charset: str | None) -> tuple:
+    """:meth:`PageExtractor.outcome`, with one extractor per settings and process (the sandbox's child)."""
+    global _LAST
+    last = _LAST
+    if last[0] is not settings:
+        last = _LAST = (settings, _extractor_for(settings))
+    return last[1].outcome(payload, charset)
+
+
+def page_row(row: dict, where: str, outcome: tuple) -> dict:
+    """The row of a page from its :meth:`PageExtractor.outcome` (a copy of ``row``)."""
+    reason, message, text, language = outcome
+    row = {**row}
+    if text is not None:
+        row["text"] = text
+    if language is not None:
+        row["language"], row["language_score"] = language
+    if reason is not None:
+        row["_reason"], row["_detail"] = reason, f"{where}: {message}"
+    return row
 
 
 def page_extractor(settings: ExtractWarcSettings):
@@ -174,10 +223,17 @@ class PageExtractor:
         self.drop_unlisted = settings.unlisted_languages == "drop"
 
     def row(self, row: dict, payload, charset: str | None, where: str) -> dict:
+        return page_row(row, where, self.outcome(payload, charset))
+
+    def outcome(self, payload, charset: str | None) -> tuple:
+        """What the page gives, without its row (so that little crosses the sandbox's pipe):
+        ``(reason, message, text, language)``: the reject reason and its message (None, None for a
+        document), the text (None: the row's stays) and (language, score) (None: the row's stay).
+        :func:`page_row` makes the row of it."""
         try:
             html, _ = decode_html(bytes(payload), charset)
         except UndecodableError as e:
-            return reject(row, "undecodable", f"{where}: {e}")
+            return "undecodable", str(e), None, None
         try:
             if self.algorithm == "justext":
                 text, detected = self._justext(html)
@@ -187,17 +243,17 @@ class PageExtractor:
                 text, detected = extract_text(html, self.algorithm), None
         except _NoStoplist as e:
             language = e.detected
-            return reject({**row, "language": language[1], "language_score": language[2]}, "no_stoplist",
-                          f"{where}: language {language[0].title()} has no stop list "
-                          f"(--unlisted-languages keep extracts it without the stop-word test)")
+            return ("no_stoplist", f"language {language[0].title()} has no stop list "
+                                   f"(--unlisted-languages keep extracts it without the stop-word test)",
+                    None, (language[1], language[2]))
         except MemoryError:  # the sandbox's bound: too_large there, not a library's error
             raise
         except Exception as e:  # a library failing on one page must not lose the file: reject the page, say why
-            return reject(row, "extract_error", f"{where}: {self.algorithm}: {type(e).__name__}: {e}")
+            return "extract_error", f"{self.algorithm}: {type(e).__name__}: {e}", None, None
         if not text:
-            return reject({**row, "text": ""}, "no_text", f"{where}: no text left after {self.algorithm}")
+            return "no_text", f"no text left after {self.algorithm}", "", None
         if self.language_id == "none":
-            return {**row, "text": text}
+            return None, None, text, None
         if self.language_id == "langid":
             language, score = identify(text)
         elif self.language_id == "lid176":
@@ -206,7 +262,7 @@ class PageExtractor:
             if detected is None:
                 detected = detect(text[:SAMPLE_CHARS])
             _, language, score = detected
-        return {**row, "text": text, "language": language, "language_score": score}
+        return None, None, text, (language, score)
 
     def _stoplist(self, detected, has_text) -> frozenset[str]:
         """The stop list of the detected language; _NoStoplist when there is none and such pages are
@@ -394,7 +450,7 @@ class ExtractWarcStage(Stage):
         # here, not in check: a job runs this for every stage, also one whose input a download makes
         from curate.stages.extract.sandbox import probe_limits
 
-        probe_limits(settings, PAGE_ROW)  # an --extract-memory the child cannot start in, refused now
+        probe_limits(settings, PAGE_OUTCOME)  # an --extract-memory the child cannot start in, refused now
 
     def run(self, settings, ctx):
         from curate.stages.dataset import write_dataset

@@ -32,15 +32,15 @@ def pid():
     return os.getpid()
 
 
-def hanging_page_row(settings, row, payload, charset, where):
+def hanging_page(settings, payload, charset):
     """The real page extraction, except for pages that carry a marker: one hangs, one eats memory."""
-    from curate.stages.extract.warc import page_row
+    from curate.stages.extract.warc import page_outcome
 
     if b"HANG-ME" in payload:
         sleep_forever()
     if b"EAT-MEMORY" in payload:
         eat_memory(8 << 30)
-    return page_row(settings, row, payload, charset, where)
+    return page_outcome(settings, payload, charset)
 
 
 def hanging_wikitext(wikitext, drop, tables):
@@ -73,16 +73,16 @@ def hang_if(value):
     return value
 
 
-def announced_hanging_page_row(settings, row, payload, charset, where):
-    """hanging_page_row that first writes the child's pid to the file ``CURATE_TEST_HANG_FILE`` names."""
+def announced_hanging_page(settings, payload, charset):
+    """hanging_page that first writes the child's pid to the file ``CURATE_TEST_HANG_FILE`` names."""
     if b"HANG-ME" in payload:
         with open(os.environ["CURATE_TEST_HANG_FILE"] + ".tmp", "w") as f:
             f.write(str(os.getpid()))
         os.replace(os.environ["CURATE_TEST_HANG_FILE"] + ".tmp", os.environ["CURATE_TEST_HANG_FILE"])
-    return hanging_page_row(settings, row, payload, charset, where)
+    return hanging_page(settings, payload, charset)
 
 
-def memory_error_page_row(settings, row, payload, charset, where):
+def memory_error_page(settings, payload, charset):
     """The real page extraction, with the extractor itself running out of memory on marked pages
     (as resiliparse or lxml do under the bound: a MemoryError from inside the library)."""
     from curate.stages.extract import warc
@@ -94,10 +94,10 @@ def memory_error_page_row(settings, row, payload, charset, where):
         original = warc.extract_resiliparse
         warc.extract_resiliparse = exhausted
         try:
-            return warc.page_row(settings, row, payload, charset, where)
+            return warc.page_outcome(settings, payload, charset)
         finally:
             warc.extract_resiliparse = original
-    return warc.page_row(settings, row, payload, charset, where)
+    return warc.page_outcome(settings, payload, charset)
 
 
 def address_space():

@@ -51,7 +51,7 @@ def test_extract_warc_rejects_hanging_and_hungry_pages_and_goes_on(tmp_path, mon
            ("https://x.test/eat", b"<html><body><p>EAT-MEMORY</p></body></html>")]
     page_warc(tmp_path / "in" / "a.warc.gz", [pages[0], bad[0], pages[1]])
     page_warc(tmp_path / "in" / "b.warc.gz", [pages[2], bad[1], pages[3]])
-    monkeypatch.setattr(warc, "PAGE_ROW", f"{T}:hanging_page_row")
+    monkeypatch.setattr(warc, "PAGE_OUTCOME", f"{T}:hanging_page")
     started = time.monotonic()
     manifest = run_stage("extract_warc", {"extract_timeout": 2, "extract_memory": "1GiB"},
                          str(tmp_path / "in" / "*.warc.gz"), tmp_path / "out", on_error="skip")
@@ -159,7 +159,7 @@ def test_a_slow_start_of_the_sandbox_loses_no_page(tmp_path, monkeypatch):
 #: ``curate extract warc`` with its page function replaced by one that hangs on marked pages
 HANGING_CLI = """import sys
 import curate.stages.extract.warc as warc
-warc.PAGE_ROW = "tests.modules.extract.sandbox_targets:announced_hanging_page_row"
+warc.PAGE_OUTCOME = "tests.modules.extract.sandbox_targets:announced_hanging_page"
 from curate.app.cli import main
 sys.exit(main(sys.argv[1:]))
 """
@@ -237,7 +237,7 @@ def test_a_page_the_extractor_runs_out_of_memory_on_is_too_large(tmp_path, monke
     eat = ("https://x.test/eat", b"<html><body><p>EAT-MEMORY and more words here.</p></body></html>")
     page_warc(tmp_path / "in" / "a.warc.gz", [pages[0], eat, pages[1]])
     page_warc(tmp_path / "in" / "b.warc.gz", pages[2:])
-    monkeypatch.setattr(warc, "PAGE_ROW", f"{T}:memory_error_page_row")
+    monkeypatch.setattr(warc, "PAGE_OUTCOME", f"{T}:memory_error_page")
     manifest = run_stage("extract_warc", {"extract_timeout": 5}, str(tmp_path / "in" / "*.warc.gz"),
                          tmp_path / "out")
     assert manifest["counts"]["in"] == 5 and manifest["counts"]["dropped"] == {"too_large": 1}

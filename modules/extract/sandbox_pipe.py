@@ -1,0 +1,133 @@
+"""The parent's end of one extraction child (:mod:`curate.stages.extract.sandbox` drives it): the
+process, its pipes, the answer frames read and not yet taken, and its start-up handshake."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from curate.stages.extract.sandbox_child import HEADER, Clock
+
+#: pipe buffers to and from the child: a batch of pages crosses in a few writes instead of dozens
+PIPE_BYTES = 1 << 20
+#: how long a child may take to start (imports on a busy or networked file system) before it is an error
+START_SECONDS = 300.0
+
+#: set as curate exits: no child is started any more, and waits end with SandboxError
+STOPPING = threading.Event()
+
+
+class SandboxError(RuntimeError):
+    """The child could not start, or went away while no page was running: not any page's fault."""
+
+    def __init__(self, reason: str):
+        super().__init__(f"the extraction process failed: {reason}")
+        self.reason = reason
+
+
+class Child:
+    """One started child: its process, its clock, the answer bytes read and not yet taken."""
+
+    def __init__(self, memory: int | None, preload: str | None):
+        clock, fd = Clock.create()
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+               # one thread per native library: thread pools reserve address space the bound counts
+               "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+               "CURATE_SANDBOX_MEMORY": str(memory or 0), "CURATE_SANDBOX_CLOCK": str(fd),
+               "CURATE_SANDBOX_PARENT": str(os.getpid()), "CURATE_SANDBOX_PRELOAD": preload or ""}
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", "from curate.stages.extract.sandbox_child import serve; serve()"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, pass_fds=(fd,),
+                # its own session: a terminal's Ctrl-C to curate's process group would reach it while
+                # its interpreter starts, before it can ignore SIGINT (a "Fatal Python error" on the
+                # terminal); it ends with its parent all the same (PR_SET_PDEATHSIG)
+                start_new_session=True)
+        finally:
+            os.close(fd)
+        self.clock = clock
+        for stream in (self.proc.stdin, self.proc.stdout):  # fewer switches per batch (Linux; else as is)
+            try:
+                import fcntl
+
+                fcntl.fcntl(stream.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+            except OSError:
+                pass
+        self.buf = bytearray()
+        self.ready = False
+        self.batch = 0  # batches sent, as the child counts them on its clock
+
+    def take(self):
+        """The next whole frame among the bytes read, or None."""
+        if len(self.buf) < HEADER.size:
+            return None
+        (n,) = HEADER.unpack_from(self.buf)
+        if len(self.buf) < HEADER.size + n:
+            return None
+        with memoryview(self.buf) as view:
+            obj = pickle.loads(view[HEADER.size:HEADER.size + n])
+        del self.buf[:HEADER.size + n]
+        return obj
+
+    def read(self, seconds: float) -> bool:
+        """Bytes of the child within ``seconds`` (False: none yet); EOFError when it is gone."""
+        fd = self.proc.stdout.fileno()
+        if not select.select([fd], [], [], max(seconds, 0.0))[0]:
+            return False
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            raise EOFError
+        self.buf += chunk
+        return True
+
+    def wait_ready(self) -> None:
+        """Its ``ready`` frame (SandboxError with the child's reason when it cannot start)."""
+        deadline = time.monotonic() + START_SECONDS
+        while not self.ready:
+            answer = self.take()
+            if answer is not None:
+                if answer[0] != "ready":
+                    raise SandboxError(f"it could not start: {answer[1]}")
+                self.ready = True
+                return
+            try:
+                if not self.read(min(deadline - time.monotonic(), 1.0)) and time.monotonic() >= deadline:
+                    raise SandboxError(f"it did not start within {START_SECONDS:g} s")
+            except EOFError:
+                raise SandboxError(f"it ended as it started ({exit_reason(self.proc.wait())})") from None
+            if STOPPING.is_set():
+                raise SandboxError("curate is exiting")
+
+    def kill(self) -> None:
+        try:
+            self.proc.kill()
+        except OSError:
+            pass
+
+    def close(self, graceful: bool = False) -> None:
+        proc = self.proc
+        if graceful and proc.poll() is None:
+            try:
+                proc.stdin.close()  # EOF: the child's loop returns
+                proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        self.clock.close()
+
+
+def exit_reason(code: int) -> str:
+    return f"signal {-code}" if code < 0 else f"exit {code}"
