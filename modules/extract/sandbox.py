@@ -91,7 +91,10 @@ def probe_limits(settings, target: str) -> None:
 
     if not settings.extract_timeout:
         return
-    box = Sandbox(settings.extract_timeout, parse_bytes(settings.extract_memory, "extract_memory"))
+    key = (parse_bytes(settings.extract_memory, "extract_memory"), target)
+    if key in _PROBED:  # a job checks before the cluster starts and again as it runs: one child is enough
+        return
+    box = Sandbox(settings.extract_timeout, key[0])
     try:
         box.start(target)
     except SandboxError as e:
@@ -100,6 +103,12 @@ def probe_limits(settings, target: str) -> None:
                             f"process to start ({why}); give it more (the default is 2GiB)") from None
     finally:
         box.close()
+    _PROBED.add(key)
+
+
+#: (memory bound, target) pairs a child started under in this process (a start costs about a second
+#: of the client's CPU, three times per run before: the dry run's check, the job's, the stage's)
+_PROBED: set = set()
 
 
 _LOCAL = threading.local()

@@ -258,3 +258,21 @@ def test_a_batch_too_big_for_the_bound_goes_page_by_page():
         assert out[:3] == [1000, 60 * mb, 60 * mb] and out[4] == 1000
         assert isinstance(out[3], PageTooLarge)
         assert box.started == 3  # the batch, the pages one by one, a fresh child after the page too large
+
+
+def test_the_memory_probe_starts_one_child_per_process(monkeypatch):
+    """A job checks the extraction's memory bound before the cluster starts and again as it runs: the
+    second check reuses the first child's start (each cost about a second of the client's CPU)."""
+    from types import SimpleNamespace
+
+    from curate.stages.extract import sandbox
+
+    starts = []
+    monkeypatch.setattr(sandbox, "_PROBED", set())
+    monkeypatch.setattr(sandbox.Sandbox, "start", lambda self, target: starts.append(target))
+    monkeypatch.setattr(sandbox.Sandbox, "close", lambda self: None)
+    settings = SimpleNamespace(extract_timeout=5.0, extract_memory="2GiB")
+    for _ in range(3):
+        sandbox.probe_limits(settings, "some.module:fn")
+    sandbox.probe_limits(SimpleNamespace(extract_timeout=5.0, extract_memory="3GiB"), "some.module:fn")
+    assert starts == ["some.module:fn", "some.module:fn"]
