@@ -406,32 +406,14 @@ def _output_of(args) -> str | None:
 
 def main(argv=None) -> int:
     """The ``curate`` command. Called as the program (``argv`` None), it ends the process itself once
-    the run is over: see :func:`_exit_now`."""
+    the run is over: see :func:`curate.app.exit.exit_now`."""
     code = _main(argv)
     # an MPI rank exits normally: mpi4py calls MPI_Finalize from the interpreter's teardown (Py_AtExit)
     if argv is None and "mpi4py.MPI" not in sys.modules:
-        _exit_now(code)
+        from curate.app.exit import exit_now
+
+        exit_now(code)
     return code
-
-
-def _exit_now(code: int) -> None:
-    """End the process as the interpreter would, minus its teardown: after a run, freeing the
-    objects of every imported module (pandas, Arrow, numba, distributed) took about 1 s of a tiny
-    job's 5, for nothing. Non-daemon threads are joined and the exit handlers run (logging flushes,
-    temporary folders go) exactly as at a normal exit; every output file was closed by its writer."""
-    import atexit
-    import threading
-
-    # what the interpreter's exit does first: tell thread pools to stop (their workers are not daemon
-    # threads and wait for work otherwise), then join every non-daemon thread
-    threading._shutdown()
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (BrokenPipeError, ValueError):  # a reader that left; a stream a library closed
-            pass
-    os._exit(code)
 
 
 def _main(argv) -> int:
