@@ -411,8 +411,11 @@ class Output:
     def missing(self, manifest: dict | None) -> list[str]:
         """The files ``manifest`` lists that are not there (deleted by hand since): such an output is
         not up to date, whatever its fingerprint says."""
-        return sorted(r["path"] for r in (manifest or {}).get("outputs", [])
-                      if isinstance(r, dict) and "path" in r and not self.exists(r["path"]))
+        listed = [r["path"] for r in (manifest or {}).get("outputs", []) if isinstance(r, dict) and "path" in r]
+        if not listed:
+            return []
+        there = self.listing()  # one walk (one request on an object store), not one per file
+        return sorted(p for p in listed if p not in there)
 
 
 def _manifest_paths(manifest: dict) -> set[str]:
