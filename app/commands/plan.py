@@ -75,7 +75,7 @@ def settings_of(args):
 
 def main(args) -> int:
     import json
-    import shutil
+    import contextlib
     import tempfile
 
     from curate.app import plan as model, runner
@@ -89,21 +89,18 @@ def main(args) -> int:
     except Exception:  # an input not on disk here: the plan needs --input-size then
         job_bytes = None
     notes = []
-    scratch = None
     folder = args.calibration
-    if args.sample is not None:
-        share = _share(args.sample)
-        folder = args.sample_output or (scratch := tempfile.mkdtemp(prefix="curate-plan-"))
-        notes.append(sample_run(job, share, folder, args))
-    try:
+    # a sample run without --sample-output writes into a temporary folder that tempfile owns and removes
+    with contextlib.ExitStack() as scratch:
+        if args.sample is not None:
+            share = _share(args.sample)
+            folder = args.sample_output or scratch.enter_context(tempfile.TemporaryDirectory(prefix="curate-plan-"))
+            notes.append(sample_run(job, share, folder, args))
         calibration = model.load_calibration(folder, s.cores_per_node)
         if calibration.input_bytes is None and job_bytes is not None and args.sample is None:
             calibration = model.Calibration(calibration.folder, calibration.stages, job_bytes, calibration.notes)
             notes.append("the calibration does not record its input bytes: taken as the job's input on disk")
         result = model.plan(calibration, folders, s, s.input_size or job_bytes, notes)
-    finally:
-        if scratch:
-            shutil.rmtree(scratch, ignore_errors=True)
     result["job"] = args.job
     print(format_plan(result))
     if args.json:
