@@ -50,7 +50,8 @@ def _class(chars: str) -> str:
 class _Variant:
     """The ``variant`` setting of FineWeb's line rules (see VARIANTS): strictness follows it."""
 
-    def _check_variant(self):
+    def __post_init__(self):
+        super().__post_init__()
         from curate.stages.stage import check_choice
 
         check_choice(self, "variant")
@@ -151,10 +152,6 @@ class FineWebLinePunctuation(_Variant, Filter):
     variant: str = field(default="original", metadata={"choices": VARIANTS, "help": VARIANT_HELP,
                                                                  "spelled_when_set": True})
 
-    def __post_init__(self):
-        super().__post_init__()
-        self._check_variant()
-
     @property
     def strict_min(self) -> bool:
         return self.variant == "original"
@@ -179,7 +176,6 @@ class FineWebShortLines(_Variant, Filter):
     def __post_init__(self):
         super().__post_init__()
         check_range(self, "short_line_length", 0)
-        self._check_variant()
 
     @property
     def strict_max(self) -> bool:
@@ -199,10 +195,6 @@ class FineWebCharDuplicates(_Variant, Filter):
     max: float | None = 0.01
     variant: str = field(default="original", metadata={"choices": VARIANTS, "help": VARIANT_HELP,
                                                                  "spelled_when_set": True})
-
-    def __post_init__(self):
-        super().__post_init__()
-        self._check_variant()
 
     @property
     def strict_max(self) -> bool:
