@@ -5,9 +5,16 @@ document it matches at all, as datatrove's ``RegexFilter``.
 ``regex`` package (the same syntax in its ``re``-compatible mode, with a time limit), compiled once per
 process. The score (``measure``) is the number of non-overlapping matches (``count``, the default) or the
 share of the document's characters inside them (``share``). A pattern that does not compile is refused
-before any work, naming it. A document whose matching takes longer than ``timeout`` seconds (a pattern
-that backtracks catastrophically on it) scores NaN: it is rejected as ``nan`` with this filter named,
-never kept or dropped by a guess.
+before any work, naming it.
+
+The time limit is there for runaway patterns (catastrophic backtracking), never for long documents: a
+document gets ``timeout`` seconds per started ``TIMEOUT_UNIT`` (100,000) characters, so 1 MB of prose
+has 10 s where any linear pattern needs well under one, and the whole match runs in one C call
+(``subn``: the count is its substitutions, the share the characters it removed, the same spans as
+``finditer`` without a Python object per match) that keeps the GIL, so another thread of the worker
+cannot eat its time. A document that still passes its limit ends the run (exit 1) naming the pattern
+and the document, unless ``on_timeout: drop`` asks to reject such documents as ``nan`` (counted, this
+filter named in ``_detail``). Nothing is dropped by a guess in silence.
 """
 
 from __future__ import annotations
@@ -18,8 +25,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from curate.stages.errors import SettingsError
+from curate.stages.errors import DataError, SettingsError
 from curate.stages.filters.base import Filter, Texts
+
+#: characters per ``timeout`` of matching time: the limit grows with the document
+TIMEOUT_UNIT = 100_000
 
 
 @functools.lru_cache(maxsize=64)
@@ -42,7 +52,13 @@ class Regex(Filter):
     measure: str = field(default="count", metadata={
         "choices": ("count", "share"),
         "help": "count: matches in the document; share: its characters inside matches"})
-    timeout: float = field(default=1.0, metadata={"help": "seconds of matching per document before it scores NaN"})
+    timeout: float = field(default=1.0, metadata={
+        "help": "seconds of matching per started 100,000 characters of a document (a runaway pattern, "
+                "not a long document, passes it)"})
+    on_timeout: str = field(default="fail", metadata={
+        "choices": ("fail", "drop"),
+        "help": "a document past the time limit: fail (end the run naming pattern and document) or drop "
+                "(reject it as nan)"})
 
     def __post_init__(self):
         if self.min is None and self.max is None:
@@ -51,6 +67,7 @@ class Regex(Filter):
         from curate.stages.stage import check_choice, check_range
 
         check_choice(self, "measure")
+        check_choice(self, "on_timeout")
         check_range(self, "timeout", 0.001, 3600.0)
         if not isinstance(self.ignore_case, bool):
             raise SettingsError(f"ignore_case must be true or false; got {self.ignore_case!r}")
@@ -66,18 +83,29 @@ class Regex(Filter):
     def default_name(self) -> str:
         return "regex"
 
-    def score_texts(self, t: Texts):
+    def limit(self, text: str) -> float:
+        """Seconds of matching ``text`` may take: ``timeout`` per started ``TIMEOUT_UNIT`` characters."""
+        return self.timeout * max(1, -(-len(text) // TIMEOUT_UNIT))
+
+    def score_frame(self, df, t: Texts):
         rx = compiled(self.pattern, self.ignore_case)
         out = np.empty(t.n, dtype=np.float64)
         for i, text in enumerate(t.arr.to_pylist()):
             out[i] = self._score(rx, text or "")
+            if np.isnan(out[i]) and self.on_timeout == "fail":
+                ident = df["id"].iloc[i] if "id" in df.columns else f"row {i}"
+                raise DataError(
+                    f"filter {self.reason}: pattern {self.pattern!r} ran past its time limit "
+                    f"({self.limit(text or ''):g} s for {len(text or '')} characters) on document {ident!r}: "
+                    f"it backtracks on it; fix the pattern, or set on_timeout: drop to reject such documents as nan")
         return out
 
     def _score(self, rx, text: str) -> float:
         try:
-            spans = [m.span() for m in rx.finditer(text, timeout=self.timeout)]
+            # one C call for every match (finditer's spans exactly: a test checks it)
+            stripped, count = rx.subn("", text, timeout=self.limit(text))
         except TimeoutError:
             return float("nan")
         if self.measure == "count":
-            return float(len(spans))
-        return sum(b - a for a, b in spans) / len(text) if text else 0.0
+            return float(count)
+        return (len(text) - len(stripped)) / len(text) if text else 0.0

@@ -52,3 +52,16 @@ def test_a_bare_tiktoken_name_says_how_to_name_it(tmp_path, monkeypatch, capsys)
                  "--tokenizer", "cl100k_base"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.endswith("for tiktoken's encoding write 'tiktoken:cl100k_base'"), err
+
+
+def test_a_runaway_regex_ends_the_run_naming_pattern_and_document(tmp_path, capsys):  # issue 47, point 1
+    import json
+
+    (tmp_path / "a.jsonl").write_text(json.dumps({"id": "ok", "text": "plain words"}) + "\n"
+                                      + json.dumps({"id": "evil", "text": "a" * 40 + "b"}) + "\n")
+    (tmp_path / "f.yaml").write_text("filters:\n  - {filter: regex, pattern: '(a|aa)+$', timeout: 0.05}\n")
+    code = main(["filter", "--input", str(tmp_path / "a.jsonl"), "--output", str(tmp_path / "out"),
+                 "--config", str(tmp_path / "f.yaml"), "--cluster", "threads"])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert code == 1, err
+    assert "pattern '(a|aa)+$' ran past its time limit" in err and "document 'evil'" in err, err

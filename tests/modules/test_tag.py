@@ -7,7 +7,6 @@ a chain of user filters (NaN scores, a decision that is no threshold)."""
 from __future__ import annotations
 
 import collections
-
 import json
 import math
 import random
