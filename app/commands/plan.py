@@ -74,8 +74,8 @@ def settings_of(args):
 
 
 def main(args) -> int:
-    import json
     import contextlib
+    import json
     import tempfile
 
     from curate.app import plan as model, runner
