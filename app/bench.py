@@ -96,7 +96,7 @@ def write_csv(path: str, rows: list[dict], append: bool = False) -> None:
 
 #: what record_rows adds after the stage's times and counts (empty where the run did not measure it)
 RESOURCE_COLUMNS = ("cpu_seconds", "peak_worker_bytes", "shuffle_bytes", "output_bytes", "work_bytes",
-                    "cores", "dask_tasks", "scheduler_cpu_seconds", "input_bytes")
+                    "cores", "dask_tasks", "scheduler_cpu_seconds", "input_bytes", "client_cpu_seconds")
 
 
 def record_rows(job_output: str, labels: dict[str, str]) -> list[dict]:
@@ -126,7 +126,8 @@ def record_rows(job_output: str, labels: dict[str, str]) -> list[dict]:
                      **{c: res.get(c, "") for c in RESOURCE_COLUMNS[:3]},
                      "output_bytes": sum(int(r.get("bytes", 0)) for r in files) - work, "work_bytes": work,
                      **{c: res.get(c, "") for c in RESOURCE_COLUMNS[5:8]},
-                     "input_bytes": record.get("input_bytes", "")})
+                     "input_bytes": record.get("input_bytes", ""),
+                     "client_cpu_seconds": res.get("client_cpu_seconds", "")})
     if rows:
         total = {**labels, "stage": "total", "seconds": round(sum(r["seconds"] for r in rows), 3),
                  "docs_in": rows[0]["docs_in"], "docs_out": rows[-1]["docs_out"]}

@@ -35,7 +35,8 @@ from curate.stages.errors import SettingsError
 TASK_OVERHEAD = 0.001
 
 #: calibration columns that are summed up per stage and scale with the input
-SCALED = ("cpu_seconds", "shuffle_bytes", "output_bytes", "work_bytes", "dask_tasks")
+SCALED = ("cpu_seconds", "shuffle_bytes", "output_bytes", "work_bytes", "dask_tasks", "scheduler_cpu_seconds",
+          "client_cpu_seconds")
 
 
 # --------------------------------------------------------------------------- settings
@@ -230,7 +231,12 @@ def predict_stage(cal: StageCalibration, s: PlanSettings, nodes: int, ratio: flo
     a, b = fit(cal.points, v.get("dask_tasks"), s.task_overhead)
     cores = nodes * s.cores_per_node
     tasks = v.get("dask_tasks")
-    sched_cal = min(a, tasks * s.task_overhead) if tasks is not None else 0.0
+    if "client_cpu_seconds" in v and "scheduler_cpu_seconds" in v:
+        # the head as measured: the scheduler's own CPU and the client's planning thread (a calibration
+        # written before both were recorded counted a local cluster's workers as the scheduler's)
+        sched_cal = min(a, v["scheduler_cpu_seconds"] + v["client_cpu_seconds"])
+    else:
+        sched_cal = min(a, tasks * s.task_overhead) if tasks is not None else 0.0
     serial = (a - sched_cal) + sched_cal * ratio
     parallel = b * ratio / cores
     shuffle = v["shuffle_bytes"] * ratio if "shuffle_bytes" in v else None

@@ -14,8 +14,12 @@ and ``_work`` bytes are not measured here: the stage manifests list every file w
 - Shuffle bytes: what workers sent each other: task results fetched by another worker
   (``transfer_outgoing_bytes_total``) plus P2P shuffle shards (the shuffle's comms digests; these
   include each worker's shards to itself, 1/workers of them on a balanced shuffle).
-- Dask tasks and scheduler CPU-seconds: the scheduler's count of tasks it sent to workers, and the CPU
-  time of the scheduler's process (with a local cluster that is this process: the client too).
+- Dask tasks: the scheduler's count of tasks it sent to workers.
+- The head's CPU, children never counted (a local cluster's workers are this process's children):
+  ``client_cpu_seconds``, the CPU of the thread that plans the stage (curate's own code: graphs,
+  steps, manifests), and ``scheduler_cpu_seconds``, the scheduler's process's own CPU, less that
+  thread's when the scheduler lives in this process (a local cluster: then it is the event loop's
+  threads, the client's comms included). ``curate plan`` takes both as the serial part.
 
 Measuring never fails a run: a snapshot that cannot be taken is logged and the stage has no entry.
 """
@@ -85,6 +89,12 @@ def _live_children_cpu(pid: int) -> float:
     return total
 
 
+def own_cpu() -> float:
+    """CPU-seconds of this process alone, no child counted."""
+    t = os.times()
+    return t.user + t.system
+
+
 def process_cpu() -> float:
     """CPU-seconds of this process and all its children, ended or running."""
     t = os.times()
@@ -110,7 +120,15 @@ def snapshot(dask_worker=None, reset: bool = False) -> dict:
 
 
 def scheduler_snapshot(dask_scheduler=None) -> dict:
-    return {"tasks": int(getattr(dask_scheduler, "n_tasks", 0)), "cpu": process_cpu()}
+    return {"tasks": int(getattr(dask_scheduler, "n_tasks", 0)), "cpu": own_cpu(), "pid": os.getpid(),
+            "host": os.uname().nodename}
+
+
+def client_snapshot() -> dict:
+    """This process (the client) and its planning thread (the one measuring: the runner's)."""
+    import time
+
+    return {"cpu": own_cpu(), "thread": time.thread_time(), "pid": os.getpid(), "host": os.uname().nodename}
 
 
 # --------------------------------------------------------------------------- a stage
@@ -148,14 +166,15 @@ class Meter:
             import dask
 
             threads = dask.config.get("num_workers", None) or os.cpu_count() or 1
-            return {"workers": {"here": snapshot(reset=reset)}, "threads": threads, "scheduler": None}
+            return {"workers": {"here": snapshot(reset=reset)}, "threads": threads, "scheduler": None,
+                    "client": None}
         try:
             info = self.client.scheduler_info(n_workers=-1)["workers"]  # every worker, not the first few
         except TypeError:  # distributed before 2025: all workers without asking
             info = self.client.scheduler_info()["workers"]
         return {"workers": self.client.run(snapshot, reset=reset),
                 "threads": sum(int(w.get("nthreads", 0)) for w in info.values()),
-                "scheduler": self.client.run_on_scheduler(scheduler_snapshot)}
+                "scheduler": self.client.run_on_scheduler(scheduler_snapshot), "client": client_snapshot()}
 
 
 def measured(before: dict, after: dict, seconds: float) -> dict:
@@ -179,6 +198,13 @@ def measured(before: dict, after: dict, seconds: float) -> dict:
     if after.get("scheduler") and before.get("scheduler"):
         result["dask_tasks"] = after["scheduler"]["tasks"] - before["scheduler"]["tasks"]
         result["scheduler_cpu_seconds"] = round(after["scheduler"]["cpu"] - before["scheduler"]["cpu"], 3)
+        c0, c1, s1 = before.get("client"), after.get("client"), after["scheduler"]
+        if c0 and c1:
+            thread = max(0.0, c1["thread"] - c0["thread"])
+            result["client_cpu_seconds"] = round(thread, 3)
+            if (s1.get("host"), s1.get("pid")) == (c1["host"], c1["pid"]):  # the scheduler runs in this process
+                result["scheduler_cpu_seconds"] = round(max(0.0, result["scheduler_cpu_seconds"] - thread), 3)
+                result["scheduler_in_client"] = True
     return result
 
 

@@ -165,4 +165,4 @@ class TagStage(MapStage):
         added = [c for c in out.columns if c not in ddf.columns]
         extra = {"filters": [f.describe() for f in chain],
                  "tag": {"columns": {c: str(out._meta[c].dtype) for c in added}, "where": chain_where(settings.chain)}}
-        return write_with_sample(self, out, out.to_delayed(), settings, ctx, extra)
+        return write_with_sample(self, out, settings, ctx, extra)

@@ -49,11 +49,15 @@ def stage_owner(ctx, stage: str) -> dict:
 
 
 def write_partition(df: pd.DataFrame, i: int, out, fmt: str, reject_columns=None, run: str = "",
-                    count_details: tuple[str, ...] = ()) -> dict:
+                    count_details: tuple[str, ...] = (), prepare=None) -> dict:
     """Write partition ``i`` (kept rows, and rejected rows into _rejects/) through ``out``, journaled;
     return its counts and file records. For the reasons in ``count_details`` the rejected rows are
     also counted per ``_detail`` (``select``'s failed clause: a few distinct values, unlike the
-    file and line of a reader's reject)."""
+    file and line of a reader's reject). ``prepare(df) -> (df, side)``: the frame to write, and what
+    the stage learns from the partition on the way (the filters' score sample), in the stats as ``side``."""
+    side = None
+    if prepare is not None:
+        df, side = prepare(df)
     kept, rejected = split_rejects(df)
     key = f"part-{i:05d}"
     names = [part_name(i, fmt)] + ([f"{REJECTS}/{part_name(i, fmt)}"] if len(rejected) else [])
@@ -68,7 +72,24 @@ def write_partition(df: pd.DataFrame, i: int, out, fmt: str, reject_columns=None
     if count_details:
         stats["details"] = detail_counts(rejected, count_details)
     out.record_done(key, run, files, stats=stats)
-    return {**stats, "outputs": files}
+    return {**stats, "outputs": files, **({"side": side} if prepare is not None else {})}
+
+
+#: write results a collecting task merges: the client gathers one result per FAN_IN partitions
+FAN_IN = 64
+
+
+def _collect(results: list[dict], combine) -> dict:
+    """Write results (or earlier collections) as one: their stats, and their sides combined."""
+    stats, sides = [], []
+    for r in results:
+        if "stats" in r:
+            stats += r["stats"]
+            sides.append(r["side"])
+        else:
+            sides.append(r.pop("side"))
+            stats.append(r)
+    return {"stats": stats, "side": combine(sides)}
 
 
 def detail_counts(rejected: pd.DataFrame, reasons) -> dict[str, dict[str, int]]:
@@ -83,12 +104,18 @@ def detail_counts(rejected: pd.DataFrame, reasons) -> dict[str, dict[str, int]]:
 
 
 def write_dataset(ddf, ctx, *, stage: str, settings, reject_columns=None, extra: dict | None = None,
-                  records: list[dict] | None = None, count_details: tuple[str, ...] = ()) -> dict:
+                  records: list[dict] | None = None, count_details: tuple[str, ...] = (),
+                  prepare=None, combine=None, on_side=None, dropped_columns: tuple[str, ...] = ()) -> dict:
     """Write every partition (one task each), then _manifest.json, then _SUCCESS.
 
     Partitions a killed run of the same settings finished (journal records of this fingerprint whose
     files are all there) are not recomputed. ``records`` are further files the stage wrote into its
     output (dedup intermediates), listed in the manifest with the parts.
+
+    ``prepare`` (see :func:`write_partition`) with ``combine(sides) -> side``: the written partitions'
+    sides are combined in tasks, ``FAN_IN`` at a time, and the client gets one, which ``on_side``
+    receives before the manifest is written (the partitions resumed from a killed run have none);
+    ``dropped_columns``: what ``prepare`` leaves out, not in the manifest's schema.
     """
     import dask
 
@@ -108,11 +135,22 @@ def write_dataset(ddf, ctx, *, stage: str, settings, reject_columns=None, extra:
         log.info("%s: %d of %d partitions already written; skipped", ctx.output, len(done), len(parts))
     tasks = [
         dask.delayed(write_partition, pure=False)(part, i, out, fmt, reject_columns, ctx.fingerprint,
-                                                   count_details, dask_key_name=f"write-{stage}-{i:05d}")
+                                                   count_details, prepare, dask_key_name=f"write-{stage}-{i:05d}")
         for i, part in enumerate(parts) if i not in done
     ]
-    stats = sorted([*done.values(), *ctx.run_compute(*tasks)], key=lambda s: s["partition"])
-    schema = {c: str(t) for c, t in ddf._meta.dtypes.items() if c not in INTERNAL}
+    if prepare is not None and tasks:
+        collect = dask.delayed(_collect, pure=False)
+        while len(tasks) > 1:
+            tasks = [collect(tasks[k:k + FAN_IN], combine) for k in range(0, len(tasks), FAN_IN)]
+        (top,) = ctx.run_compute(*tasks)
+        if "stats" not in top:  # one partition: its own result
+            top = _collect([top], combine)
+        on_side(top["side"])
+        written = top["stats"]
+    else:
+        written = list(ctx.run_compute(*tasks))
+    stats = sorted([*done.values(), *written], key=lambda s: s["partition"])
+    schema = {c: str(t) for c, t in ddf._meta.dtypes.items() if c not in INTERNAL and c not in dropped_columns}
     return finish_output(ctx, stage=stage, settings=settings, partition_stats=stats, schema=schema,
                          started=started, extra=extra, records=records)
 

@@ -13,6 +13,15 @@ partitioning (``route_to_input``) instead of joining on strings.
 
 This module holds what both stages share: the step runner, Parquet part I/O, routing to input
 partitions and the removal step.
+
+**Tasks follow bytes, not partitions.** The steps between reading texts and writing the dataset move
+compact rows (hashes, bucket keys, edges, document numbers), a few dozen bytes per document. Each
+task of those steps reads, and each shuffle writes, about ``COMPACT_BYTES`` of such rows
+(:func:`read_compact`, :func:`compact_partitions`), and rows routed back to the input partitions
+travel in groups of consecutive partitions (:func:`route_to_groups`, each consumer taking its own
+rows out of its group: :class:`Routed`). So the scheduler sees a handful of tasks per input partition
+(those that read or write its documents) and one per ``COMPACT_BYTES`` of rows elsewhere, however
+finely the input is cut.
 """
 
 from __future__ import annotations
@@ -110,6 +119,63 @@ def save_table(table, folder, i: int) -> dict:
 
 def load_part(path: str, columns=None) -> pd.DataFrame:
     return pd.read_parquet(path, columns=columns)
+
+
+#: Parquet bytes of compact rows that one task of a compact step reads, or one partition of its
+#: shuffle holds (about 3x that in memory): how a step's task count follows its bytes
+COMPACT_BYTES = 64 << 20
+
+
+def part_records(folder) -> list[tuple[str, int]]:
+    """(path, bytes) of a step's part files, in order."""
+    if isinstance(folder, StepFolder):
+        rec = folder.out.journal_record(_step_key(folder.step or folder.rel)) or {}
+        rows = sorted((f["path"], int(f.get("bytes", 0))) for f in rec.get("files", [])
+                      if f["path"].startswith(folder.rel + "/") and f["path"].endswith(".parquet"))
+        return [(folder.out.url_of(r), n) for r, n in rows]
+    return [(f, os.path.getsize(f)) for f in list_parts(folder)]
+
+
+def compact_partitions(folder) -> int:
+    """How many partitions a shuffle of a step's rows gets: one per ``COMPACT_BYTES`` of its parts."""
+    total = sum(n for _, n in part_records(folder))
+    return max(1, -(-total // COMPACT_BYTES))
+
+
+def _groups(sizes: list[int], budget: int) -> list[list[int]]:
+    """Consecutive runs of indexes whose sizes add up to about ``budget`` (each run at least one)."""
+    groups, run, used = [], [], 0
+    for i, n in enumerate(sizes):
+        if run and used + n > budget:
+            groups.append(run)
+            run, used = [], 0
+        run.append(i)
+        used += n
+    return groups + [run] if run else groups
+
+
+def load_parts(paths: tuple[str, ...], columns=None) -> pd.DataFrame:
+    """Several part files of a step as one frame (empty ones left out, so their column types, which an
+    empty part may write differently, never change the others')."""
+    frames = [load_part(p, columns) for p in paths]
+    full = [f for f in frames if len(f)]
+    if len(full) <= 1:
+        return (full or frames)[0]
+    return pd.concat(full, ignore_index=True)
+
+
+def read_compact(folder, columns=None):
+    """A Dask DataFrame over a step's part files of compact rows, each partition a run of consecutive
+    files of about ``COMPACT_BYTES`` (a step of 80,000 small parts is read by a handful of tasks)."""
+    import dask.dataframe as dd
+
+    records = part_records(folder)
+    if not records:
+        raise FileNotFoundError(f"{os.fspath(folder)}: no part files")
+    runs = [tuple(records[i][0] for i in g) for g in _groups([n for _, n in records], COMPACT_BYTES)]
+    meta = load_part(records[0][0], columns).iloc[:0]
+    return dd.from_map(load_parts, runs, columns=columns, meta=meta, enforce_metadata=False,
+                       label="read-compact", divisions=[None] * (len(runs) + 1))
 
 
 def read_parts(folder, columns=None):
@@ -230,6 +296,47 @@ def route_to_input(ddf, column: str, npartitions: int) -> list:
     return [part for part in routed.reset_index().to_delayed()]
 
 
+@dataclass(frozen=True)
+class Routed:
+    """The rows routed to input partition ``partition``: they sit in ``frame``, the shuffled frame of a
+    group of consecutive input partitions, sorted by ``column`` (a document number). A task takes its
+    own with :meth:`rows`; Dask passes the group's frame in place of the delayed one (it unpacks
+    dataclasses), so one shuffled partition serves every input partition of its group."""
+
+    frame: object
+    column: str
+    partition: int
+
+    def rows(self) -> pd.DataFrame:
+        values = self.frame[self.column].to_numpy(dtype=np.int64)
+        lo, hi = np.searchsorted(values, [self.partition << DOC_SHIFT, (self.partition + 1) << DOC_SHIFT])
+        return self.frame.iloc[lo:hi].reset_index(drop=True)
+
+
+def route_to_groups(ddf, column: str, npartitions: int, groups: int) -> list[Routed]:
+    """What :func:`route_to_input` gives, as :class:`Routed` rows of each input partition, shuffled into
+    ``groups`` partitions of consecutive input partitions (one range-partitioning shuffle; a compact
+    step passes :func:`compact_partitions` of its rows)."""
+    per = -(-max(npartitions, 1) // max(1, min(groups, npartitions)))
+    starts = list(range(0, npartitions, per))
+    divisions = [p << DOC_SHIFT for p in starts] + [(npartitions << DOC_SHIFT) - 1]
+    routed = ddf.set_index(column, divisions=divisions, sort=True)
+    parts = routed.reset_index().to_delayed()
+    return [Routed(parts[p // per], column, p) for p in range(npartitions)]
+
+
+def runs_of(routed: list[Routed]) -> list[list[int]]:
+    """The input partitions of each group of :func:`route_to_groups`'s result, in order: a step whose
+    work per partition is small runs one task per group."""
+    runs: list[list[int]] = []
+    for p, r in enumerate(routed):
+        if runs and routed[runs[-1][0]].frame is r.frame:
+            runs[-1].append(p)
+        else:
+            runs.append([p])
+    return runs
+
+
 def route_to_parts(ddf, column: str, nparts: int) -> list:
     """Delayed pandas frames, frame ``i`` holding the rows whose ``column`` (an integer in [0, nparts))
     is ``i``, without it (one range-partitioning shuffle: how rows meet a saved index's part ``i``)."""
@@ -305,7 +412,10 @@ class Inputs:
         return read_piece(self.pieces[i], self.io, self.meta)
 
 
-def _mark_task(inputs: Inputs, i: int, rows: pd.DataFrame, reason: str) -> pd.DataFrame:
+def _mark_task(inputs: Inputs, i: int, routed: Routed, reason: str, offset: int = 0) -> pd.DataFrame:
+    rows = routed.rows()
+    if offset:
+        rows = rows.assign(doc=rows["doc"] - (offset << DOC_SHIFT))
     removed = rows["removed"].to_numpy(dtype=bool)
     df = mark_removed(inputs.read(i), rows[removed], reason)
     return with_cluster_sizes(df, rows[~removed])
@@ -324,12 +434,10 @@ def removal_frame(inputs: Inputs, steps: Steps, duplicates_step: str, reason: st
     folder = steps.path(duplicates_step)
     if "kept_in" in load_part(list_parts(folder)[0]).columns:
         columns.append("kept_in")
-    rows = read_parts(folder, columns=columns)
-    if offset:
-        rows = rows[rows["doc"] >= (offset << DOC_SHIFT)]
-        rows = rows.assign(doc=rows["doc"] - (offset << DOC_SHIFT))
-    routed = route_to_input(rows, "doc", len(inputs))
+    rows = read_compact(folder, columns=columns)
+    # the index's documents (numbered below offset) are routed to partitions no task reads
+    routed = route_to_groups(rows, "doc", offset + len(inputs), compact_partitions(folder))[offset:]
     mark = dask.delayed(_mark_task, pure=True)
-    parts = [mark(inputs, i, r, reason) for i, r in enumerate(routed)]
+    parts = [mark(inputs, i, r, reason, offset) for i, r in enumerate(routed)]
     meta = inputs.meta.assign(**{SIZE: pd.Series([], dtype="Int64")})
     return dd.from_delayed(parts, meta=meta, divisions=[None] * (len(parts) + 1), verify_meta=False)

@@ -169,8 +169,9 @@ def _indexed_task(rows, ix, i, folder, j) -> dict:
     return dedup.save_part(indexed_rows(rows, ix, i), folder, j)
 
 
-def _hashes_task(df: pd.DataFrame, i: int, folder: str, method: str, policy: keeping.Policy, where: str) -> dict:
-    return dedup.save_part(hashes(df, i, method, policy, where), folder, i)
+def _hashes_task(inputs, i: int, folder: str, method: str, policy: keeping.Policy, where: str) -> dict:
+    # the task reads its partition itself: one task per input partition, not a read and a hash
+    return dedup.save_part(hashes(inputs.read(i), i, method, policy, where), folder, i)
 
 
 def _duplicates_task(df: pd.DataFrame, folder: str, audit: str, i: int, labels=(), kept=None) -> dict:
@@ -256,8 +257,7 @@ class ExactDedupStage(Stage):
 
         policy = keeping.parse(settings.keep)
         task = dask.delayed(_hashes_task, pure=False)
-        return [task(part, i, folder, settings.hash, policy, inputs.pieces[i].path)
-                for i, part in enumerate(ddf.to_delayed())]
+        return [task(inputs, i, folder, settings.hash, policy, inputs.pieces[i].path) for i in range(len(inputs))]
 
     def _run(self, settings, ctx) -> dict:
         import dask
@@ -275,7 +275,7 @@ class ExactDedupStage(Stage):
 
         inputs = dedup.Inputs(ctx, ddf)
         steps.run("hashes", lambda folder: self.hash_tasks(settings, ddf, inputs, folder))
-        mine = dedup.read_parts(steps.path("hashes"))
+        mine = dedup.read_compact(steps.path("hashes"))
         labels = tuple(b.label for b in bases)
         if bases:  # the indexes' rows of this run's hashes: the groups' first members
             def indexed(folder):
@@ -290,7 +290,8 @@ class ExactDedupStage(Stage):
             mine = dd_concat([mine.assign(tier=np.int64(tier)), dedup.read_parts(steps.path("indexed"))])
 
         def find_duplicates(folder):
-            shuffled = mine.shuffle(on="h1")
+            # as many partitions as the hashes' bytes ask for: every copy of a text still meets in one
+            shuffled = mine.shuffle(on="h1", npartitions=dedup.compact_partitions(steps.path("hashes")))
             task = dask.delayed(_duplicates_task, pure=False)
             return [task(part, folder, audit, i, labels, kept) for i, part in enumerate(shuffled.to_delayed())]
 

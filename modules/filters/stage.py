@@ -78,50 +78,53 @@ class FilterStage(MapStage):
         computed in the writer's one ``run_compute`` call (as redact does), so nothing is scored twice."""
         import dataclasses
 
-        import dask
-        import dask.dataframe as dd
-
         from curate.stages import dataset
 
         chain = build_chain(settings.chain)
         ddf = dataset.read_dataset(ctx.input, ctx.io, rejects_dir=ctx.output)
         scored = self.apply(ddf, dataclasses.replace(settings, keep_scores=True))
-        parts = scored.to_delayed()
-        columns = [f.score_column for f in chain]
-        out = scored
-        if not settings.keep_scores:
-            out = dd.from_delayed([dask.delayed(pd.DataFrame.drop)(p, columns=columns) for p in parts],
-                                  meta=scored._meta.drop(columns=columns), verify_meta=False)
-        return write_with_sample(self, out, parts, settings, ctx, {"filters": [f.describe() for f in chain]})
+        drop = () if settings.keep_scores else [f.score_column for f in chain]
+        return write_with_sample(self, scored, settings, ctx, {"filters": [f.describe() for f in chain]}, drop)
 
 
-def write_with_sample(stage, out, parts, settings, ctx, extra: dict) -> dict:
-    """Write ``out``, whose partitions come from the scored delayed ``parts`` (every filter's score
-    column in them), and put the manifest's ``score_sample`` into ``extra``: the sample comes from
-    the same partitions, computed in the writer's one ``run_compute`` call (as redact does), so
-    nothing is scored twice."""
-    import dataclasses
-
-    import dask
+def write_with_sample(stage, out, settings, ctx, extra: dict, drop=()) -> dict:
+    """Write ``out``, whose partitions hold every filter's score column, and put the manifest's
+    ``score_sample`` into ``extra``. Each partition's sample is taken in its write task (``drop``:
+    the score columns it then leaves out) and the samples are merged in tasks, so nothing is scored
+    twice, the step adds no task per partition, and the client receives one merged sample."""
+    import functools
 
     from curate.stages import dataset
 
-    def compute(*collections):
-        # sample the partitions this run writes: those a killed run finished (resumed by the
-        # writer, not in ``collections``) are not scored again just for the sample
-        prefix = f"write-{stage.name}-"
-        keys = [str(getattr(c, "key", "")) for c in collections]
-        todo = [int(k[len(prefix):]) for k in keys if k.startswith(prefix)] or range(len(parts))
-        if not collections:
-            return ()
-        sample = dask.delayed(merge_samples)([dask.delayed(partition_sample)(parts[i], settings.chain)
-                                              for i in todo], settings.chain)
-        *results, merged = ctx.run_compute(*collections, sample)
-        extra["score_sample"] = {**merged, "partitions": len(todo), "of_partitions": len(parts)}
-        return tuple(results)
+    def on_side(side):
+        if side is None:  # every partition resumed from a killed run: nothing written, nothing sampled
+            return
+        extra["score_sample"] = {**merge_samples([side], settings.chain), "partitions": side["partitions"],
+                                 "of_partitions": out.npartitions}
 
-    return dataset.write_dataset(out, dataclasses.replace(ctx, compute=compute), stage=stage.name,
-                                 settings=settings, reject_columns=stage.reject_columns, extra=extra)
+    return dataset.write_dataset(out, ctx, stage=stage.name, settings=settings, reject_columns=stage.reject_columns,
+                                 extra=extra, prepare=functools.partial(_sampled, chain=settings.chain, drop=tuple(drop)),
+                                 combine=functools.partial(combine_samples, chain=settings.chain), on_side=on_side,
+                                 dropped_columns=tuple(drop))
+
+
+def _sampled(df: pd.DataFrame, chain, drop: tuple) -> tuple[pd.DataFrame, dict]:
+    sample = {**partition_sample(df, chain), "partitions": 1}
+    return (df.drop(columns=list(drop)) if drop else df), sample
+
+
+def combine_samples(parts: list[dict], chain, size: int | None = None) -> dict:
+    """Partition samples (:func:`partition_sample`) as one of the same form: counts added, the
+    ``size`` rows of smallest priority kept (so merging in any grouping gives the same sample)."""
+    size = SAMPLE_SIZE if size is None else size
+    filters = build_chain(chain)
+    samples = [p["sample"] for p in parts if len(p["sample"])]
+    sample = (pd.concat(samples, ignore_index=True).sort_values(_PRIORITY, kind="stable").head(size)
+              .reset_index(drop=True) if samples else parts[0]["sample"])
+    counts = {f.reason: {k: int(sum(p["counts"][f.reason].get(k, 0) for p in parts))
+                         for k in ("scored", "rejected", "only", "nan")} for f in filters}
+    return {"documents": int(sum(p["documents"] for p in parts)), "counts": counts, "sample": sample,
+            "partitions": int(sum(p.get("partitions", 1) for p in parts))}
 
 
 # --------------------------------------------------------------------------- the score sample

@@ -53,6 +53,8 @@ def _pairs_task(df, folder, i):
 
 
 def _close_task(pairs, p, store, threshold, folder):
+    if isinstance(pairs, dedup.Routed):
+        pairs = pairs.rows()
     return dedup.save_part(close_pairs(pairs[["doc", "cand", "comp"]], "doc", "cand", p, store, threshold), folder, p)
 
 
@@ -75,18 +77,19 @@ def refine_removals(steps, store, settings, joint, partitions: int):
     from curate.stages.dataset import STRING
 
     columns = MEMBER_COLUMNS + (["tier"] if joint.bases else [])
-    width = max(len(store.sig_files), 1)  # partitions of every shuffle: this run's, however many rounds
+    # partitions of every shuffle, however many rounds: as many as the members' bytes ask for
+    width = dedup.compact_partitions(steps.path("members"))
     i64 = pd.Series([], dtype="int64")
     meta = pd.DataFrame({"doc": i64, "comp": i64, "id": pd.Series([], dtype=STRING),
                          "key": pd.Series([], dtype="float64"), "weight": i64, **({"tier": i64} if joint.bases else {})})
-    members, rounds = dedup.read_parts(steps.path("members")), []
+    members, rounds = dedup.read_compact(steps.path("members")), []
     # components of two joined by a verified edge are decided in round 1 without sets
     two = members.map_partitions(split_pairs, True, meta=members._meta)
     undecided = members.map_partitions(split_pairs, False, meta=members._meta)[columns]
     for k in range(1, MAX_REFINE_ROUNDS + 1):
         last, name = k == MAX_REFINE_ROUNDS, f"refine/round-{k:02d}"
         if k > 1:
-            previous = dedup.read_parts(rounds[-1])
+            previous = dedup.read_compact(rounds[-1])
             undecided = previous[~previous["decided"]].rename(columns={"component": "comp"})[columns]
         steps.run(f"{name}-pairs", lambda folder, u=undecided: _pairs_tasks(folder, u, width))
         pairs = steps.path(f"{name}-pairs")
@@ -115,7 +118,7 @@ def _pairs_tasks(folder, undecided, width):
 def _close_tasks(folder, pairs, store, threshold, partitions):
     import dask
 
-    routed = dedup.route_to_input(dedup.read_parts(pairs), "doc", partitions)
+    routed = dedup.route_to_groups(dedup.read_compact(pairs), "doc", partitions, dedup.compact_partitions(pairs))
     task = dask.delayed(_close_task, pure=False)
     return [task(part, p, store, threshold, folder) for p, part in enumerate(routed)]
 
@@ -124,7 +127,7 @@ def _decide_round_tasks(folder, undecided, close, k, last, meta, width, two=None
     import dask
     import dask.dataframe as dd
 
-    near = dedup.read_parts(close)
+    near = dedup.read_compact(close)
     near = near.map_partitions(_as_member_rows, meta, meta=meta.assign(cand=meta["doc"]))
     rows = dd.concat([undecided.assign(cand=np.int64(UNDECIDED)), near], ignore_unknown_divisions=True)
     task = dask.delayed(_decide_round_task, pure=False)

@@ -24,6 +24,17 @@ from curate.stages.dedup.fuzzy.verify import SetStore, _verify_task
 from curate.stages.stage import Stage
 
 
+def _signatures_of_input(inputs, i, partition, folder, sets, settings):
+    # the task reads its input partition itself: one task per partition, not a read and a signature
+    return _signatures_task(inputs.read(i), partition, folder, sets, settings, inputs.pieces[i].path)
+
+
+def _attach_group(routed, sig_paths, verified_paths):
+    frames = [attach_ids(r.rows(), path, verified_paths[k] if verified_paths else None)
+              for k, (r, path) in enumerate(zip(routed, sig_paths))]
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+
 class FuzzyDedupStage(Stage):
     """Remove near duplicates (MinHash-LSH), keeping one document (``--keep``) of each connected component
     (with --false-positive-check: of each group of documents verified similar to the kept one, no two
@@ -83,16 +94,17 @@ class FuzzyDedupStage(Stage):
         # this run's documents are numbered after the indexes': partition offset + i. The one step that
         # reads texts: signatures and, beside them, the shingle sets every later comparison reads
         sets = steps.side("shingles", "signatures")
-        sig_task = dask.delayed(_signatures_task, pure=False)
-        steps.run("signatures", lambda folder: [sig_task(part, offset + i, folder, sets, settings, inputs.pieces[i].path)
-                                                for i, part in enumerate(ddf.to_delayed())], extra_dirs=(sets,))
+        sig_task = dask.delayed(_signatures_of_input, pure=False)
+        steps.run("signatures", lambda folder: [sig_task(inputs, i, offset + i, folder, sets, settings)
+                                                for i in range(nparts)], extra_dirs=(sets,))
         sig_files = dedup.list_parts(steps.path("signatures"))
         store = SetStore(joint, tuple(sig_files), sets)
 
         bucket_task = dask.delayed(_buckets_task, pure=False)
         steps.run("buckets", lambda folder: [bucket_task(path, i, folder, settings, bands, rows)
                                              for i, path in enumerate(sig_files)])
-        buckets = dedup.read_parts(steps.path("buckets"))
+        buckets = dedup.read_compact(steps.path("buckets"))
+        width = dedup.compact_partitions(steps.path("buckets"))  # every shuffle of compact rows: by their bytes
         if bases:  # the indexes' centers of this run's bucket keys join the buckets as members
             def centers(folder):
                 task, tasks = dask.delayed(_matched_task, pure=False), []
@@ -106,10 +118,10 @@ class FuzzyDedupStage(Stage):
         new_centers = steps.side("centers", "edges") if settings.save_index else None
 
         def edges(folder):
-            shuffled = buckets.shuffle(on="bucket")
+            shuffled = buckets.shuffle(on="bucket", npartitions=width)
             anchors = ANCHORS if settings.false_positive_check else 1
             star = shuffled.map_partitions(_star_edges_of_run, joint, anchors, meta=EDGE_META)
-            tasks = dedup.save_tasks(star.shuffle(on="u"), folder, _dedupe_edges)
+            tasks = dedup.save_tasks(star.shuffle(on="u", npartitions=width), folder, _dedupe_edges)
             if new_centers is not None:
                 task = dask.delayed(_centers_task, pure=False)
                 tasks += [task(part, joint, new_centers, i) for i, part in enumerate(shuffled.to_delayed())]
@@ -120,7 +132,9 @@ class FuzzyDedupStage(Stage):
 
         if settings.false_positive_check:
             def verified(folder):  # each edge where its larger end lives (the smaller is anywhere)
-                routed = dedup.route_to_input(dedup.read_parts(steps.path("edges")), "u", offset + nparts)
+                edges = steps.path("edges")
+                routed = dedup.route_to_groups(dedup.read_compact(edges), "u", offset + nparts,
+                                               dedup.compact_partitions(edges))
                 task = dask.delayed(_verify_task, pure=False)
                 return [task(e, p, store, settings.threshold, folder) for p, e in enumerate(routed)]
 
@@ -156,7 +170,8 @@ class FuzzyDedupStage(Stage):
             steps.run("expanded", expanded)
 
         def members(folder):
-            comps = dedup.read_parts(steps.path("components"), columns=["doc", "comp"])
+            comps = dedup.read_compact(steps.path("components"), columns=["doc", "comp"])
+            groups = dedup.compact_partitions(steps.path("components"))
             meta = pd.DataFrame({"doc": pd.Series([], dtype="int64"), "comp": pd.Series([], dtype="int64"),
                                  "id": pd.Series([], dtype=dataset.STRING), "key": pd.Series([], dtype="float64"),
                                  "weight": pd.Series([], dtype="int64")})
@@ -168,13 +183,17 @@ class FuzzyDedupStage(Stage):
                             for p, c in enumerate(dedup.route_to_input(comps, "doc", offset + nparts))]
                 meta = meta.assign(tier=pd.Series([], dtype="int64"))
             else:
-                attach = dask.delayed(attach_ids, pure=True)
-                with_ids = [attach(c, path, verified[p] if verified else None)
-                            for p, (c, path) in enumerate(zip(dedup.route_to_input(comps, "doc", nparts), sig_files))]
+                # one task per group of input partitions: they need only its compact rows and, one
+                # partition at a time, their ids and keys
+                attach = dask.delayed(_attach_group, pure=True)
+                routed = dedup.route_to_groups(comps, "doc", nparts, groups)
+                with_ids = [attach([routed[p] for p in run], [sig_files[p] for p in run],
+                                   [verified[p] for p in run] if verified else None)
+                            for run in dedup.runs_of(routed)]
             if verified:
                 meta = meta.assign(loose=pd.Series([], dtype="bool"))
             by_comp = dd.from_delayed(with_ids, meta=meta, divisions=[None] * (len(with_ids) + 1),
-                                      verify_meta=False).shuffle(on="comp")
+                                      verify_meta=False).shuffle(on="comp", npartitions=groups)
             task = dask.delayed(_members_task, pure=False)
             return [task(part, folder, i) for i, part in enumerate(by_comp.to_delayed())]
 
@@ -184,8 +203,8 @@ class FuzzyDedupStage(Stage):
 
         if settings.false_positive_check:
             decisions, refine_rounds = refine_removals(steps, store, settings, joint, offset + nparts)
-            # a group's size needs all its members; as many partitions as the input, however many rounds
-            decisions = decisions.shuffle(on="component", npartitions=max(nparts, 1))
+            # a group's size needs all its members: one shuffle, as wide as the members' bytes ask
+            decisions = decisions.shuffle(on="component", npartitions=dedup.compact_partitions(steps.path("members")))
         else:
             decisions, refine_rounds = dedup.read_parts(steps.path("members")), 0
 

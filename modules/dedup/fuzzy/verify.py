@@ -142,7 +142,10 @@ def verified_edges(edges: pd.DataFrame, jaccard: np.ndarray, threshold: float) -
 
 def _verify_task(edges: pd.DataFrame, p: int, store: SetStore, threshold: float, folder) -> dict:
     """Part ``p`` of ``verified``: the edges of partition ``p``'s documents ``u`` (all of each one's own
-    edges are here) that pass the check, and their loose edges."""
+    edges are here) that pass the check, and their loose edges (``edges``: a :class:`~curate.stages.dedup.Routed`
+    group's rows, or the frame itself)."""
+    if isinstance(edges, dedup.Routed):
+        edges = edges.rows()
     jac = pair_jaccard(edges["u"].to_numpy(), edges["v"].to_numpy(), p, store)
     # in (u, v) order: the edges arrive from the shuffle in whatever order its pieces came, which differs
     # between a cluster and an in-process run, and the same input must give the same bytes

@@ -1,0 +1,60 @@
+"""The head only coordinates (issue 50): a stage's Dask tasks follow its bytes, not its partitions, and
+the head's CPU is recorded apart from the workers'. A tiny job of 24 input partitions on a local
+cluster of 2 workers: the task counts per input partition stay under the documented bounds
+(docs/performance.md), and the client's and the scheduler's CPU are measured without the workers'."""
+
+import random
+
+import pytest
+
+from curate.app import resources, runner
+from tests.conftest import write_jsonl
+
+pytestmark = pytest.mark.slow  # a local cluster
+
+PARTITIONS = 24
+#: tasks per input partition, at most (issue 50, point 1)
+BOUNDS = {"clean": 3, "filter": 3, "exact_dedup": 6, "fuzzy_dedup": 12, "tokenize": 3}
+WHOLE_JOB = 30
+
+
+def _inputs(folder):
+    rng = random.Random(0)
+    words = "river bread library valley stone water flour yeast member quiet study".split()
+    base = [" ".join(rng.choice(words) for _ in range(60)) for _ in range(40)]
+    for f in range(PARTITIONS):
+        docs = []
+        for i in range(12):
+            text = base[(f * 12 + i) % len(base)]  # exact copies across partitions
+            if i % 3 == 0:  # and near copies: one word changed
+                w = text.split()
+                w[i % len(w)] = "changed"
+                text = " ".join(w)
+            docs.append({"id": f"d{f:02d}-{i:02d}", "text": text})
+        write_jsonl(folder / f"{f:02d}.jsonl", docs)
+
+
+def test_tasks_per_partition_are_bounded_and_the_head_is_measured_alone(tmp_path):
+    from curate.app.cluster import ClusterSettings
+
+    _inputs(tmp_path / "in")
+    (tmp_path / "f.yaml").write_text("filters:\n  - {filter: word_count, min: 5}\n")
+    (tmp_path / "job.yaml").write_text(
+        f"input: {tmp_path}/in/*.jsonl\nstages:\n  - clean: {{}}\n  - filter: {{config: {tmp_path}/f.yaml}}\n"
+        "  - exact_dedup: {}\n  - fuzzy_dedup: {}\n  - tokenize: {tokenizer: 'tiktoken:cl100k_base'}\n")
+    out = tmp_path / "out"
+    runner.execute_job(runner.load_job(str(tmp_path / "job.yaml")), str(out), ClusterSettings(mode="local", workers=2,
+                                                                             memory_limit="1GiB"))
+    stages = resources.load(str(out))["stages"]
+    per = {name[3:]: s["dask_tasks"] / PARTITIONS for name, s in stages.items()}
+    assert set(per) == set(BOUNDS)
+    for name, bound in BOUNDS.items():
+        assert per[name] <= bound, (name, per)
+    assert sum(per.values()) <= WHOLE_JOB, per
+    for name, s in stages.items():
+        # the scheduler lives in this process: its share is apart from the planning thread's, and no
+        # worker (a child of this process) is counted in either
+        assert s["scheduler_in_client"] is True and s["client_cpu_seconds"] >= 0, (name, s)
+        assert s["scheduler_cpu_seconds"] + s["client_cpu_seconds"] < s["cpu_seconds"] + s["seconds"] * 2, (name, s)
+    fuzzy = stages["04-fuzzy_dedup"]
+    assert fuzzy["scheduler_cpu_seconds"] < fuzzy["cpu_seconds"] * 4
