@@ -145,6 +145,12 @@ def audit(store, partitions: range, decisions, threshold: float, k: int = SAMPLE
     }
 
 
+def audit_run(store, partitions: range, duplicates: tuple[str, ...], threshold: float, k: int) -> tuple[dict, dict]:
+    """(the audit entry, the component size histogram) of a finished run (its ``duplicates`` parts)."""
+    decided, sizes = decisions_of(duplicates, sample_docs(store, partitions, k))
+    return audit(store, partitions, decided, threshold, k), sizes
+
+
 def size_histogram(sizes: np.ndarray) -> dict[str, int]:
     """Components by size: {"2": n, "3-4": n, ..., ">=10000": n}."""
     out: dict[str, int] = {}

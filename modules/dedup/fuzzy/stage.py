@@ -235,11 +235,11 @@ class FuzzyDedupStage(Stage):
         if settings.audit_sample and settings.false_positive_check:  # the rounds' sets are there to compare
             from curate.stages.dedup.fuzzy import audit as auditing
 
-            decided, sizes = auditing.decisions_of(dedup.list_parts(steps.path("duplicates")), auditing.sample_docs(
-                store, range(offset, offset + nparts), settings.audit_sample))
-            extra["dedup"]["audit"] = auditing.audit(store, range(offset, offset + nparts), decided,
-                                                     settings.threshold, settings.audit_sample)
-            extra["dedup"]["component_sizes"] = sizes
+            # in a task: it reads every partition's sets table, which is no work for the head
+            (extra["dedup"]["audit"], extra["dedup"]["component_sizes"]), = ctx.run_compute(dask.delayed(
+                auditing.audit_run, pure=False)(store, range(offset, offset + nparts),
+                                               tuple(dedup.list_parts(steps.path("duplicates"))),
+                                               settings.threshold, settings.audit_sample))
         if bases:
             extra["dedup"]["against"] = {
                 "indexes": [b.label for b in bases], "index_members": info["rows"] - mine,
