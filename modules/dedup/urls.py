@@ -3,12 +3,16 @@
 ``curate dedup urls --input D --output OUT [--column url] [--keep POLICY] [--keep-scheme] [--keep-www]
 [--drop-params PATTERNS] [--keep-fragment]``
 
-Two URLs are the same after normalisation (:func:`normalize`): the scheme (``http``/``https``) and a
-leading ``www.`` are ignored unless kept, the host is lower-cased and IDNA-encoded (``bücher.de`` and
-``xn--bcher-kva.de`` are one host), a default port (80, 443) goes, so do the fragment (``#...``),
-tracking parameters (``--drop-params``, shell patterns, default ``utm_*`` and the click ids below) and
-a trailing ``/``; the path and the other parameters stay as written, in their order. A document without
-a URL (null or empty) is never a duplicate.
+Two URLs are the same page when their keys (:func:`normalize`) are equal: RFC 3986 section 6
+normalisation, written out exactly in :mod:`curate.stages.dedup.url_normalize`. In short: ``http`` and
+``https`` (``--keep-scheme``), a leading ``www.`` (``--keep-www``), the fragment (``--keep-fragment``),
+tracking parameters (``--drop-params``, shell patterns, default ``utm_*`` and the click ids below), a
+default port, one trailing ``/`` and dot-segments are ignored; scheme and host case, the host's IDNA
+form (``bücher.de`` is ``xn--bcher-kva.de``) and escapes of unreserved characters (``%7E`` is ``~``)
+are normalised. Everything else is compared byte for byte: the path, the other parameters in their
+order as written (no re-encoding), every other percent-escape. A URL that is not ``scheme://...``
+(relative, ``mailto:``, ``urn:``...) or whose host or port cannot be read only equals itself. A document
+without a URL (null or empty) is never a duplicate.
 
 It is exact dedup keyed by the normalised URL instead of the text (the same steps, the same bounded
 memory, :mod:`curate.stages.dedup.exact`): ``_work/hashes`` holds 128-bit hashes of the normalised URLs,
@@ -21,7 +25,6 @@ read.
 
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -30,6 +33,7 @@ import pandas as pd
 from curate.stages import dedup
 from curate.stages.dedup import keep as keeping
 from curate.stages.dedup.exact import ExactDedupStage, hash_texts
+from curate.stages.dedup.url_normalize import canonical
 from curate.stages.errors import SettingsError
 from curate.stages.stage import check_choice
 
@@ -37,7 +41,6 @@ REASON = "url_duplicate"
 #: parameters that say where a click came from, not what the page is
 TRACKING = ("utm_*", "fbclid", "gclid", "dclid", "gbraid", "wbraid", "msclkid", "yclid", "mc_cid", "mc_eid",
             "_ga", "_gl", "igshid")
-DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 @dataclass(frozen=True)
@@ -69,39 +72,14 @@ class UrlDedupSettings:
 
 
 def normalize(url, settings: UrlDedupSettings) -> str | None:
-    """The URL as compared (None for no URL): see the module's docstring."""
-    from urllib.parse import parse_qsl, urlencode, urlsplit
-
+    """The URL as compared (None for no URL): see :mod:`curate.stages.dedup.url_normalize`."""
     if url is None or url is pd.NA or (isinstance(url, float) and np.isnan(url)):  # str(NA) is "<NA>"
         return None
     url = str(url).strip()
     if not url:
         return None
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:  # a port that is not a number, a bad IPv6 literal: compared as written
-        return url
-    scheme = parts.scheme.lower()
-    host = (parts.hostname or "").rstrip(".")
-    try:
-        host = host.encode("idna").decode("ascii") if host else host
-    except UnicodeError:  # not a name IDNA can encode (too long a label, ...): compared lower-cased
-        pass
-    if not settings.keep_www and host.startswith("www."):
-        host = host[4:]
-    if port is not None and port != DEFAULT_PORTS.get(scheme):
-        host = f"{host}:{port}"
-    path = parts.path.rstrip("/")
-    query = parts.query
-    if query and settings.drop_params:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        kept = [(k, v) for k, v in pairs if not any(fnmatch.fnmatchcase(k, p) for p in settings.drop_params)]
-        query = urlencode(kept) if len(kept) != len(pairs) else query
-    out = (f"{scheme}://" if settings.keep_scheme else "//") + host + path + (f"?{query}" if query else "")
-    if settings.keep_fragment and parts.fragment:
-        out += "#" + parts.fragment
-    return out
+    return canonical(url, keep_scheme=settings.keep_scheme, keep_www=settings.keep_www,
+                     keep_fragment=settings.keep_fragment, drop_params=settings.drop_params)
 
 
 def url_hashes(df: pd.DataFrame, partition: int, settings: UrlDedupSettings, where: str) -> pd.DataFrame:
