@@ -2,7 +2,11 @@
 
 Policies (``--keep``, the same in ``exact_dedup`` and ``fuzzy_dedup``):
 
-- ``smallest-id`` (the default, curate's behaviour before the option existed): the smallest id;
+- ``hub`` (fuzzy dedup's default): the document similar to the most others of its group, then the
+  smallest id (:mod:`curate.stages.dedup.fuzzy`); copies in an exact or URL group are not compared
+  with each other, so there it keeps the smallest id;
+- ``smallest-id`` (exact dedup's default, curate's behaviour before the option existed): the smallest
+  id, in fuzzy dedup too, however many others the document is similar to;
 - ``newest[:COLUMN]`` / ``oldest[:COLUMN]``: the largest / smallest value of a date-like column,
   ``warc_date`` when none is named (the WARC-Date that curate's Common Crawl extraction writes; Dolma 3
   keeps the most recent crawl). Timestamps, ISO 8601 strings (``2024-05-01``, ``2024-05-01T12:00:00Z``;
@@ -12,9 +16,10 @@ Policies (``--keep``, the same in ``exact_dedup`` and ``fuzzy_dedup``):
   wins, so a column "snapshot" of 1 for old data and 2 for new data with ``--keep priority:snapshot``
   prefers the new data).
 
-Ties always fall back to the smallest id, then to the document read first. Each policy becomes one
-float64 *key* per document, smaller is preferred, and every step ranks by ``(tier, key, id, doc)``
-(``tier`` orders saved indexes before the new data in ``--against`` runs, see
+Ties always fall back to the smallest id, then to the document read first (in fuzzy dedup, under
+every policy but ``smallest-id``, the document similar to the most others comes before the smallest
+id). Each policy becomes one float64 *key* per document, smaller is preferred, and every step ranks by
+``(tier, key, id, doc)`` (``tier`` orders saved indexes before the new data in ``--against`` runs, see
 :mod:`curate.stages.dedup.index`; it is 0 otherwise). Dates become seconds since 1970 (exact to a
 microsecond for today's dates), numbers their float64 value (integers beyond 2**53 lose their last
 digits).
@@ -46,7 +51,7 @@ SIZE = "dup_cluster_size"
 DEFAULT = "smallest-id"
 #: the date column of ``newest`` / ``oldest`` without one: what curate's WARC extraction writes
 DATE_COLUMN = "warc_date"
-POLICIES = ("smallest-id", "newest", "oldest", "longest", "priority")
+POLICIES = ("hub", "smallest-id", "newest", "oldest", "longest", "priority")
 #: the ranking columns of every step, most significant first
 RANK = ("tier", "key", "id", "doc")
 
@@ -63,10 +68,10 @@ class Policy:
 def parse(spec: str) -> Policy:
     """A ``--keep`` value as a Policy (SettingsError naming the value when it is not one)."""
     kind, _, column = str(spec).partition(":")
-    usage = "smallest-id, newest[:COLUMN], oldest[:COLUMN], longest or priority:COLUMN"
+    usage = "hub, smallest-id, newest[:COLUMN], oldest[:COLUMN], longest or priority:COLUMN"
     if kind not in POLICIES:
         raise SettingsError(f"keep must be one of {usage}; got {spec!r}")
-    if kind in ("smallest-id", "longest") and column:
+    if kind in ("hub", "smallest-id", "longest") and column:
         raise SettingsError(f"keep {kind} takes no column; got {spec!r}")
     if kind == "priority" and not column:
         raise SettingsError(f"keep priority needs a column: priority:COLUMN; got {spec!r}")
@@ -83,7 +88,7 @@ def parse(spec: str) -> Policy:
 def keys(df: pd.DataFrame, pos: np.ndarray, policy: Policy, where: str) -> np.ndarray:
     """float64 keys (smaller is preferred) of the rows ``pos`` of one input partition; DataError naming
     the column, ``where`` (the input file) and the document when a value is null or not a date."""
-    if policy.kind == "smallest-id":
+    if policy.kind in ("hub", "smallest-id"):
         return np.zeros(len(pos), dtype=np.float64)
     if policy.kind == "longest":
         return -df["text"].iloc[pos].fillna("").str.len().to_numpy(dtype=np.float64)

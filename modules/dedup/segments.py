@@ -100,13 +100,17 @@ def covered_units(span_indices, unit: str) -> np.ndarray:
     return np.unique(idx)
 
 
-def removed_units(later, firsts, unit: str) -> np.ndarray:
-    """The units to remove from a document (sorted, distinct): those its ``later`` spans (later
-    occurrences) cover, less those its ``firsts`` (first occurrences of spans that repeat) cover. A
-    first occurrence is the copy of its span that stays, so nothing of it is ever cut, even where a
-    later occurrence of another span overlaps it (periodic text: the sentences ABABAB hold ABA at 0 and
-    2, BAB at 1 and 3; cutting sentences 2 to 5 whole would leave neither)."""
-    return np.setdiff1d(covered_units(later, unit), covered_units(firsts, unit), assume_unique=True)
+def removed_units(later, count: int, unit: str) -> np.ndarray:
+    """The units to remove from a document of ``count`` units (sorted, distinct): those its ``later``
+    spans (later occurrences, by span index) cover and none of its other windows covers. Every other
+    window is the first occurrence of its span (repeated or not) or too short to be hashed, and keeping
+    it whole is what makes every distinct span of the input stay whole somewhere: periodic text (ABABAB
+    holds ABA at 0 and 2, BAB at 1 and 3; cutting sentences 2 to 5 would leave neither), or e3 = S2 S3
+    S4 S0 after e2 = S1 S2 S3 S4 (cutting the repeated S2 S3 S4 whole would lose S3 S4 S0). Without
+    overlapping windows (lines, paragraphs) that is every later occurrence, as in the plain rule."""
+    later = np.unique(np.asarray(later, dtype=np.int64))
+    others = np.setdiff1d(np.arange(max(count - width(unit) + 1, 0)), later, assume_unique=True)
+    return np.setdiff1d(covered_units(later, unit), covered_units(others, unit), assume_unique=True)
 
 
 def removal_ranges(cut: list[tuple[int, int]], removed) -> list[tuple[int, int]]:

@@ -6,28 +6,40 @@ number (input partition, then row); a span (a paragraph, a line, or three consec
 :mod:`.segments` for how text is cut and how spans are compared) stays in the first place it occurs,
 the smallest (document, span index), and is removed from every later place, in other documents and
 later in the same document. Spans of fewer than ``--min-span-words`` words ("Home", "Share", "}") are
-never hashed: they stay wherever they are and never make another span removed. A document that lost a
-span and is left with fewer than ``--min-words`` words (or none) is dropped with the unit's reason
-(``paragraph_duplicate``, ``line_duplicate``, ``span_duplicate``); the others keep their text minus
-the removed spans.
+never hashed, so never a later occurrence: they stay wherever they are and never make another span
+removed. A document that lost a span and is left with fewer than ``--min-words`` words (or none) is
+dropped with the unit's reason (``paragraph_duplicate``, ``line_duplicate``, ``span_duplicate``); the
+others keep their text minus the removed spans.
 
-First occurrences are never cut. Three-sentence spans overlap, so the later occurrence of one can share
-sentences with the first occurrence of another: in "A. B. A. B. A. B." ABA occurs at 0 and 2, BAB at 1
-and 3, and cutting sentences 2 to 5 whole would leave "A. B.", where neither survives; across documents,
-d2 = S1 S2 S3 S4 repeats S1 S2 S3 and holds the first S2 S3 S4, which d3 repeats. So a document loses
-the units its later occurrences cover *less* those that the first occurrences of repeated spans cover
-(:func:`.segments.removed_units`): "A. B. A. B.", d2 = S2 S3 S4. What this guarantees, for any input
-and partitioning (a test checks it by brute force on periodic and random text):
+No span is cut where it is the copy that stays. Three-sentence spans overlap, so the later occurrence
+of one span shares sentences with the windows around it, which can be first occurrences: in "A. B. A.
+B. A. B." ABA occurs at 0 and 2, BAB at 1 and 3, and cutting sentences 2 to 5 would leave "A. B.",
+where neither survives; across documents, e1 = S1 S2 S3, e2 = S1 S2 S3 S4, e3 = S2 S3 S4 S0: e2 holds
+the first S2 S3 S4, which e3 repeats, and e3 holds S3 S4 S0, which occurs nowhere else, so cutting
+every later occurrence whole would lose both. So a sentence is removed only when a later occurrence
+covers it and no other window of its document does: every other window is the first occurrence of its
+span (repeated or not) or too short to be hashed, and stays whole (:func:`.segments.removed_units`,
+computed per document from which of its windows are later occurrences): "A. B. A. B.", e2 = S2 S3 S4,
+e3 = S3 S4 S0. What this guarantees, for any input and partitioning (a test checks it by brute force
+on periodic and random text, in both modes):
 
-- every span that occurs more than once stays whole where it first occurs: no repeat loses every copy;
+- every distinct span of the input (hashed or too short to be) stays whole in the first document that
+  holds it, unless that document is dropped for ``--min-words``; a document that holds the first
+  occurrence of a hashed span that repeats never is (``short_documents_kept``), so no repeat loses
+  every copy, and a span that occurs once goes only with a document too short to keep;
 - every removed unit belongs to a later occurrence of a span whose first occurrence stays whole;
-- every later occurrence is cut, unless first occurrences cover all of its units; those left whole are
-  counted (``later_spans_left_whole``). A span that occurs once can lose a unit where a later occurrence
-  overlaps it, as in C4's rule (the text around a removed repeat is not a repeat itself).
+- every later occurrence is cut, unless the other windows of its document cover all of its units;
+  those left whole are counted (``later_spans_left_whole``).
 
-Lines and paragraphs never overlap, so there the rule is the plain one; but the first occurrences
-matter there too: a document that holds the first occurrence of a repeated span is never dropped for
-``--min-words`` (``short_documents_kept``), since it is where that span stays.
+The price is at the edges of a repeated passage of sentences: the sentence before a copy and the
+copy's first two (its last two and the sentence after it) are a span of their own, which stays whole
+where it first occurs. So a later copy whose neighbours no earlier copy had keeps its first two and
+last two sentences (all of a copy of fewer than five sentences); C4's rule removes the copy whole and
+loses those edge spans.
+
+Lines and paragraphs never overlap, so there every later occurrence goes, the plain rule; but the
+first occurrences matter there too: a document that holds the first occurrence of a repeated span is
+never dropped for ``--min-words`` (``short_documents_kept``), since it is where that span stays.
 
 Identify, then remove, every step Parquet under ``OUT/_work/``:
 
@@ -37,8 +49,10 @@ Identify, then remove, every step Parquet under ``OUT/_work/``:
    ``local/`` with the document they repeat.
 2. ``later``: the first rows shuffled on the hash; per hash the smallest (document, span) stays, the
    other partitions' rows are removed, and the first gets a ``keep`` row when the span repeats (another
-   partition's row, or its own ``repeats``). A hash has at most one row per input partition here, so a
-   span copied into every document of the corpus costs one row per partition, not per document.
+   partition's row, or its own ``repeats``): its document is never dropped for ``--min-words``. Which
+   units go needs no such row: what is not a later occurrence stays whole. A hash has at most one row
+   per input partition here, so a span copied into every document of the corpus costs one row per
+   partition, not per document.
 3. ``removals``: the removed and ``keep`` rows routed back to their input partition (one range shuffle)
    and merged with ``local/``: ``(doc, span, first_doc, keep)`` per input partition, sorted.
 4. ``audit`` (one task per input partition): each changed document's removed spans and bytes, words
@@ -58,8 +72,8 @@ second filter of the same size collects the spans met again, and once every part
 each partition's first occurrences (kept aside in ``_work/bloom/``) that it holds get their ``keep``
 rows. It needs no shuffle, but it is one task, its memory is the two filters' (``--bloom-capacity``
 distinct spans at ``--bloom-fp``: 7.2 bytes per span at 1e-6), and a false positive of the first filter
-removes a span that is not a repeat (one of the second only keeps a unit or a short document that could
-have gone). So before each partition's lookups the first filter's rate is estimated from its fill
+removes a span that is not a repeat (one of the second only keeps a short document that could have
+gone). So before each partition's lookups the first filter's rate is estimated from its fill
 (``fill ** k``) and the run stops, naming ``--bloom-capacity``, once it is above ``--bloom-max-fp``; the
 manifest records both filters and the rate of the last lookups. Without false positives it removes
 exactly what the default mode removes.
@@ -161,8 +175,8 @@ def split_firsts(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def anchor_rows(firsts: pd.DataFrame) -> pd.DataFrame:
-    """The first occurrences among ``firsts`` of spans that repeat, as rows that protect them
-    ``(doc, span, first_doc=doc, keep=True)``."""
+    """The first occurrences among ``firsts`` of spans that repeat, as rows that keep their documents
+    from the ``--min-words`` drop ``(doc, span, first_doc=doc, keep=True)``."""
     a = firsts[firsts["repeats"].to_numpy(dtype=bool)]
     return pd.DataFrame({"doc": a["doc"].to_numpy(), "span": a["span"].to_numpy(),
                          "first_doc": a["doc"].to_numpy(), "keep": True})
@@ -174,10 +188,11 @@ def sort_removals(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def apply_removals(df: pd.DataFrame, rows: pd.DataFrame, unit: str, min_words: int):
-    """(``df`` with the later occurrences in ``rows`` cut from their texts, except the units that first
-    occurrences (``keep`` rows) cover, and the documents left too short marked dropped; the audit: one
-    row per changed document; counts for the manifest). A document that holds a first occurrence of a
-    repeated span is never dropped: it is where that span stays."""
+    """(``df`` with the units of the later occurrences in ``rows`` cut from their texts, except those
+    another window of the document needs (:func:`.segments.removed_units`), and the documents left too
+    short marked dropped; the audit: one row per changed document; counts for the manifest). A
+    document with a ``keep`` row holds the first occurrence of a repeated span and is never dropped:
+    it is where that span stays."""
     from curate.stages.dataset import DETAIL, STRING, mark_dropped
 
     reason = REASONS[unit]
@@ -190,24 +205,27 @@ def apply_removals(df: pd.DataFrame, rows: pd.DataFrame, unit: str, min_words: i
     audit = {"row": [], "removed_spans": [], "removed_bytes": [], "bytes": [], "words_left": [], "holds": []}
     left_whole = 0
     for a, b in zip(starts.tolist(), ends.tolist()):
-        later, firsts = spans[a:b][~keep[a:b]], spans[a:b][keep[a:b]]
-        removed = segments.removed_units(later, firsts, unit)
-        # a later occurrence that first occurrences cover whole stays (counted, never silent)
-        cut = np.isin(later[:, None] + np.arange(segments.width(unit)), removed).any(axis=1)
-        left_whole += int((~cut).sum())
-        if not len(removed):
+        later = spans[a:b][~keep[a:b]]
+        if not len(later):
             continue
         row = int(docs[a] & dedup.ROW_MASK)
         text = texts[row]
-        new = segments.cut_ranges(text, segments.removal_ranges(segments.units(text, unit), removed))
+        cut = segments.units(text, unit)
+        removed = segments.removed_units(later, len(cut), unit)
+        # a later occurrence that the document's other windows cover whole stays (counted, never silent)
+        hit = np.isin(later[:, None] + np.arange(segments.width(unit)), removed).any(axis=1)
+        left_whole += int((~hit).sum())
+        if not len(removed):
+            continue
+        new = segments.cut_ranges(text, segments.removal_ranges(cut, removed))
         texts[row] = new
         before = segments.utf8_len(text)
         audit["row"].append(row)
-        audit["removed_spans"].append(int(cut.sum()))
+        audit["removed_spans"].append(int(hit.sum()))
         audit["removed_bytes"].append(before - segments.utf8_len(new))
         audit["bytes"].append(before)
         audit["words_left"].append(len(new.split()))
-        audit["holds"].append(len(firsts) > 0)
+        audit["holds"].append(bool(keep[a:b].any()))
     audit = pd.DataFrame(audit)
     short = audit["words_left"].to_numpy() < max(min_words, 1)
     holds = audit["holds"].to_numpy(dtype=bool)
@@ -288,7 +306,7 @@ def _spans_task(df, i, folder, local, unit, min_span_words) -> dict:
 
 
 def _later_task(part, folder, i) -> dict:
-    """Per hash: the smallest (doc, span) is the first occurrence, kept (a ``keep`` row when the span
+    """Per hash: the smallest (doc, span) is the first occurrence (a ``keep`` row when the span
     repeats, here or inside its own partition); the other partitions' rows are removed."""
     firsts, removed = split_firsts(part)
     return dedup.save_part(sort_removals(pd.concat([removed, anchor_rows(firsts)], ignore_index=True)), folder, i)
@@ -314,7 +332,7 @@ def check_bloom_rate(bf, settings, unit: str, where: str) -> None:
 def _bloom_task(inputs, folder, side, unit, settings) -> dict:
     """The one-pass mode: every input partition in order through one Bloom filter (``seen``), then each
     partition's first occurrences checked against a second one (``repeated``: spans met again) to
-    find those to keep whole, as the shuffle's ``keep`` rows."""
+    find the documents never to drop, as the shuffle's ``keep`` rows."""
     import logging
 
     bf = blooming.BloomFilter(settings.bloom_capacity, settings.bloom_fp)

@@ -56,19 +56,23 @@ be far apart) is decided so that
 - (b) a member is removed only for a kept member it is close to and that ``--keep`` ranks no worse
   (``(tier, key)`` no larger: ``--keep longest``, one at least as long; against an index, an indexed
   document or one of the same tier);
-- and among members ``--keep`` ranks equal (all of them under ``smallest-id``), those close to the
-  most others go first (a cloud's hub before its far copies), then the smallest id.
+- and among members ``--keep`` ranks equal (all of them under ``hub``, the default), those close to
+  the most others go first (a cloud's hub before its far copies), then the smallest id; except under
+  ``smallest-id``, where the id alone decides: each group keeps its smallest id.
 
 A component of two joined by a verified edge is decided without sets (the edge is the check): the
 first by rank is kept, the other removed. The others in rounds, each on the members still undecided:
 the *candidates* are the first of them by ``(tier, key)`` and, among equal ones, by a hash of the
 document number (so an ``--against`` run, whose documents keep the joint run's numbers, picks the
-same): ``CANDIDATES`` (64), or every member of a component of n undecided members when n <= 1,024
-(at least min(n, ``PAIR_BUDGET`` / n)). Every undecided member is compared with every candidate.
-The candidates take turns by ``(tier, key)``, then the most undecided members of equal ``(tier,
-key)`` close to them, then rank: a candidate is kept unless it is close to one kept before it. Then
-every member close to a kept candidate is removed for the first of them in turn; the others stay
-undecided. A decision is final.
+same; under ``smallest-id`` by rank, so the smallest ids): ``CANDIDATES`` (64), or every member of a
+component of n undecided members when n <= 1,024 (at least min(n, ``PAIR_BUDGET`` / n)). Every
+undecided member is compared with every candidate. The candidates take turns by ``(tier, key)``,
+then (not under ``smallest-id``) the most undecided members of equal ``(tier, key)`` close to them,
+then rank: a candidate is kept unless it is close to one kept before it. Then every member close to
+a kept candidate is removed for the first of them in turn; the others stay undecided. A decision is
+final. Under ``smallest-id`` the candidates of every round are the first undecided members by rank
+and go in rank order, so whatever the number of rounds the result is the members in rank order, each
+kept unless close to one kept before it (until ``MAX_REFINE_ROUNDS``).
 
 Why (a) and (b) hold: a member still undecided after a round is close to no document kept in it (it
 was compared with every candidate and would have been removed), so a later round never keeps one
@@ -83,7 +87,7 @@ documents for a shorter one (hostile pass 3, point 5).
 Why several documents can be kept: one for each group of members no kept document is close to (the
 far end of a chain, a copy far from the hub). What (a) costs: a cloud of near copies keeps every
 copy far from the hub kept first, and under a key that orders every document (``longest``,
-``newest``) the first kept is the longest, not a hub, so more copies stay (a test of 2,000 copies of
+``newest``, ``smallest-id``) the first kept is the one the key prefers, not a hub, so more copies stay (a test of 2,000 copies of
 a page with 1% of the words changed: 7 kept by default, 342 under ``--keep longest``; the rule
 before kept hubs side by side). Why few rounds: each round decides every one of its candidates and
 everything close to the kept ones; a component with at most 1,024 undecided members has them all as
@@ -105,8 +109,12 @@ partition of the ``members`` and round steps (tens of bytes each), never with th
 **Against saved indexes** (``--against IDX``, :mod:`curate.stages.dedup.index`). The contract: the
 run removes from B exactly what ``dedup(A + B)`` removes from B when A's documents are preferred (A's
 files first, every A document ranked before every B document and among themselves as A's own run
-ranked them: ``--keep oldest:COLUMN`` with A older, when A's run kept the smallest ids), with the same
-kept ids and cluster sizes. Why the run below achieves it:
+ranked them), with the same kept ids and cluster sizes. Under ``--keep smallest-id`` that is the joint
+run with the same policy when A's ids are smaller than B's. Under ``hub`` the joint run must rank A
+first by its key (``--keep oldest:COLUMN`` with A older): the turns count, among members ranked
+equal, how many others each is close to, and the joint run under ``hub`` would count B's documents
+where the run against the index (where B's tier ranks after A's) does not. Why the run below
+achieves it:
 
 - *Numbering.* The joint run numbers A's documents first, in A's own order, then B's; the
   against-run gives B's documents the same numbers (its partitions start after the index's

@@ -62,13 +62,14 @@ def group_sizes(df: pd.DataFrame) -> np.ndarray:
 # document it is itself close to (true Jaccard >= threshold), never kept beside a member of its
 # component it is close to, and never removed for one --keep ranks after it (a worse tier or key).
 # Rounds decide each component: every round takes candidates (its undecided members with the best
-# (tier, key), sampled by a hash of their document numbers among equal ones), compares every undecided
-# member with every candidate and takes the candidates in turn, by (tier, key), then those close to
-# the most undecided members of equal (tier, key) first (a cloud's hub before its edge), then by id: a candidate is kept
-# unless close to one kept before it; every member close to a kept candidate is removed for the first
-# of them. A decision is final: keeping again a removed document would keep it beside the document it
-# was removed for. The rule in words and why it holds: the package doc. A component of n undecided
-# members costs at most n x max(CANDIDATES, PAIR_BUDGET / n) comparisons a round.
+# (tier, key), sampled by a hash of their document numbers among equal ones; under --keep smallest-id
+# the smallest ids), compares every undecided member with every candidate and takes the candidates in
+# turn, by (tier, key), then those close to the most undecided members of equal (tier, key) first (a
+# cloud's hub before its edge; not under smallest-id), then by id: a candidate is kept unless close to
+# one kept before it; every member close to a kept candidate is removed for the first of them. A
+# decision is final: keeping again a removed document would keep it beside the document it was removed
+# for. The rule in words and why it holds: the package doc. A component of n undecided members costs at
+# most n x max(CANDIDATES, PAIR_BUDGET / n) comparisons a round.
 
 #: after this many rounds the still undecided documents are kept (never removed unverified); every
 #: component of up to 1,024 undecided members is decided whole in one round (PAIR_BUDGET), so this
@@ -82,6 +83,14 @@ CANDIDATES = 64
 #: candidate), and a larger one as fast as its budget allows (2^20 pairs: 24 MiB of compact rows, about
 #: a CPU-second of set merges).
 PAIR_BUDGET = 1 << 20
+
+
+def hub_first(keep: str) -> bool:
+    """Whether ``--keep keep`` lets, among the members it ranks equal, the one close to the most others
+    go first: every policy but ``smallest-id``, which keeps the smallest id of a group whatever the
+    others are close to, so that a run against a saved index keeps what the joint run keeps when the
+    index's ids are the smaller ones (a hub counts the new documents close to it there, not here)."""
+    return keeping.parse(keep).kind != "smallest-id"
 
 
 def candidates_per_member(df: pd.DataFrame) -> np.ndarray:
@@ -110,33 +119,43 @@ def _column(df: pd.DataFrame, name: str, dtype) -> np.ndarray:
     return df[name].to_numpy(dtype=dtype) if name in df.columns else np.zeros(len(df), dtype=dtype)
 
 
-def candidate_ranks(df: pd.DataFrame) -> np.ndarray:
-    """int64 per row of ``df`` (doc, comp[, tier, key]: every undecided member of its components): its
-    place in its component by (tier, key, :func:`doc_hash`, doc), 0 for the first. Candidates are
+def candidate_ranks(df: pd.DataFrame, hub: bool = True) -> np.ndarray:
+    """int64 per row of ``df`` (doc, comp[, id, tier, key]: every undecided member of its components):
+    its place in its component by (tier, key, :func:`doc_hash`, doc), 0 for the first. Candidates are
     the first: those --keep prefers, a hash sample among equal ones (not the smallest ids: a cloud's
-    hub is as likely to be any copy)."""
+    hub is as likely to be any copy). Without ``hub`` (``smallest-id``) by the keep rank (tier, key,
+    id, doc): the members take turns by id, so the candidates are the smallest ids, whichever round."""
     doc = df["doc"].to_numpy(dtype=np.int64)
     comp = df["comp"].to_numpy(dtype=np.int64)
-    order = np.lexsort((doc, doc_hash(doc), _column(df, "key", np.float64), _column(df, "tier", np.int64), comp))
+    if hub:
+        order = np.lexsort((doc, doc_hash(doc), _column(df, "key", np.float64), _column(df, "tier", np.int64), comp))
+    else:
+        order = rank_positions(df)
     starts = np.r_[0, np.flatnonzero(np.diff(comp[order])) + 1] if len(order) else np.zeros(0, np.int64)
     out = np.empty(len(order), dtype=np.int64)
     out[order] = np.arange(len(order)) - np.repeat(starts, np.diff(np.r_[starts, len(order)]))
     return out
 
 
-def pick_candidates(df: pd.DataFrame) -> np.ndarray:
+def rank_positions(df: pd.DataFrame) -> np.ndarray:
+    """Positions of the rows of ``df`` by component, then the keep rank (tier, key, id, doc)."""
+    columns = [c for c in ("comp", *keeping.RANK) if c in df.columns]
+    return keeping.rank_order(df[columns].reset_index(drop=True), ("comp",)).index.to_numpy(dtype=np.int64)
+
+
+def pick_candidates(df: pd.DataFrame, hub: bool = True) -> np.ndarray:
     """bool per row of ``df`` (as :func:`candidate_ranks`): the candidates of a round, the
     :func:`candidates_per_member` first of each component by :func:`candidate_ranks`."""
-    return candidate_ranks(df) < candidates_per_member(df)
+    return candidate_ranks(df, hub) < candidates_per_member(df)
 
 
-def candidate_pairs(df: pd.DataFrame) -> pd.DataFrame:
+def candidate_pairs(df: pd.DataFrame, hub: bool = True) -> pd.DataFrame:
     """(doc, cand, comp): every undecided member of ``df`` (all of its components) with each candidate
     (:func:`pick_candidates`) but itself, a pair of two candidates once (``doc`` the later one). Built
     with numpy, not a merge: a giant component's pairs are the most rows any task of a round holds."""
     doc = df["doc"].to_numpy(dtype=np.int64)
     comp = df["comp"].to_numpy(dtype=np.int64)
-    rank = candidate_ranks(df)
+    rank = candidate_ranks(df, hub)
     is_cand = rank < candidates_per_member(df)
     cands = np.flatnonzero(is_cand)
     cands = cands[np.lexsort((rank[cands], comp[cands]))]  # by component, then rank: 0, 1, ... r - 1
@@ -204,26 +223,27 @@ def decide(df: pd.DataFrame, threshold: float, last: bool) -> pd.DataFrame:
     return out.astype({"id": STRING, "kept_id": STRING})
 
 
-def decide_round(members: pd.DataFrame, close: pd.DataFrame, k: int, last: bool) -> pd.DataFrame:
+def decide_round(members: pd.DataFrame, close: pd.DataFrame, k: int, last: bool, hub: bool = True) -> pd.DataFrame:
     """Round ``k``: decisions, as :func:`decide`, for ``members`` (doc, comp, id, key, weight[, tier]:
     every undecided member of their components) given ``close`` (doc, cand: the pairs of
     :func:`candidate_pairs` whose true Jaccard reaches the threshold).
 
-    The candidates (:func:`pick_candidates`) take turns by (tier, key), then the most undecided members
-    of equal (tier, key) close to them first, then (id, doc): one is kept unless close to a candidate kept before it. Then
-    every member close to a kept candidate is removed for the first of them in turn; the rest stay
-    undecided (kept when ``last``). Why no two kept members are close and no member is removed for
-    one --keep ranks after it: nothing kept in an earlier round is close to an undecided member (it
-    was compared with it and would have removed it), a candidate is compared with every other, and
-    a candidate's turn comes after every candidate of better (tier, key), which are all the members of
-    better (tier, key) (candidates are the first by it)."""
+    The candidates (:func:`pick_candidates`) take turns by (tier, key), then (``hub``, every --keep but
+    smallest-id) the most undecided members of equal (tier, key) close to them first, then (id, doc):
+    one is kept unless close to a candidate kept before it. Then every member close to a kept
+    candidate is removed for the first of them in turn; the rest stay undecided (kept when ``last``).
+    Why no two kept members are close and no member is removed for one --keep ranks after it: nothing
+    kept in an earlier round is close to an undecided member (it was compared with it and would have
+    removed it), a candidate is compared with every other, and a candidate's turn comes after every
+    candidate of better (tier, key), which are all the members of better (tier, key) (candidates are
+    the first by it)."""
     from curate.stages.dataset import STRING
 
     m = keeping.rank_order(members.drop(columns=["cand"], errors="ignore"), ("comp",)).reset_index(drop=True)
     n = len(m)
     doc = m["doc"].to_numpy(dtype=np.int64)
     comp = m["comp"].to_numpy(dtype=np.int64)
-    is_cand = pick_candidates(m)
+    is_cand = pick_candidates(m, hub)
     row = pd.Series(np.arange(n), index=doc)
     x = row.reindex(close["doc"].to_numpy(dtype=np.int64)).to_numpy()
     y = row.reindex(close["cand"].to_numpy(dtype=np.int64)).to_numpy()
@@ -234,12 +254,15 @@ def decide_round(members: pd.DataFrame, close: pd.DataFrame, k: int, last: bool)
     both = is_cand[x]  # two candidates were compared once: the pair counts both ways
     code = np.unique(np.concatenate([x * n + y, y[both] * n + x[both]]))
     x, y = code // max(n, 1), code % max(n, 1)
-    # the candidates' turns: (tier, key), then cover (a cloud's hub before its edge), then the rank. Cover
-    # counts the close members --keep ranks equal, not worse ones: against an index, new documents close
-    # to an indexed one (tier 0) do not change the indexed documents' turns (its own run's decisions)
+    # the candidates' turns: (tier, key), then (hub) cover (a cloud's hub before its edge), then the rank.
+    # Cover counts the close members --keep ranks equal, not worse ones: against an index, new documents
+    # close to an indexed one (tier 0) do not change the indexed documents' turns (its own run's decisions)
     tier, key = _column(m, "tier", np.int64), _column(m, "key", np.float64)
-    peers = (tier[x] == tier[y]) & (key[x] == key[y])
-    cover = np.bincount(y[peers], minlength=n) + 1
+    if hub:
+        peers = (tier[x] == tier[y]) & (key[x] == key[y])
+        cover = np.bincount(y[peers], minlength=n) + 1
+    else:  # smallest-id: the rank alone (``m`` is in rank order)
+        cover = np.ones(n, dtype=np.int64)
     order = np.lexsort((np.arange(n), -cover, key, tier, comp))
     order = order[is_cand[order]]
     at = np.full(n, n, dtype=np.int64)  # a candidate's place in ``order`` (components in turn)

@@ -33,6 +33,7 @@ from curate.stages.dedup.fuzzy.decide import (
     candidate_pairs,
     decide_pairs,
     decide_round,
+    hub_first,
     split_pairs,
 )
 from curate.stages.dedup.fuzzy.verify import close_pairs
@@ -48,8 +49,8 @@ def _decide_pairs_task(df, folder, i, threshold):
     return _round_stats(decide_pairs(df, threshold), folder, i)
 
 
-def _pairs_task(df, folder, i):
-    return dedup.save_part(candidate_pairs(df), folder, i)
+def _pairs_task(df, folder, i, hub):
+    return dedup.save_part(candidate_pairs(df, hub), folder, i)
 
 
 def _close_task(pairs, p, store, threshold, folder):
@@ -58,10 +59,10 @@ def _close_task(pairs, p, store, threshold, folder):
     return dedup.save_part(close_pairs(pairs[["doc", "cand", "comp"]], "doc", "cand", p, store, threshold), folder, p)
 
 
-def _decide_round_task(df, k, last, folder, i):
+def _decide_round_task(df, k, last, folder, i, hub):
     cand = df["cand"].to_numpy()
     members = df[cand == UNDECIDED].drop(columns=["cand"])
-    return _round_stats(decide_round(members, df[cand >= 0][["doc", "cand"]], k, last), folder, i)
+    return _round_stats(decide_round(members, df[cand >= 0][["doc", "cand"]], k, last, hub), folder, i)
 
 
 #: ``cand`` of the member rows that travel with a round's close pairs
@@ -77,6 +78,7 @@ def refine_removals(steps, store, settings, joint, partitions: int):
     from curate.stages.dataset import STRING
 
     columns = MEMBER_COLUMNS + (["tier"] if joint.bases else [])
+    hub = hub_first(settings.keep)
     # partitions of every shuffle, however many rounds: as many as the members' bytes ask for
     width = dedup.compact_partitions(steps.path("members"))
     i64 = pd.Series([], dtype="int64")
@@ -91,13 +93,13 @@ def refine_removals(steps, store, settings, joint, partitions: int):
         if k > 1:
             previous = dedup.read_compact(rounds[-1])
             undecided = previous[~previous["decided"]].rename(columns={"component": "comp"})[columns]
-        steps.run(f"{name}-pairs", lambda folder, u=undecided: _pairs_tasks(folder, u, width))
+        steps.run(f"{name}-pairs", lambda folder, u=undecided: _pairs_tasks(folder, u, width, hub))
         pairs = steps.path(f"{name}-pairs")
         steps.run(f"{name}-close", lambda folder, q=pairs: _close_tasks(folder, q, store, settings.threshold,
                                                                      partitions))
         close = steps.path(f"{name}-close")
         info = steps.run(name, lambda folder, u=undecided, c=close, k=k, last=last, t=two if k == 1 else None:
-                         _decide_round_tasks(folder, u, c, k, last, meta, width, t, settings.threshold))
+                         _decide_round_tasks(folder, u, c, k, last, meta, width, hub, t, settings.threshold))
         rounds.append(steps.path(name))
         if sum(p["undecided"] for p in info["parts"]) == 0:
             break
@@ -107,12 +109,12 @@ def refine_removals(steps, store, settings, joint, partitions: int):
     return decisions[decisions["decided"]], len(rounds)
 
 
-def _pairs_tasks(folder, undecided, width):
+def _pairs_tasks(folder, undecided, width, hub):
     import dask
 
     task = dask.delayed(_pairs_task, pure=False)
     by_comp = undecided.shuffle(on="comp", npartitions=width)
-    return [task(part, folder, i) for i, part in enumerate(by_comp.to_delayed())]
+    return [task(part, folder, i, hub) for i, part in enumerate(by_comp.to_delayed())]
 
 
 def _close_tasks(folder, pairs, store, threshold, partitions):
@@ -123,7 +125,7 @@ def _close_tasks(folder, pairs, store, threshold, partitions):
     return [task(part, p, store, threshold, folder) for p, part in enumerate(routed)]
 
 
-def _decide_round_tasks(folder, undecided, close, k, last, meta, width, two=None, threshold=None):
+def _decide_round_tasks(folder, undecided, close, k, last, meta, width, hub, two=None, threshold=None):
     import dask
     import dask.dataframe as dd
 
@@ -132,7 +134,7 @@ def _decide_round_tasks(folder, undecided, close, k, last, meta, width, two=None
     rows = dd.concat([undecided.assign(cand=np.int64(UNDECIDED)), near], ignore_unknown_divisions=True)
     task = dask.delayed(_decide_round_task, pure=False)
     by_comp = rows.shuffle(on="comp", npartitions=width)
-    tasks = [task(part, k, last, folder, i) for i, part in enumerate(by_comp.to_delayed())]
+    tasks = [task(part, k, last, folder, i, hub) for i, part in enumerate(by_comp.to_delayed())]
     if two is not None:  # round 1: the components of two, after the others' parts
         pair = dask.delayed(_decide_pairs_task, pure=False)
         tasks += [pair(part, folder, len(tasks) + i, threshold) for i, part in enumerate(two.to_delayed())]

@@ -9,6 +9,8 @@ from curate.stages.errors import SettingsError
 from curate.stages.stage import check_choice, check_range
 
 REASON = "fuzzy_duplicate"
+#: --keep's default: what fuzzy dedup did under the name smallest-id until smallest-id meant the smallest id
+KEEP = "hub"
 
 
 @dataclass(frozen=True)
@@ -31,10 +33,11 @@ class FuzzyDedupSettings:
     in_memory_edges: int = field(default=1_000_000, metadata={
         "help": "connected components in one task when there are at most this many edges (0: always distributed)",
         "metavar": "N"})
-    keep: str = field(default=keeping.DEFAULT, metadata={
-        "help": "the survivor of each group: smallest-id, newest[:COLUMN] / oldest[:COLUMN] (a date column, "
-                "default warc_date), longest (text), priority:COLUMN (largest value); ties: the document similar "
-                "to the most others, then the smallest id",
+    keep: str = field(default=KEEP, metadata={
+        "help": "the survivor of each group: hub (the document similar to the most others, then the smallest id), "
+                "smallest-id (the smallest id, however many others it is similar to), newest[:COLUMN] / "
+                "oldest[:COLUMN] (a date column, default warc_date), longest (text), priority:COLUMN (largest "
+                "value); their ties as hub",
         "metavar": "POLICY"})
     save_index: str | None = field(default=None, metadata={
         "help": "also write the dedup index (LSH bucket keys, ids, signatures, shingle sets, components) to this "

@@ -43,7 +43,7 @@ class FuzzyDedupStage(Stage):
     name = "fuzzy_dedup"
     Settings = FuzzyDedupSettings
     cli = ("dedup", "fuzzy")
-    help = "remove near duplicates (MinHash-LSH + connected components), keep one per group (--keep; default the smallest id)"
+    help = "remove near duplicates (MinHash-LSH + connected components), keep one per group (--keep; default the one similar to the most others)"
     adds = ("dup_cluster_size",)
 
     def columns(self, settings):

@@ -1,8 +1,11 @@
 """Saved dedup indexes and --against.
 
 The contract: on generated snapshots A and B (two partitions each), ``dedup(B --against index(A))``
-removes from B exactly what the joint run ``dedup(A + B --keep oldest:snap)`` removes from B (A's
-documents are older, so preferred), with the same kept ids and cluster sizes: exact and fuzzy, with
+removes from B exactly what the joint run removes from B when A's documents are preferred, with the
+same kept ids and cluster sizes. Under ``--keep smallest-id`` that is the joint run with the same
+policy (A's ids are the smaller); under ``--keep hub`` the joint run ranks A first by its key
+(``--keep oldest:snap``, A older), since among documents ranked equal hub lets the one similar to the
+most others go first, which in a joint run would count B's documents too. Exact and fuzzy, with
 planted exact and near copies within B and across A/B, a chain A1 ~ A2 ~ B1 where A's run removed A2,
 and chains within B. Then a third snapshot against the saved union, the tables themselves on a tiny
 case, and every refusal through the CLI (exit 2, one line, nothing written, the index untouched).
@@ -115,13 +118,20 @@ def assert_same(got, joint):
 FUZZY = [{}, {"false_positive_check": False, "in_memory_edges": 0}]
 
 
+#: per --keep of the saved and the against runs, the --keep of the joint run that prefers A's documents
+JOINT_KEEP = {"hub": "oldest:snap", "smallest-id": "smallest-id"}
+
+
+@pytest.mark.parametrize("keep", list(JOINT_KEEP))
 @pytest.mark.parametrize("stage,settings", [("exact_dedup", {})] + [("fuzzy_dedup", s) for s in FUZZY],
                          ids=["exact", "fuzzy", "fuzzy-unchecked-distributed"])
-def test_against_an_index_equals_the_joint_run(data, tmp_path, stage, settings):
+def test_against_an_index_equals_the_joint_run(data, tmp_path, stage, settings, keep):
+    settings = {**settings, "keep": keep}
+    preferring_a = {**settings, "keep": JOINT_KEEP[keep]}
     run_stage(stage, {**settings, "save_index": str(tmp_path / "idxA")}, data["A"], tmp_path / "A")
     manifest = run_stage(stage, {**settings, "against": [str(tmp_path / "idxA")],
                                  "save_index": str(tmp_path / "idxAB")}, data["B"], tmp_path / "B")
-    run_stage(stage, {**settings, "keep": "oldest:snap"}, data["A"] + data["B"], tmp_path / "AB")
+    run_stage(stage, preferring_a, data["A"] + data["B"], tmp_path / "AB")
     got, joint = results(tmp_path / "B", "b"), results(tmp_path / "AB", "b")
     assert_same(got, joint)
     removed = got[0]
@@ -135,7 +145,7 @@ def test_against_an_index_equals_the_joint_run(data, tmp_path, stage, settings):
     assert all(d.endswith(f" in index {tmp_path / 'idxA'}") for d in named["_detail"])
     # A third snapshot against the union index: as the joint run of all three
     run_stage(stage, {**settings, "against": [str(tmp_path / "idxAB")]}, data["C"], tmp_path / "C")
-    run_stage(stage, {**settings, "keep": "oldest:snap"}, data["A"] + data["B"] + data["C"], tmp_path / "ABC")
+    run_stage(stage, preferring_a, data["A"] + data["B"] + data["C"], tmp_path / "ABC")
     assert_same(results(tmp_path / "C", "c"), results(tmp_path / "ABC", "c"))
     assert curate("verify", tmp_path / "idxAB", "--checksums").returncode == 0
 
