@@ -230,6 +230,12 @@ def settings_files(settings) -> list[str]:
     return found
 
 
+#: stages whose rule changed in a way their settings do not show, and the rule's version: counted in
+#: the fingerprint, so an output written under the earlier rule is never taken as up to date (fuzzy
+#: dedup's smallest-id was the hub-first rule; sentence dedup cut unique spans; URL keys merged pages)
+RULES = {"fuzzy_dedup": 2, "sentence_dedup": 2, "url_dedup": 2}
+
+
 def fingerprint(stage: str, settings, input_identity, io: IOSettings) -> str:
     """Stable hash of what determines a stage's output: its name, settings, input and output format.
 
@@ -241,6 +247,8 @@ def fingerprint(stage: str, settings, input_identity, io: IOSettings) -> str:
         "input": input_identity,
         "io": {k: getattr(io, k) for k in ("format", "on_error", "blocksize", "text_field", "id_field")},
     }
+    if stage in RULES:
+        payload["rule"] = RULES[stage]
     # newer options count only when set, so that existing outputs keep their fingerprints
     payload["io"].update({k: getattr(io, k) for k, default in (("convert_ids", False), ("max_document_bytes", "auto"))
                           if getattr(io, k) != default})
