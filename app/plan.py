@@ -97,8 +97,10 @@ class PlanSettings:
         if not 1 <= self.threads_per_worker <= self.cores_per_node:
             raise SettingsError(f"--threads-per-worker must be between 1 and --cores-per-node "
                                 f"({self.cores_per_node}); got {self.threads_per_worker}")
-        if self.task_overhead < 0:
-            raise SettingsError(f"--task-overhead must not be negative; got {self.task_overhead}")
+        if not math.isfinite(self.task_overhead) or self.task_overhead < 0:
+            raise SettingsError(f"--task-overhead must be a finite time >= 0; got {self.task_overhead}")
+        if not math.isfinite(self.link):
+            raise SettingsError(f"--link must be a finite bandwidth; got {self.link}")
 
     @property
     def workers_per_node(self) -> int:
@@ -124,11 +126,24 @@ class Calibration:
 
 
 def _number(row: dict, column: str) -> float | None:
+    """A measured value of a calibration row: empty is None; anything but a finite number >= 0 is refused
+    (a NaN, an infinity or a negative count would print as nonsense), naming the column and the line."""
     value = (row.get(column) or "").strip()
+    if not value:
+        return None
     try:
-        return float(value) if value else None
+        number = float(value)
     except ValueError:
-        raise SettingsError(f"--calibration: scaling.csv column {column!r} has {value!r}, not a number") from None
+        number = math.nan
+    if not math.isfinite(number) or number < 0:
+        line = f" line {row[_LINE]}" if _LINE in row else ""
+        raise SettingsError(f"--calibration: scaling.csv{line} column {column!r} has {value[:40]!r}, not a finite "
+                            "number >= 0")
+    return number
+
+
+#: where load_calibration notes a row's line in scaling.csv (a key no CSV header can produce)
+_LINE = "\0line"
 
 
 def _cores(row: dict, cores_per_node: int, notes: set) -> float:
@@ -155,8 +170,11 @@ def load_calibration(folder: str, cores_per_node: int) -> Calibration:
     if not os.path.isfile(path):
         raise SettingsError(f"--calibration {folder}: no scaling.csv there (curate bench scaling or "
                             "slurm/strong_scaling.sbatch writes one)")
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = [{**r, _LINE: n} for n, r in enumerate(csv.DictReader(f), start=2)]
+    except (UnicodeDecodeError, csv.Error) as e:
+        raise SettingsError(f"--calibration {path}: not a CSV file of text ({type(e).__name__}: {e})"[:300]) from None
     missing = {"stage", "seconds"} - set(rows[0] if rows else ())
     if missing:
         raise SettingsError(f"--calibration {folder}: scaling.csv has no {sorted(missing)[0]!r} column")
@@ -171,6 +189,9 @@ def load_calibration(folder: str, cores_per_node: int) -> Calibration:
         if row["stage"] == "total":
             continue
         cores, secs = _cores(row, cores_per_node, notes), _number(row, "seconds")
+        if cores <= 0:
+            raise SettingsError(f"--calibration: scaling.csv line {row[_LINE]}: cores, workers or nodes must be "
+                                "positive")
         if secs is None:
             continue
         per = best.setdefault(row["stage"], {})
@@ -182,8 +203,17 @@ def load_calibration(folder: str, cores_per_node: int) -> Calibration:
     if not best:
         raise SettingsError(f"--calibration {folder}: scaling.csv has no stage rows of a successful run")
     if input_bytes is None and os.path.isfile(os.path.join(folder, "scaling.json")):
-        with open(os.path.join(folder, "scaling.json"), encoding="utf-8") as f:
-            input_bytes = (json.load(f) or {}).get("input_bytes")
+        where = os.path.join(folder, "scaling.json")
+        try:
+            with open(where, encoding="utf-8") as f:
+                doc = json.load(f)
+        except (UnicodeDecodeError, ValueError) as e:
+            raise SettingsError(f"--calibration {where}: not JSON ({type(e).__name__})") from None
+        input_bytes = doc.get("input_bytes") if isinstance(doc, dict) else None
+        if input_bytes is not None and (isinstance(input_bytes, bool) or not isinstance(input_bytes, (int, float))
+                                        or not math.isfinite(input_bytes) or input_bytes <= 0):
+            raise SettingsError(f"--calibration {where}: input_bytes must be a positive number; got "
+                                f"{str(input_bytes)[:40]!r}")
     stages = {}
     for stage, per in best.items():
         values = {c: (max(v) if c == "peak_worker_bytes" else sum(v) / len(v))
@@ -311,6 +341,12 @@ def plan(calibration: Calibration, folders: list[str], s: PlanSettings, target_b
         for folder, p in zip(folders, stages):
             p["stage"] = folder
         plans.append({"nodes": nodes, "stages": stages, "total": total_of(stages)})
+    for p in plans:  # every number printed is finite and >= 0, or the plan is not printed
+        for q in [*p["stages"], p["total"]]:
+            for key, value in q.items():
+                if isinstance(value, float) and (not math.isfinite(value) or value < 0):
+                    raise SettingsError(f"--calibration {calibration.folder}: stage {q['stage']} on {p['nodes']} "
+                                        f"node(s) gives {key} = {value}: check its scaling.csv rows")
     return {"settings": {"nodes": list(s.nodes), "cores_per_node": s.cores_per_node,
                          "memory_per_node": s.memory_per_node, "link_bytes_per_second": s.link,
                          "threads_per_worker": s.threads_per_worker, "workers_per_node": s.workers_per_node,

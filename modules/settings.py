@@ -85,7 +85,7 @@ def parse_bytes(value, name: str) -> int:
     unit = text[len(num):] or "b"
     try:
         n = int(float(num) * _UNITS[unit])
-    except (ValueError, KeyError):
+    except (ValueError, KeyError, OverflowError):  # NaN, a unit we do not know, inf and 1e400
         raise SettingsError(f"{name} must be a size such as 128MiB; got {shown(value)}") from None
     if n <= 0:
         raise SettingsError(f"{name} must be positive; got {shown(value)}")

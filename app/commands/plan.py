@@ -42,13 +42,18 @@ def add_arguments(p) -> None:
 
 def _seconds(text: str) -> float:
     t = str(text).strip().lower()
+    import math
+
     for unit, factor in (("us", 1e-6), ("ms", 1e-3), ("s", 1.0)):
         if t.endswith(unit):
             try:
-                return float(t[:-len(unit)]) * factor
+                value = float(t[:-len(unit)]) * factor
             except ValueError:
                 break
-    raise SettingsError(f"--task-overhead must be a time such as 1ms or 200us; got {text!r}")
+            if math.isfinite(value) and value >= 0:  # "nans" and "infs" end in s too
+                return value
+            break
+    raise SettingsError(f"--task-overhead must be a time such as 1ms or 200us; got {text[:40]!r}")
 
 
 def _share(text: str) -> float:
@@ -84,10 +89,13 @@ def main(args) -> int:
     job = runner.load_job(args.job)
     folders = [os.path.basename(out) for _k, _spec, _i, out in runner.job_plan(job, job.output or "plan")]
     first = job.stages[0]
+    inputs = first.input or job.input or ()
     try:
-        job_bytes = runner.input_bytes(first.name, first.input or job.input, job.io)
-    except Exception:  # an input not on disk here: the plan needs --input-size then
-        job_bytes = None
+        job_bytes = runner.input_bytes(first.name, inputs, job.io)
+    except Exception:  # a local input that matches no file here: 0 bytes, never the calibration's size unasked
+        job_bytes = 0
+    # an input elsewhere (a URL) is None: the plan then says it uses the calibration's size
+    no_input = job_bytes == 0 and s.input_size is None and args.sample is None
     notes = []
     folder = args.calibration
     # a sample run without --sample-output writes into a temporary folder that tempfile owns and removes
@@ -100,6 +108,11 @@ def main(args) -> int:
         if calibration.input_bytes is None and job_bytes is not None and args.sample is None:
             calibration = model.Calibration(calibration.folder, calibration.stages, job_bytes, calibration.notes)
             notes.append("the calibration does not record its input bytes: taken as the job's input on disk")
+        for f in folders:  # a stage the calibration lacks is named first
+            model.stage_for(calibration, f)
+        if no_input:
+            raise SettingsError(f"{args.job}: the job's input {', '.join(map(str, inputs))} holds no bytes here "
+                                "(no file matches): give --input-size to plan for a size")
         result = model.plan(calibration, folders, s, s.input_size or job_bytes, notes)
     result["job"] = args.job
     print(format_plan(result))

@@ -164,3 +164,58 @@ def test_the_docs_example_is_what_the_command_prints():
                   "8,64,512", "--cores-per-node", "32", "--memory-per-node", "256GiB", "--link", "25gbit",
                   "--input-size", "10TB")
     assert f"```\n{proc.stdout.rstrip()}\n```" in (ROOT / "docs" / "plan.md").read_text()
+
+
+# --------------------------------------------------------------------------- hostile pass 4, point 3
+
+
+def _plan_args(tmp_path, cal, *more):
+    return ["plan", _job(tmp_path), "--calibration", cal, "--nodes", "8", "--cores-per-node", "32",
+            "--memory-per-node", "256GiB", "--input-size", "10TB", *more]
+
+
+@pytest.mark.parametrize("column, value", [("seconds", "nan"), ("cpu_seconds", "inf"), ("peak_worker_bytes", "-5"),
+                                           ("workers", "-2"), ("shuffle_bytes", "1e400"), ("dask_tasks", "NaN")])
+def test_a_calibration_value_that_is_no_finite_count_is_refused_naming_column_and_line(tmp_path, column, value):
+    from curate.app.cli import main
+
+    cal = _calibration(str(tmp_path / "cal"))
+    path = os.path.join(cal, "scaling.csv")
+    rows = list(csv.reader(open(path)))
+    rows[3][rows[0].index(column)] = value  # line 4 of the file
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    assert main([str(a) for a in _plan_args(tmp_path, cal)]) == 2
+
+
+def test_every_refusal_of_point_3_is_one_line_with_exit_2(tmp_path):
+    cal = _calibration(str(tmp_path / "cal"))
+    path = os.path.join(cal, "scaling.csv")
+    rows = list(csv.reader(open(path)))
+    rows[3][rows[0].index("seconds")] = "-966059"
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    with open(bad / "scaling.csv", "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    binary = tmp_path / "binary"
+    binary.mkdir()
+    (binary / "scaling.csv").write_bytes(bytes(range(256)) * 4)
+    (tmp_path / "in").mkdir()
+    empty_glob = tmp_path / "empty.yaml"
+    empty_glob.write_text(f"input: {tmp_path / 'in' / '*.jsonl'}\nstages:\n  - clean: {{}}\n  - exact_dedup: {{}}\n")
+    cases = [
+        (_plan_args(tmp_path, str(bad)), "scaling.csv line 4 column 'seconds' has '-966059', not a finite number"),
+        (_plan_args(tmp_path, cal, "--task-overhead", "nans"), "--task-overhead must be a time"),
+        (_plan_args(tmp_path, cal, "--task-overhead", "infs"), "--task-overhead must be a time"),
+        (_plan_args(tmp_path, str(binary)), "scaling.csv: not a CSV file of text"),
+        (["plan", empty_glob, "--calibration", cal, "--nodes", "8", "--cores-per-node", "32",
+          "--memory-per-node", "256GiB"], "holds no bytes here (no file matches): give --input-size"),
+        ([*_plan_args(tmp_path, cal)[:-2], "--input-size", "inf"], "--input-size must be a size"),
+        ([*_plan_args(tmp_path, cal)[:-2], "--input-size", "1e400"], "--input-size must be a size"),
+        (_plan_args(tmp_path, cal, "--memory-per-node", "infGiB"), "--memory-per-node must be a size"),
+        (_plan_args(tmp_path, cal, "--link", "1e400/s"), "--link must be"),
+    ]
+    for args, message in cases:
+        proc = curate(*args, check=False)
+        assert proc.returncode == 2, (args, proc.stderr[-2000:])
+        assert proc.stderr.count("\n") == 1 and message in proc.stderr, (args, proc.stderr)
