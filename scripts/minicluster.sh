@@ -188,12 +188,26 @@ start_bg() {  # start_bg NAME LOG CMD...: start CMD in the background, record it
   echo "$! $name" >>"$dir/pids"
 }
 
+valid_up_args() {  # everything up is told, checked before it touches anything
+  case $nodes in ''|*[!0-9]*) die "NODES must be a whole number from 1 to 200; got '$nodes'" ;; esac
+  [ "$nodes" -ge 1 ] && [ "$nodes" -le 200 ] || die "NODES must be a whole number from 1 to 200; got '$nodes'"
+  # DIR ends up inside sh -c strings run as root: only plain path characters
+  case $dir in *[!A-Za-z0-9_./+-]*) die "DIR may hold only letters, digits and _ . / + -; got '$dir'" ;; esac
+  if [ -n "$link_rate" ]; then
+    printf '%s' "$link_rate" | grep -Eqi '^[0-9]+(\.[0-9]+)?([kmgt]?bit|[kmgt]?bps)$' \
+      || die "--link must be a rate such as 100mbit or 1gbit; got '$link_rate'"
+  fi
+}
+
 up() {
+  valid_up_args
   [ "$(id -u)" = 0 ] || die "needs root (network namespaces, slurmd)"
   for tool in ip tc ss unshare nsenter /usr/sbin/slurmctld /usr/sbin/slurmd /usr/sbin/munged mungekey sinfo; do
     command -v "$tool" >/dev/null || die "$tool not found: run scripts/setup.sh (slurm-wlm, munge) and install iproute2"
   done
   [ ! -e "$dir/pids" ] || die "$dir/pids exists: a cluster is up there (scripts/minicluster.sh down $dir)"
+  # a step that fails part-way takes down what the steps before it made (by the names they recorded)
+  trap 'rc=$?; trap - EXIT; if [ "$rc" != 0 ]; then echo "minicluster: up failed; removing what it made" >&2; down; fi; exit "$rc"' EXIT
   mkdir -p "$dir"
   chmod 700 "$dir"
   dir=$(cd "$dir" && pwd)
@@ -320,6 +334,7 @@ up() {
     if [ "$(sinfo -h -N -o '%T' 2>/dev/null | grep -c -E '^(idle|mixed|allocated)$')" = "${#names[@]}" ]; then
       echo "minicluster: up in $dir: ${names[*]} on $net.0/24 (node1 = $net.11, ...${node_cpus:+; $node_cpus CPUs}${node_memory:+; $node_memory}${link_rate:+; link $link_rate} per node)"
       echo "minicluster: eval \"\$(scripts/minicluster.sh env $dir)\" then sbatch -N ${#names[@]} ..."
+      trap - EXIT
       return 0
     fi
     sleep 0.5

@@ -90,3 +90,38 @@ def test_the_old_usage_still_works_and_down_leaves_nothing_behind(tmp_path):
             cluster.stop()
         assert leftovers(tag) == []
         assert not any(os.path.exists(f"/proc/{pid}") for pid in pids)
+
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "minicluster.sh"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["2", "--link", "bogusrate"], "--link must be a rate such as 100mbit"),
+    (["0"], "NODES must be a whole number"),
+    (["abc"], "NODES must be a whole number"),
+])
+def test_up_refuses_bad_arguments_before_touching_anything(tmp_path, args, message):  # issue 47, point 10
+    folder = tmp_path / "mini"
+    proc = subprocess.run(["bash", str(SCRIPT), "up", str(folder), *args], capture_output=True, text=True)
+    assert proc.returncode != 0 and message in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    assert not folder.exists()
+
+
+@pytest.mark.parametrize("name", ["with space", "quo'te"])
+def test_up_refuses_a_folder_that_would_reach_a_shell_string(tmp_path, name):
+    proc = subprocess.run(["bash", str(SCRIPT), "up", str(tmp_path / name), "2"], capture_output=True, text=True)
+    assert proc.returncode != 0 and "DIR may hold only" in proc.stderr, proc.stderr
+    assert not (tmp_path / name).exists()
+
+
+def test_up_that_fails_part_way_removes_what_it_made(tmp_path):
+    reason = why_not()
+    if reason:
+        pytest.skip(reason)
+    before = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    proc = subprocess.run(["bash", str(SCRIPT), "up", str(tmp_path / "mini"), "2"], capture_output=True, text=True,
+                          env={**os.environ, "MINICLUSTER_SUBNET": "999.1.1"})  # the bridge's address fails
+    assert proc.returncode != 0 and "up failed; removing what it made" in proc.stderr, proc.stderr
+    after = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    assert sorted(re.findall(r"^\d+: (cm[bv]\w+)", after, re.M)) == sorted(re.findall(r"^\d+: (cm[bv]\w+)", before, re.M))
+    assert not (tmp_path / "mini" / "names").exists() and not (tmp_path / "mini" / "pids").exists()
