@@ -259,7 +259,10 @@ def summary_table(outcomes: list[StageOutcome]) -> str:
                          "run the same command again to fetch them")
     empty = next((k for k, o in enumerate(outcomes, start=1)
                   if o.manifest.get("counts", {}).get("out") == 0 and o.manifest.get("counts", {}).get("in")), None)
-    if empty is not None:
+    first = outcomes[0].manifest.get("counts", {}) if outcomes else {}
+    if first.get("in") == 0 and first.get("out") == 0:  # an empty input: said, never a silent exit 0
+        lines.append(f"no documents: stage 1 ({os.path.basename(outcomes[0].output)}) read none from its input")
+    elif empty is not None:
         o = outcomes[empty - 1]
         lines.append(f"no document is left after stage {empty} ({os.path.basename(o.output)}): "
                      f"{', '.join(f'{k}={v}' for k, v in o.manifest['counts'].get('dropped', {}).items()) or 'all dropped'}"

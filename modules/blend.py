@@ -326,7 +326,8 @@ class BlendStage(Stage):
         out = dd.from_delayed(parts, meta=meta, verify_meta=False)
         return dataset.write_dataset(out, ctx, stage=self.name, settings=settings,
                                      extra={"blend": {"sources": info, "target_size": settings.target_size,
-                                                      "documents": int(sum(wanted))}})
+                                                      "documents": int(sum(wanted))}},
+                                     docs_in=sum(sum(size) for size in sizes))  # what it read, not its copies
 
     def _by_column(self, settings, ctx):
         """Mix the inputs (as one dataset) by the values of ``settings.by``: each value is a group with
@@ -372,7 +373,8 @@ class BlendStage(Stage):
         out = dd.from_delayed(parts, meta=meta, verify_meta=False)
         return dataset.write_dataset(out, ctx, stage=self.name, settings=settings,
                                      extra={"blend": {"by": column, "values": info,
-                                                      "documents": int(sum(wanted.values()))}})
+                                                      "documents": int(sum(wanted.values()))}},
+                                     docs_in=sum(available.values()))  # what it read, not its copies
 
     def _tokens(self, settings, ctx, sources):
         import time

@@ -105,7 +105,8 @@ def detail_counts(rejected: pd.DataFrame, reasons) -> dict[str, dict[str, int]]:
 
 def write_dataset(ddf, ctx, *, stage: str, settings, reject_columns=None, extra: dict | None = None,
                   records: list[dict] | None = None, count_details: tuple[str, ...] = (),
-                  prepare=None, combine=None, on_side=None, dropped_columns: tuple[str, ...] = ()) -> dict:
+                  prepare=None, combine=None, on_side=None, dropped_columns: tuple[str, ...] = (),
+                  docs_in: int | None = None) -> dict:
     """Write every partition (one task each), then _manifest.json, then _SUCCESS.
 
     Partitions a killed run of the same settings finished (journal records of this fingerprint whose
@@ -115,7 +116,8 @@ def write_dataset(ddf, ctx, *, stage: str, settings, reject_columns=None, extra:
     ``prepare`` (see :func:`write_partition`) with ``combine(sides) -> side``: the written partitions'
     sides are combined in tasks, ``FAN_IN`` at a time, and the client gets one, which ``on_side``
     receives before the manifest is written (the partitions resumed from a killed run have none);
-    ``dropped_columns``: what ``prepare`` leaves out, not in the manifest's schema.
+    ``dropped_columns``: what ``prepare`` leaves out, not in the manifest's schema. ``docs_in``: the
+    documents the stage read, where its partitions hold more rows than that (blend's copies).
     """
     import dask
 
@@ -152,12 +154,12 @@ def write_dataset(ddf, ctx, *, stage: str, settings, reject_columns=None, extra:
     stats = sorted([*done.values(), *written], key=lambda s: s["partition"])
     schema = {c: str(t) for c, t in ddf._meta.dtypes.items() if c not in INTERNAL and c not in dropped_columns}
     return finish_output(ctx, stage=stage, settings=settings, partition_stats=stats, schema=schema,
-                         started=started, extra=extra, records=records)
+                         started=started, extra=extra, records=records, docs_in=docs_in)
 
 
 def finish_output(ctx, *, stage: str, settings, partition_stats: list[dict], schema: dict | None,
                   started: float, extra: dict | None = None, records: list[dict] | None = None,
-                  unit: str = "", run: str | None = None) -> dict:
+                  unit: str = "", run: str | None = None, docs_in: int | None = None) -> dict:
     """Write _manifest.json (listing every file with size and checksum) and then ``_SUCCESS``."""
     dropped: dict[str, int] = {}
     details: dict[str, dict[str, int]] = {}
@@ -180,7 +182,7 @@ def finish_output(ctx, *, stage: str, settings, partition_stats: list[dict], sch
         "input": list(ctx.input),
         "output": ctx.output if "://" in ctx.output else os.path.abspath(ctx.output),
         "counts": {
-            "in": int(sum(s.get("in", 0) for s in partition_stats)),
+            "in": int(sum(s.get("in", 0) for s in partition_stats)) if docs_in is None else int(docs_in),
             "out": int(sum(s.get("out", 0) for s in partition_stats)),
             "dropped": dict(sorted(dropped.items())),
             **({"details": {r: dict(sorted(d.items(), key=lambda kv: (-kv[1], kv[0])))

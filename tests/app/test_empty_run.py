@@ -25,3 +25,12 @@ def test_a_job_that_keeps_nothing_says_after_which_stage_and_its_tokens_verify(t
     assert main(["verify", str(tmp_path / "out" / "04-tokenize")]) == 0
     got = capsys.readouterr()
     assert "no documents" in got.out + got.err and "no pairs" not in got.err
+
+
+def test_a_run_over_an_empty_input_says_no_documents(tmp_path, capsys):  # issue 47, point 10
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_text("")
+    job = tmp_path / "job.yaml"
+    job.write_text(f"input: {tmp_path / 'in'}/*.jsonl\nstages:\n  - clean: {{}}\n  - exact_dedup: {{}}\n")
+    assert main(["run", str(job), "--output", str(tmp_path / "out"), "--cluster", "threads"]) == 0
+    assert "no documents: stage 1 (01-clean) read none from its input" in capsys.readouterr().out

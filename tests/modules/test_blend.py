@@ -47,6 +47,7 @@ def test_blend_documents(tmp_path):
     assert sum(i.endswith("@1") for i in wiki) == 1 and {"b0", "b1", "b2"} <= set(wiki)  # one full copy + 1
     assert set(out[out["blend_source"] == "web"]["id"]) <= {f"a{i}" for i in range(10)}
     assert m["blend"]["sources"]["wiki"]["full_copies"] == 1 and m["blend"]["documents"] == 8
+    assert m["counts"]["in"] == 13 and m["counts"]["out"] == 8  # docs in: what it read, not its copies
     # deterministic by seed; another seed samples other documents
     run_stage("blend", {"weights": [0.5, 0.5], "target_size": 8, "seed": 3}, [a, b], tmp_path / "o2")
     assert read_output(tmp_path / "o2")["id"].tolist() == out["id"].tolist()
@@ -124,6 +125,7 @@ def test_blend_by_a_column_weights_and_factors(tmp_path):
     assert values["hi"]["full_copies"] == 2 and values["<null>"]["available"] == 1
     out = read_output(tmp_path / "w")
     assert out["id"].is_unique and len(out) == 8
+    assert (m["counts"]["in"], m["counts"]["out"]) == (10, 8)  # issue 47, point 10: not the copies
     assert out.groupby("blend_source").size().to_dict() == {"bucket=hi": 4, "bucket=lo": 2, "bucket=mid": 2}
     m2 = run_stage("blend", {"by": "bucket", "by_factors": "hi:2,mid:0.5,lo:0"}, str(tmp_path / "in" / "*.jsonl"),
                    tmp_path / "f")
