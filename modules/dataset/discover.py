@@ -24,7 +24,7 @@ def expand_named(specs, allow_incomplete: bool = False) -> list[tuple[str, str]]
     named: list[tuple[str, str]] = []
     for spec in map(str, specs):
         if is_url(spec):
-            named.extend(_expand_url(spec, allow_incomplete))
+            named.extend(_reach(spec, allow_incomplete))
         elif os.path.isdir(spec):
             named.extend((f, os.path.relpath(f, spec)) for f in _dataset_dir_files(spec, allow_incomplete))
         elif os.path.isfile(spec):
@@ -73,6 +73,21 @@ def open_input(path: str):
         return open(path, "rb")
     fs, p = url_fs(path)
     return fs.open(p, "rb")
+
+
+def _reach(spec: str, allow_incomplete: bool) -> list[tuple[str, str]]:
+    """:func:`_expand_url`, a failure to reach the store (no network, no credentials, a refused
+    request) named by the input in one line."""
+    from curate.stages.errors import CurateError
+
+    try:
+        return _expand_url(spec, allow_incomplete)
+    except CurateError:
+        raise
+    except Exception as e:  # ConnectError, NoCredentialsError, ClientError, aiohttp's: whatever the store raises
+        detail = " ".join(str(e).split())[:200]
+        raise DataError(f"input {spec}: cannot reach it ({type(e).__name__}{': ' + detail if detail else ''}); "
+                        "check the network, the address and the credentials") from None
 
 
 def _expand_url(spec: str, allow_incomplete: bool) -> list[tuple[str, str]]:

@@ -81,3 +81,13 @@ def test_parquet_over_https_from_a_local_server(tmp_path):
         assert any(r[1] for r in server.hits("d.parquet"))  # read with Range requests, not landed whole
     df = pd.concat(pd.read_parquet(p) for p in sorted((tmp_path / "out").glob("part-*.parquet")))
     assert df["id"].tolist() == [f"p{i}" for i in range(5)]
+
+
+@pytest.mark.parametrize("url", ["s3://curate-no-such-bucket/in/*.jsonl", "http://127.0.0.1:9/data/a.jsonl"])
+def test_an_input_that_cannot_be_reached_is_named_in_one_line(tmp_path, url):  # issue 47, point 10
+    env = {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_ENDPOINT_URL": "http://127.0.0.1:9",
+           "AWS_CONFIG_FILE": str(tmp_path / "none"), "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none")}
+    proc = curate("clean", "--input", url, "--output", tmp_path / "out", check=False, env=env)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"curate: error: input {url}: cannot reach it (") and "Traceback" not in proc.stderr, last
