@@ -272,7 +272,11 @@ def _report(args, png: str) -> int:
             first = m.get("counts", {}).get("dropped", {}).get(f["reason"], 0) if m.get("stage") != "tag" else "-"
             s = summaries[f["column"]]
             if not s.scored:
-                rows.append((name, f["reason"], threshold_text(f), "-", "-", first, "-"))
+                # no score columns in the parts: the counts every filter run keeps in its manifest (the
+                # HTML page's), taken over every document, not a sample
+                kept = ((m.get("score_sample") or {}).get("filters") or {}).get(f["reason"]) or {}
+                rows.append((name, f["reason"], threshold_text(f), kept.get("scored", "-"), kept.get("rejected", "-"),
+                             first, kept.get("only", "-")))
                 continue
             rows.append((name, f["reason"], threshold_text(f), s.scored, s.rejected, first, s.only))
             panels.append((f"{name}: {f['reason']}", s))

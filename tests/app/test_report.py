@@ -63,6 +63,12 @@ def test_without_scores(tmp_path, capsys):
     out = run(capsys, tmp_path / "f", "--html", tmp_path / "page.html")
     assert "--keep-scores" in out and not (tmp_path / "f" / "_reports").exists()  # no PNG without scores
     assert f"page in {tmp_path / 'page.html'}" in out  # the page draws the manifest's score sample instead
+    # the text table shows the manifest's counts, as the page does, not "-" (issue 47, point 10)
+    import json
+
+    counts = json.loads((tmp_path / "f" / "_manifest.json").read_text())["score_sample"]["filters"]["word_count"]
+    line = next(x for x in out.splitlines() if x.startswith("f ") and "word_count" in x)
+    assert line.split()[-4:-2] == [str(counts["scored"]), str(counts["rejected"])], line
 
 
 def test_errors(tmp_path):
