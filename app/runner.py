@@ -318,30 +318,41 @@ def _compute_here(collections, tracker):
 @contextlib.contextmanager
 def performance_report(output: str, label: str, client):
     """Save Dask's performance report (HTML) under ``<output>/_reports/``; a job's HTML report too
-    (without a client, ``--cluster threads``, only that)."""
+    (without a client, ``--cluster threads``, only that). A Ctrl-C or SIGTERM once every stage finished
+    (while the reports are written) says so: the outputs are complete (:class:`signals.AfterStages`)."""
+    from curate.app import signals
+
     if "://" in output:  # a remote output (s3://...): no local folder to put it in
         yield None
         return
-    if client is None:
-        started = time.time()
-        yield None
-        if label == "run":  # a stage command writes no page: nothing to import for it
-            from curate.app.report_html import cluster_info, write_run_report
+    done = False
+    try:
+        if client is None:
+            started = time.time()
+            yield None
+            done = True
+            if label == "run":  # a stage command writes no page: nothing to import for it
+                from curate.app.report_html import cluster_info, write_run_report
 
-            write_run_report(output, None, None, started, cluster_info(None))
-        return
-    from distributed import performance_report as report
+                write_run_report(output, None, None, started, cluster_info(None))
+            return
+        from distributed import performance_report as report
 
-    folder = os.path.join(output, "_reports")
-    path = os.path.join(folder, f"{time.strftime('%Y%m%d-%H%M%S')}-{label}.html")
-    output_mod.refuse_link(output, path)
-    os.makedirs(folder, exist_ok=True)
-    from curate.app.report_html import cluster_info, write_run_report
+        folder = os.path.join(output, "_reports")
+        path = os.path.join(folder, f"{time.strftime('%Y%m%d-%H%M%S')}-{label}.html")
+        output_mod.refuse_link(output, path)
+        os.makedirs(folder, exist_ok=True)
+        from curate.app.report_html import cluster_info, write_run_report
 
-    started, cluster = time.time(), cluster_info(client)  # workers as the run starts
-    with report(filename=path):
-        yield path
-    log.info("performance report: %s", path)
-    if label == "run":  # the job's own page, after the performance report it links to
-        write_run_report(output, client, path, started, cluster)
+        started, cluster = time.time(), cluster_info(client)  # workers as the run starts
+        with report(filename=path):
+            yield path
+            done = True
+        log.info("performance report: %s", path)
+        if label == "run":  # the job's own page, after the performance report it links to
+            write_run_report(output, client, path, started, cluster)
+    except KeyboardInterrupt as e:
+        if not done:  # the stages' own interrupt, as it came
+            raise
+        raise signals.after_stages(e, output) from None
 

@@ -32,12 +32,33 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, handled as Ctrl-C is."""
 
 
+class AfterStages(KeyboardInterrupt):
+    """A stop that came once every stage had finished, while the reports were written."""
+
+    def __init__(self, terminated: bool, output: str):
+        super().__init__()
+        self.terminated, self.output = terminated, output
+
+
+class TerminatedAfterStages(AfterStages, Terminated):
+    pass
+
+
+def after_stages(e: BaseException, output: str) -> AfterStages:
+    cls = TerminatedAfterStages if isinstance(e, Terminated) else AfterStages
+    return cls(isinstance(e, Terminated), output)
+
+
 def exit_code(e: BaseException) -> int:
     return 128 + signal.SIGTERM if isinstance(e, Terminated) else 130
 
 
 def message(e: BaseException) -> str:
-    return "curate: terminated (SIGTERM)" if isinstance(e, Terminated) else "curate: interrupted"
+    what = "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
+    if isinstance(e, AfterStages):
+        return (f"curate: {what} while the run's reports were written; every stage had finished and its output "
+                f"is complete (curate report {e.output} writes the page again)")
+    return f"curate: {what}"
 
 
 def _interrupt(signum: int):

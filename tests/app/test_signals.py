@@ -115,3 +115,23 @@ def test_sigterm_in_process_raises_terminated_and_handlers_are_restored():
             time.sleep(1)
     assert signals.exit_code(e.value) == 143 and signals.message(e.value) == "curate: terminated (SIGTERM)"
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_stop_while_the_report_is_written_says_every_stage_finished(tmp_path, monkeypatch, capsys):
+    """Issue 47, point 10: a Ctrl-C once every stage finished said "interrupted" as if the run had not."""
+    from curate.app import report_html
+    from curate.app.cli import main
+    from tests.conftest import write_jsonl
+
+    write_jsonl(tmp_path / "in.jsonl", [{"id": "a", "text": "one document"}, {"id": "b", "text": "another one"}])
+    job = tmp_path / "job.yaml"
+    job.write_text(f"input: {tmp_path / 'in.jsonl'}\nstages:\n  - clean: {{}}\n")
+
+    def stopped(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report_html, "write_run_report", stopped)
+    assert main(["run", str(job), "--output", str(tmp_path / "out"), "--cluster", "threads"]) == 130
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("curate: interrupted while the run's reports were written; every stage had finished"), err
+    assert (tmp_path / "out" / "01-clean" / "_SUCCESS").exists()
