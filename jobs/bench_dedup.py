@@ -657,6 +657,7 @@ def run_cli_measured(args_list: list[str], workers: int) -> dict:
     tree_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     restart_lines = [x for x in lines if re.search(r"[Rr]estart|was killed|exceeded .*memory|KilledWorker", x)]
     return {"exit": proc.returncode, "wall": wall, "cpu": max(tree_cpu, sum(cpu.values())),
+            "main_cpu": cpu.get(proc.pid, 0.0),  # the curate process alone (the client; a local cluster's scheduler)
             "peaks": sorted(((k, v) for k, v in peaks.values()), key=lambda kv: -kv[1]),
             "restarts": max(0, len(workers_seen) - workers), "restart_lines": len(restart_lines),
             "log_tail": "".join(lines[-15:])}
