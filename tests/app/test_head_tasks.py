@@ -58,3 +58,50 @@ def test_tasks_per_partition_are_bounded_and_the_head_is_measured_alone(tmp_path
         assert s["scheduler_cpu_seconds"] + s["client_cpu_seconds"] < s["cpu_seconds"] + s["seconds"] * 2, (name, s)
     fuzzy = stages["04-fuzzy_dedup"]
     assert fuzzy["scheduler_cpu_seconds"] < fuzzy["cpu_seconds"] * 4
+
+
+#: rows of row data the client may receive in one result: a merged sample (the filters' 2,000), never
+#: a partition's or the corpus's rows
+CLIENT_ROWS = 2_500
+
+
+def _rows_in(value, seen=0) -> int:
+    """The largest number of rows of any frame, series or array inside a computed result."""
+    import numpy as np
+    import pandas as pd
+
+    if isinstance(value, (pd.DataFrame, pd.Series, np.ndarray)):
+        return len(value)
+    if isinstance(value, dict):
+        return max((_rows_in(v) for v in value.values()), default=0)
+    if isinstance(value, (list, tuple)):
+        return max((_rows_in(v) for v in value), default=0)
+    return 0
+
+
+def test_the_client_receives_no_row_data(tmp_path):
+    """Issue 50, point 2: a client that refuses results holding more than CLIENT_ROWS rows runs the
+    whole pipeline (6,000 documents): audits, rounds, samples and checks run in tasks."""
+    from curate.app import runner
+
+    rng = random.Random(1)
+    words = "river bread library valley stone water flour yeast member quiet study far near old new".split()
+    for f in range(3):
+        docs = [{"id": f"d{f}-{i:04d}", "text": " ".join(rng.choice(words) for _ in range(40))} for i in range(2000)]
+        write_jsonl(tmp_path / "in" / f"{f}.jsonl", docs)
+    (tmp_path / "f.yaml").write_text("filters:\n  - {filter: word_count, min: 5}\n")
+    (tmp_path / "job.yaml").write_text(
+        f"input: {tmp_path}/in/*.jsonl\nstages:\n  - clean: {{}}\n  - filter: {{config: {tmp_path}/f.yaml}}\n"
+        "  - exact_dedup: {}\n  - fuzzy_dedup: {}\n  - tokenize: {tokenizer: 'tiktoken:cl100k_base'}\n")
+    inner = runner.make_compute(None, show_progress=False)
+    largest = []
+
+    def refusing(*collections):
+        results = inner(*collections)
+        largest.append(_rows_in(results))
+        assert largest[-1] <= CLIENT_ROWS, f"the client received {largest[-1]} rows"
+        return results
+
+    refusing.tracker, refusing.show_progress = inner.tracker, False
+    outcomes = runner.run_job(runner.load_job(str(tmp_path / "job.yaml")), str(tmp_path / "out"), compute=refusing)
+    assert outcomes[0].manifest["counts"]["in"] == 6000 and largest
