@@ -28,12 +28,16 @@ def one(folder: str, checkout: str, out: str) -> dict:
     from bench_dedup import run_cli_measured
 
     with open(os.path.join(ROOT, "jobs", "scaling.yaml")) as f:
-        job = f.read().replace("out/bench-input/*.warc.gz", os.path.join(os.path.abspath(folder), "*.warc.gz"))
+        job = "name: bench-head\n" + f.read().replace("out/bench-input/*.warc.gz",
+                                                     os.path.join(os.path.abspath(folder), "*.warc.gz"))
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write(job)
     os.environ["CURATE_BENCH_CWD"] = checkout
     os.environ["PYTHONPATH"] = checkout
     load = os.getloadavg()[0]
+    import shutil
+
+    shutil.rmtree(out, ignore_errors=True)
     run = run_cli_measured(["--log-level", "WARNING", "run", f.name, "--output", out, "--cluster", "local",
                             "--workers", "2", "--force"], 2)
     os.unlink(f.name)
@@ -56,7 +60,7 @@ def main() -> int:
     p.add_argument("--workdir", default="/tmp/curate-bench-head")
     args = p.parse_args()
     rows = []
-    for r in range(args.repeat):
+    for _ in range(args.repeat):
         for checkout in [ROOT, *args.checkout]:
             for folder in args.inputs:
                 row = one(folder, checkout, os.path.join(args.workdir, "out"))

@@ -28,8 +28,12 @@ def main() -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--memory-limit", default="2GiB")
     args = p.parse_args()
+    import shutil
+
     with open(os.path.join(ROOT, "jobs", "scaling.yaml")) as f:
-        job = f.read().replace("out/bench-input/*.warc.gz", os.path.join(os.path.abspath(args.input), "*.warc.gz"))
+        job = "name: pipeline-scale\n" + f.read().replace("out/bench-input/*.warc.gz",
+                                                          os.path.join(os.path.abspath(args.input), "*.warc.gz"))
+    shutil.rmtree(args.output, ignore_errors=True)  # a measured run starts from nothing
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write(job)
     load_before = os.getloadavg()
