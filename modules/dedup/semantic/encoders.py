@@ -119,22 +119,23 @@ class StaticEncoder:
         self.dim = int(self.vectors.shape[1])
 
     def encode(self, texts: list[str]) -> np.ndarray:
+        from scipy import sparse
+
         cut = self.max_tokens * self.median_chars
         encodings = self.tokenizer.encode_batch_fast([t[:cut] for t in texts], add_special_tokens=False)
         ids = [e.ids for e in encodings]
         if self.unk is not None:
             ids = [[t for t in x if t != self.unk] if self.unk in x else x for x in ids]
         counts = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
-        out = np.zeros((len(ids), self.dim), dtype=np.float32)
-        if counts.sum() == 0:
-            return out
         flat = np.fromiter((t for x in ids for t in x), dtype=np.int64, count=int(counts.sum()))
-        rows = self.vectors[flat if self.mapping is None else self.mapping[flat]]
+        # the mean as one sparse product (documents x tokens, 1/count each): no (tokens x dim) temporary
+        share = np.repeat(1.0 / np.maximum(counts, 1), counts).astype(np.float32)
         if self.weights is not None:
-            rows = rows * self.weights[flat].astype(np.float32)[:, None]
-        full = counts > 0
-        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])[full]
-        out[full] = np.add.reduceat(rows, starts, axis=0) / counts[full, None]
+            share *= self.weights[flat].astype(np.float32)
+        columns = flat if self.mapping is None else self.mapping[flat]
+        indptr = np.concatenate([[0], np.cumsum(counts)])
+        mean = sparse.csr_matrix((share, columns, indptr), shape=(len(ids), len(self.vectors)))
+        out = np.asarray(mean @ self.vectors, dtype=np.float32)
         return normalise(out)
 
 
