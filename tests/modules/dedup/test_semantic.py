@@ -90,6 +90,17 @@ def test_removals_are_brute_force_over_the_same_embeddings_and_clusters(two_file
     assert emb.column_names == ["doc", "id", "weight", "vector"] and emb.num_rows == 70
     vtype = emb.schema.field("vector").type
     assert vtype.list_size == 24 and vtype.value_type == pa.float32()
+    # every document sits in the cluster of its nearest centroid (cosine)
+    centroids = np.stack(pd.read_parquet(out / "_work" / "centroids")["vector"].to_numpy())
+    rows = pd.read_parquet(out / "_work" / "clusters")
+    sims = np.stack(rows["vector"].to_numpy()) @ centroids.T
+    assert (rows["cluster"].to_numpy() == sims.argmax(1)).all()
+    # the run report shows the semantic numbers
+    from curate.app import report_data, report_html
+
+    data = report_data.collect(str(out), verify=False)
+    assert data["stages"][0]["semantic"]["removed"] == len(want)
+    assert "semantic clusters" in report_html.render(data)
 
 
 def test_block_size_and_saved_embeddings_give_the_same_bytes(two_files, tmp_path, model):
@@ -99,7 +110,12 @@ def test_block_size_and_saved_embeddings_give_the_same_bytes(two_files, tmp_path
     again = {"embeddings": str(tmp_path / "small" / "_work" / "embeddings"), "clusters": 3, "eps": 0.03}
     manifest = run_stage("semantic_dedup", again, two_files, tmp_path / "reused")
     assert "embeddings" not in manifest["steps"]
+    import dask
+
+    with dask.config.set(scheduler="threads", num_workers=2):  # another worker count, the same bytes
+        run_stage("semantic_dedup", {**base, "block_size": 16}, two_files, tmp_path / "threads")
     for name in ("part-00000.parquet", "part-00001.parquet"):
+        assert (tmp_path / "small" / name).read_bytes() == (tmp_path / "threads" / name).read_bytes()
         small = (tmp_path / "small" / name).read_bytes()
         assert small == (tmp_path / "large" / name).read_bytes() == (tmp_path / "reused" / name).read_bytes()
 
@@ -115,7 +131,7 @@ def test_transformer_encoder_runs_the_stage(tmp_path):
     emb = pq.read_table(out / "_work" / "embeddings" / "part-00000.parquet")
     vtype = emb.schema.field("vector").type
     assert vtype.list_size == 32 and vtype.value_type == pa.float16()
-    assert manifest["dedup"]["clusters"] == 2  # 60 documents: fewer than 2 x 10? no: 60 // 10 = 6 > 2
+    assert manifest["dedup"]["clusters"] == 2  # 60 documents: at least 2 x 10, so the 2 asked for
     assert manifest["dedup"]["removed"] == len(expected(out, "nemo", 0.001))
     assert manifest["counts"]["in"] == 60
 
