@@ -188,3 +188,9 @@ def test_check_refuses_before_any_work(tmp_path, two_files):
     assert proc.returncode == 2, proc.stderr
     assert "no a *.safetensors file" in proc.stderr and "no a tokenizer" in proc.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_no_documents_left_is_no_work(tmp_path, model):
+    files = [write_jsonl(tmp_path / "in" / "a.jsonl", [], raw_lines=["{broken json"])]
+    manifest = run_stage("semantic_dedup", {"model": str(model)}, files, tmp_path / "out", on_error="skip")
+    assert manifest["counts"]["out"] == 0 and manifest["dedup"]["removed"] == 0
