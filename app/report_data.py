@@ -277,6 +277,8 @@ def collect(out: str, verify: bool | str = True) -> dict:
             # a fuzzy run's audit and component sizes (issue 33, point 3); absent in other manifests
             st["audit"] = (m.get("dedup") or {}).get("audit")
             st["component_sizes"] = (m.get("dedup") or {}).get("component_sizes")
+        if m.get("stage") == "semantic_dedup":
+            st["semantic"] = m.get("dedup") or {}
         stages.append(st)
     run = read_run_info(out) if len(folders) > 1 or folders[0] != out else {}
     reports_dir = os.path.join(out, "_reports")

@@ -119,6 +119,27 @@ def _audit(s: dict) -> list[str]:
     return parts
 
 
+def _semantic(s: dict) -> list[str]:
+    """A semantic dedup run's numbers: clusters used, removals, cluster sizes and the removed
+    documents' cosines (the manifest's ``dedup``)."""
+    info = s["semantic"]
+    parts = [f"<h3>{_e(s['folder'])}: semantic clusters</h3>",
+             _table(["what", "value"], [[_e(k), _e(v)] for k, v in info.items() if not isinstance(v, (dict, list))])]
+    sizes = info.get("cluster_sizes") or {}
+    if sizes.get("counts"):
+        edges = sizes["edges"]
+        heads = [str(a) if b - a == 1 else f"{a}-{b - 1}" for a, b in zip(edges, edges[1:])]
+        parts.append(_table(["cluster size", *heads], [["clusters", *(_fmt(v) for v in sizes["counts"])]], "sizes"))
+    cos = info.get("removed_cosines") or {}
+    if any(cos.get("counts") or ()):
+        edges = cos["edges"]
+        heads = [f"{a:.3f}-{b:.3f}" for a, b in zip(edges, edges[1:])]
+        parts.append("<p class='muted'>removed documents by their cosine to the earlier member they were "
+                     "removed for</p>")
+        parts.append(_table(["cosine", *heads], [["removed", *(_fmt(v) for v in cos["counts"])]], "sizes"))
+    return parts
+
+
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1000px;color:#222}
 h1{font-size:1.5em}h2{font-size:1.2em;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:2em}
@@ -208,6 +229,8 @@ def render(data: dict) -> str:
     # dedup -------------------------------------------------------------------------------------
     dd = []
     for s in stages:
+        if "semantic" in s:
+            dd.extend(_semantic(s))
         if "groups" not in s:
             continue
         kind = "exact groups" if s["stage"] == "exact_dedup" else "fuzzy components"

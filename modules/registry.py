@@ -40,6 +40,7 @@ STAGES: dict[str, str] = {
     "line_dedup": "curate.stages.dedup.spans:LineDedupStage",
     "sentence_dedup": "curate.stages.dedup.spans:SentenceDedupStage",
     "substring_dedup": "curate.stages.dedup.substrings:SubstringDedupStage",
+    "semantic_dedup": "curate.stages.dedup.semantic.stage:SemanticDedupStage",
     # the product
     "rehydrate": "curate.stages.rehydrate:RehydrateStage",
     "bucket": "curate.stages.bucket:BucketStage",

@@ -129,7 +129,7 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 def package_of(module: str) -> str:
     parts = module.split(".")
     if parts[:2] == ["curate", "stages"] and len(parts) > 3:
-        return ".".join(parts[:4]) if len(parts) > 4 and parts[2] == "dedup" and parts[3] == "fuzzy" else ".".join(parts[:3])
+        return ".".join(parts[:4]) if len(parts) > 4 and parts[2] == "dedup" and parts[3] in ("fuzzy", "semantic") else ".".join(parts[:3])
     if parts[:2] == ["curate", "app"] and len(parts) > 3:
         return ".".join(parts[:3])
     return ".".join(parts[:2]) if len(parts) > 1 else module

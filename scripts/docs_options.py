@@ -23,7 +23,8 @@ FAMILIES = {
                             "extract_warc", "extract_wikipedia", "extract_arxiv"],
     "clean-filter.md": ["normalize", "clean", "redact", "filter", "tag", "select", "bucket"],
     "datasets.md": ["decontaminate", "blend", "split_documents", "join_documents", "add_id", "shuffle"],
-    "dedup.md": ["exact_dedup", "fuzzy_dedup", "url_dedup", "paragraph_dedup", "line_dedup", "sentence_dedup", "substring_dedup", "rehydrate"],
+    "dedup.md": ["exact_dedup", "fuzzy_dedup", "semantic_dedup", "url_dedup", "paragraph_dedup", "line_dedup", "sentence_dedup",
+                 "substring_dedup", "rehydrate"],
     "tokenize.md": ["tokenize"],
     "pack-shards.md": ["pack", "shards"],
 }

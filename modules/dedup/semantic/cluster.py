@@ -1,0 +1,194 @@
+"""Steps 2-4: the fit sample, spherical k-means on it, every document assigned to its nearest centroid.
+
+* ``sample`` (per embeddings part): the documents whose seeded 64-bit hash of the id falls below
+  ``fit_sample / documents`` of the hash range: deterministic, about ``fit_sample`` of them, the same
+  for any partitioning (a hash of the id, not of the document number, which follows the partitioning).
+* ``centroids`` (one task): spherical k-means on the sample: k-means++ seeding (numpy's generator of
+  ``--seed``), then Lloyd rounds on unit vectors, each centroid the normalised mean of its members, until
+  no member moves or ``MAX_ROUNDS``; an empty cluster is re-seeded with the member farthest from its
+  centroid. Written to ``_work/centroids/part-00000.parquet`` (cluster, vector).
+* ``clusters`` (per embeddings part): each document's cluster (the largest cosine to a centroid; ties:
+  the lower cluster), ``distance`` = 1 - that cosine, and its ``key`` in the cluster's order
+  (``--keep``; ranked by key, then id, then document number). The rows, with their vectors, sorted by
+  (cluster, key, id, doc) in row groups of ``ROW_GROUP`` rows, so the comparison of a range of clusters
+  reads only the row groups that hold them; beside them ``_work/sizes/``: (cluster, rows) per part.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import xxhash
+
+from curate.stages import dedup
+from curate.stages.dedup.semantic.embed import VECTOR, vector_column, vectors_of
+
+log = logging.getLogger(__name__)
+
+MAX_ROUNDS = 50
+#: rows of the cluster-sorted parts' row groups (what a comparison task skips or reads)
+ROW_GROUP = 4096
+#: rows of one similarity matrix against the centroids (memory: CHUNK x clusters floats)
+CHUNK = 8192
+
+
+def id_hashes(ids, seed: int) -> np.ndarray:
+    """uint64 seeded hash of each id (xxh64 of its UTF-8 bytes)."""
+    return np.fromiter((xxhash.xxh64_intdigest(str(i).encode("utf-8", "surrogatepass"), seed) for i in ids),
+                       dtype=np.uint64, count=len(ids))
+
+
+def clusters_for(documents: int, requested: int) -> int:
+    """The clusters a job of ``documents`` uses: ``requested``, or documents // 10 (at least 1) when it
+    has fewer than requested x 10."""
+    if documents >= requested * 10:
+        return requested
+    used = max(1, documents // 10)
+    log.info("semantic_dedup: %d documents, fewer than %d clusters x 10: using %d clusters", documents,
+             requested, used)
+    return used
+
+
+def sample_limit(documents: int, fit_sample: int) -> int:
+    """The hash below which a document is in the fit sample (2**64 - 1: every document)."""
+    if documents <= fit_sample:
+        return (1 << 64) - 1
+    return int((fit_sample / documents) * (1 << 64))
+
+
+def sample_task(path: str, limit: int, seed: int, folder, i: int) -> dict:
+    table = pq.read_table(path, columns=["doc", "id", VECTOR])
+    keep = id_hashes(table.column("id").to_pylist(), seed) <= np.uint64(limit)
+    return dedup.save_table(table.filter(pa.array(keep)).select(["doc", VECTOR]), folder, i)
+
+
+def _sims(x: np.ndarray, centroids: np.ndarray):
+    """(best cluster, its cosine) of each row, CHUNK rows of similarities at a time."""
+    best = np.zeros(len(x), dtype=np.int32)
+    cos = np.zeros(len(x), dtype=np.float32)
+    for s in range(0, len(x), CHUNK):
+        sims = x[s:s + CHUNK] @ centroids.T
+        best[s:s + CHUNK] = sims.argmax(1)
+        cos[s:s + CHUNK] = sims[np.arange(len(sims)), best[s:s + CHUNK]]
+    return best, cos
+
+
+def _seed(x: np.ndarray, k: int, rng) -> np.ndarray:
+    """k-means++ on unit vectors (squared distance 2 - 2 cos); duplicates of one point are never two seeds
+    while there are other points."""
+    centers = np.empty((k, x.shape[1]), dtype=np.float32)
+    first = int(rng.integers(len(x)))
+    centers[0] = x[first]
+    d2 = np.maximum(2.0 - 2.0 * (x @ centers[0]).astype(np.float64), 0.0)
+    for j in range(1, k):
+        total = d2.sum()
+        pick = int(rng.integers(len(x))) if total <= 0 else int(np.searchsorted(np.cumsum(d2), rng.random() * total))
+        centers[j] = x[min(pick, len(x) - 1)]
+        d2 = np.minimum(d2, np.maximum(2.0 - 2.0 * (x @ centers[j]).astype(np.float64), 0.0))
+    return centers
+
+
+def fit(x: np.ndarray, k: int, seed: int, rounds: int = MAX_ROUNDS) -> tuple[np.ndarray, int]:
+    """Spherical k-means of unit rows ``x``: (unit centroids (k, dim) float32, Lloyd rounds run)."""
+    from curate.stages.dedup.semantic.encoders import normalise
+
+    rng = np.random.default_rng(seed)
+    k = max(1, min(k, len(x)))
+    centroids = normalise(_seed(x, k, rng))
+    labels = None
+    done = 0
+    while done < rounds:
+        done += 1
+        new, cos = _sims(x, centroids)
+        if labels is not None and np.array_equal(new, labels):
+            break
+        labels = new
+        sums = np.zeros_like(centroids)
+        np.add.at(sums, labels, x)
+        counts = np.bincount(labels, minlength=k)
+        for empty in np.flatnonzero(counts == 0):  # the member farthest from its centroid starts it anew
+            far = int(np.argmin(cos))
+            sums[empty] = x[far]
+            cos[far] = np.inf
+        centroids = normalise(sums)
+    return centroids, done
+
+
+def centroids_task(sample_paths, k: int, seed: int, folder) -> dict:
+    tables = [pq.read_table(p) for p in sample_paths]
+    x = np.concatenate([vectors_of(t) for t in tables]) if tables else np.zeros((0, 1), np.float32)
+    if len(x) == 0:
+        raise ValueError("semantic_dedup: the fit sample is empty")
+    centroids, rounds = fit(x, k, seed)
+    table = pa.table({"cluster": pa.array(np.arange(len(centroids), dtype=np.int32)),
+                      VECTOR: vector_column(centroids, "float32")})
+    stats = dedup.save_table(table, folder, 0)
+    stats.update({"sample": int(len(x)), "clusters": int(len(centroids)), "rounds": rounds})
+    return stats
+
+
+def read_centroids(path: str) -> np.ndarray:
+    return vectors_of(pq.read_table(path))
+
+
+def keys(ids, distance: np.ndarray, keep: str, seed: int) -> np.ndarray:
+    """float64 rank of each member in its cluster under ``--keep`` (smaller first: kept)."""
+    if keep == "hard":
+        return -distance.astype(np.float64)
+    if keep == "easy":
+        return distance.astype(np.float64)
+    if keep == "random":
+        return id_hashes(ids, seed ^ 0x5EED).astype(np.float64)
+    return np.zeros(len(distance))  # smallest-id: the id decides
+
+
+def assign_table(table: pa.Table, centroids: np.ndarray, keep: str, seed: int, partition: int) -> pa.Table:
+    """The rows of an embeddings part with cluster, distance and key, sorted by (cluster, key, id, doc)."""
+    docs = table.column("doc").to_numpy()
+    if len(docs) and np.any((docs >> dedup.DOC_SHIFT) != partition):
+        raise ValueError(f"embeddings part {partition} holds documents of another partition: the embeddings "
+                         "folder does not line up with this input (same input, same --blocksize)")
+    x = vectors_of(table)
+    cluster, cos = _sims(x, centroids)
+    distance = (np.float32(1) - cos).astype(np.float32)
+    ids = table.column("id").to_pylist()
+    out = pa.table({"doc": table.column("doc"), "id": table.column("id"),
+                    "cluster": pa.array(cluster, pa.int32()), "distance": pa.array(distance),
+                    "key": pa.array(keys(ids, distance, keep, seed)), "weight": table.column("weight"),
+                    VECTOR: table.column(VECTOR)})
+    order = pc.sort_indices(out, sort_keys=[("cluster", "ascending"), ("key", "ascending"),
+                                            ("id", "ascending"), ("doc", "ascending")])
+    return out.take(order)
+
+
+def assign_task(path: str, centroids_path: str, keep: str, seed: int, folder, sizes, i: int, k: int) -> dict:
+    table = assign_table(pq.read_table(path), read_centroids(centroids_path), keep, seed, i)
+    stats = _save_grouped(table, folder, i)
+    counts = np.bincount(table.column("cluster").to_numpy(), minlength=k)
+    nz = np.flatnonzero(counts)
+    sized = dedup.save_table(pa.table({"cluster": pa.array(nz.astype(np.int32)),
+                                       "rows": pa.array(counts[nz].astype(np.int64))}), sizes, i)
+    stats["outputs"] = stats.get("outputs", []) + sized.get("outputs", [])
+    return stats
+
+
+def _save_grouped(table: pa.Table, folder, i: int) -> dict:
+    """save_table with row groups of ROW_GROUP rows (their statistics let readers skip clusters)."""
+    if isinstance(folder, dedup.StepFolder):
+        with folder.out.open(folder.part(i)) as f:
+            pq.write_table(table, f, row_group_size=ROW_GROUP)
+        return {"partition": i, "rows": table.num_rows, "outputs": [{**f.record, "rows": table.num_rows}]}
+    return dedup.save_table(table, folder, i)
+
+
+def cluster_sizes(size_paths, k: int) -> np.ndarray:
+    """Rows of every cluster, over all parts."""
+    total = np.zeros(k, dtype=np.int64)
+    for p in size_paths:
+        t = pq.read_table(p)
+        np.add.at(total, t.column("cluster").to_numpy(), t.column("rows").to_numpy())
+    return total

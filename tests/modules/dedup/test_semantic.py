@@ -1,0 +1,196 @@
+"""semantic_dedup end to end on two input partitions, against brute force over its own embeddings."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from curate.stages.dedup.semantic import encoders
+from curate.stages.dedup.semantic.settings import SemanticDedupSettings
+from curate.stages.errors import SettingsError
+from tests.conftest import read_output, run_stage, write_jsonl
+from tests.modules.dedup.semantic_models import static_model, tiny_bert
+from tests.modules.dedup.test_semantic_rules import brute_greedy, brute_nemo
+
+VOCAB = [f"w{i}" for i in range(300)]
+
+
+def corpus(n=160, seed=0):
+    """(id, text): random 40-word documents, a third of them near or exact copies of earlier ones."""
+    rng = np.random.default_rng(seed)
+    docs = []
+    for i in range(n):
+        if i > 10 and rng.random() < 0.35:
+            words = docs[int(rng.integers(0, len(docs)))][1].split()
+            for _ in range(int(rng.integers(0, 3))):  # 0-2 words changed
+                words[int(rng.integers(len(words)))] = VOCAB[int(rng.integers(len(VOCAB)))]
+        else:
+            words = [VOCAB[int(j)] for j in rng.integers(0, len(VOCAB), 40)]
+        docs.append((f"d{i:04d}", " ".join(words)))
+    return docs
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return static_model(tmp_path_factory.mktemp("static"), [" ".join(VOCAB)], dim=24)
+
+
+@pytest.fixture
+def two_files(tmp_path):
+    docs = corpus()
+    rows = [{"id": i, "text": t} for i, t in docs]
+    return [write_jsonl(tmp_path / "in" / "a.jsonl", rows[:90]), write_jsonl(tmp_path / "in" / "b.jsonl", rows[90:])]
+
+
+def expected(out, rule, eps):
+    """Brute force over the stage's own embeddings and clusters: {removed id: kept id}."""
+    rows = pd.concat([pd.read_parquet(p) for p in sorted((out / "_work" / "clusters").glob("part-*"))])
+    t = np.float32(1 - eps)
+    want = {}
+    for _, members in rows.sort_values(["cluster", "key", "id", "doc"]).groupby("cluster", sort=True):
+        x = np.stack(members["vector"].to_numpy()).astype(np.float32)
+        ids = members["id"].tolist()
+        if rule == "nemo":
+            removed, nearest = brute_nemo(x, t)
+            kept = np.arange(len(x))
+            for i in np.flatnonzero(removed):
+                kept[i] = kept[nearest[i]]
+        else:
+            removed, kept = brute_greedy(x, t)
+        want.update({ids[i]: ids[kept[i]] for i in np.flatnonzero(removed)})
+    return want
+
+
+@pytest.mark.parametrize("rule", ["nemo", "greedy"])
+def test_removals_are_brute_force_over_the_same_embeddings_and_clusters(two_files, tmp_path, model, rule):
+    out = tmp_path / "out"
+    settings = {"model": str(model), "clusters": 4, "eps": 0.03, "rule": rule, "block_size": 16}
+    manifest = run_stage("semantic_dedup", settings, two_files, out)
+    audit = pd.read_parquet(out / "_duplicates")
+    assert list(audit.columns) == ["id", "kept_id", "cosine", "cluster", "nearest_id"]
+    want = expected(out, rule, 0.03)
+    assert len(want) > 20
+    assert dict(zip(audit["id"], audit["kept_id"])) == want
+    kept = read_output(out)
+    assert manifest["partitions"] == 2 and len(kept) == 160 - len(want)
+    assert set(kept["id"]).isdisjoint(want) and set(want.values()) <= set(kept["id"])
+    rejects = pd.concat([pd.read_parquet(p) for p in sorted((out / "_rejects").glob("part-*"))])
+    assert set(rejects["_reason"]) == {"semantic_duplicate"}
+    assert dict(zip(rejects["id"], rejects["_detail"])) == {i: f"duplicate of {k}" for i, k in want.items()}
+    sizes = dict(zip(kept["id"], kept["dup_cluster_size"]))
+    assert sum(sizes.values()) == 160
+    info = manifest["dedup"]
+    assert info["clusters"] == 4 and info["documents"] == 160 and info["removed"] == len(want)
+    assert sum(info["cluster_sizes"]["counts"]) == 4 and sum(info["removed_cosines"]["counts"]) == len(want)
+    # the embeddings: an output of their own, unit vectors of the stored type
+    emb = pq.read_table(out / "_work" / "embeddings" / "part-00001.parquet")
+    assert emb.column_names == ["doc", "id", "weight", "vector"] and emb.num_rows == 70
+    vtype = emb.schema.field("vector").type
+    assert vtype.list_size == 24 and vtype.value_type == pa.float32()
+    # every document sits in the cluster of its nearest centroid (cosine)
+    centroids = np.stack(pd.read_parquet(out / "_work" / "centroids")["vector"].to_numpy())
+    rows = pd.read_parquet(out / "_work" / "clusters")
+    sims = np.stack(rows["vector"].to_numpy()) @ centroids.T
+    assert (rows["cluster"].to_numpy() == sims.argmax(1)).all()
+    # the run report shows the semantic numbers
+    from curate.app import report_data, report_html
+
+    data = report_data.collect(str(out), verify=False)
+    assert data["stages"][0]["semantic"]["removed"] == len(want)
+    assert "semantic clusters" in report_html.render(data)
+
+
+def test_block_size_and_saved_embeddings_give_the_same_bytes(two_files, tmp_path, model):
+    base = {"model": str(model), "clusters": 3, "eps": 0.03}
+    run_stage("semantic_dedup", {**base, "block_size": 16}, two_files, tmp_path / "small")
+    run_stage("semantic_dedup", {**base, "block_size": 4096}, two_files, tmp_path / "large")
+    again = {"embeddings": str(tmp_path / "small" / "_work" / "embeddings"), "clusters": 3, "eps": 0.03}
+    manifest = run_stage("semantic_dedup", again, two_files, tmp_path / "reused")
+    assert "embeddings" not in manifest["steps"]
+    import dask
+
+    with dask.config.set(scheduler="threads", num_workers=2):  # another worker count, the same bytes
+        run_stage("semantic_dedup", {**base, "block_size": 16}, two_files, tmp_path / "threads")
+    for name in ("part-00000.parquet", "part-00001.parquet"):
+        assert (tmp_path / "small" / name).read_bytes() == (tmp_path / "threads" / name).read_bytes()
+        small = (tmp_path / "small" / name).read_bytes()
+        assert small == (tmp_path / "large" / name).read_bytes() == (tmp_path / "reused" / name).read_bytes()
+
+
+def test_transformer_encoder_runs_the_stage(tmp_path):
+    docs = corpus(60, seed=3)
+    bert = tiny_bert(tmp_path / "bert", [" ".join(VOCAB)])
+    files = [write_jsonl(tmp_path / "in" / "a.jsonl", [{"id": i, "text": t} for i, t in docs[:30]]),
+             write_jsonl(tmp_path / "in" / "b.jsonl", [{"id": i, "text": t} for i, t in docs[30:]])]
+    out = tmp_path / "out"
+    manifest = run_stage("semantic_dedup", {"model": str(bert), "clusters": 2, "eps": 0.001, "max_tokens": 32,
+                                            "batch_size": 8, "dtype": "float16"}, files, out)
+    emb = pq.read_table(out / "_work" / "embeddings" / "part-00000.parquet")
+    vtype = emb.schema.field("vector").type
+    assert vtype.list_size == 32 and vtype.value_type == pa.float16()
+    assert manifest["dedup"]["clusters"] == 2  # 60 documents: at least 2 x 10, so the 2 asked for
+    assert manifest["dedup"]["removed"] == len(expected(out, "nemo", 0.001))
+    assert manifest["counts"]["in"] == 60
+
+
+def test_a_small_job_uses_fewer_clusters(two_files, tmp_path, model, caplog):
+    import logging
+
+    with caplog.at_level(logging.INFO):
+        manifest = run_stage("semantic_dedup", {"model": str(model)}, two_files, tmp_path / "out")
+    assert manifest["dedup"]["clusters_requested"] == 1000 and manifest["dedup"]["clusters"] == 16
+    assert "using 16 clusters" in caplog.text
+
+
+def test_static_encoder_is_model2vec_normalised(model):
+    model2vec = pytest.importorskip("model2vec")
+    texts = ["w1 w2 w3", "W5 w5 w5 unknownword", "", "nothing known here", " ".join(VOCAB * 3)]
+    ours = encoders.StaticEncoder(str(model), 512).encode(texts)
+    theirs = model2vec.StaticModel.from_pretrained(str(model)).encode(texts)
+    assert np.allclose(ours, theirs, atol=1e-6)
+    assert (ours[2] == 0).all() and (ours[3] == 0).all()  # no known token: zero, as model2vec
+
+
+def test_model_folder_refusals(tmp_path, model, monkeypatch):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(SettingsError, match=r"no a \*\.safetensors file .* and no a tokenizer"):
+        SemanticDedupSettings(model=str(empty))
+    (empty / "tokenizer.json").write_text((model / "tokenizer.json").read_text())
+    with pytest.raises(SettingsError, match="safetensors"):
+        SemanticDedupSettings(model=str(empty))
+    with pytest.raises(SettingsError, match="--model PATH"):
+        SemanticDedupSettings()
+    with pytest.raises(SettingsError, match="eps"):
+        SemanticDedupSettings(model=str(model), eps=1.5)
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "safetensors" else real(name, *a))
+    with pytest.raises(SettingsError, match=r"pip install 'curate-llm\[semantic\]'"):
+        SemanticDedupSettings(model=str(model))
+
+
+def test_check_refuses_before_any_work(tmp_path, two_files):
+    """The dry run names what the model folder lacks (settings are built there too)."""
+    import subprocess
+
+    from tests.conftest import CURATE
+
+    (tmp_path / "m").mkdir()
+    job = tmp_path / "job.yaml"
+    job.write_text(json.dumps({"name": "sem", "input": str(two_files[0]), "output": str(tmp_path / "o"),
+                               "stages": [{"semantic_dedup": {"model": str(tmp_path / "m")}}]}))
+    proc = subprocess.run([*CURATE, "run", str(job), "--dry-run"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert "no a *.safetensors file" in proc.stderr and "no a tokenizer" in proc.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_no_documents_left_is_no_work(tmp_path, model):
+    files = [write_jsonl(tmp_path / "in" / "a.jsonl", [], raw_lines=["{broken json"])]
+    manifest = run_stage("semantic_dedup", {"model": str(model)}, files, tmp_path / "out", on_error="skip")
+    assert manifest["counts"]["out"] == 0 and manifest["dedup"]["removed"] == 0
