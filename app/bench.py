@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import time
 
 # the fit is shared with the node-scaling summary (curate bench summarise)
 from curate.app.scaling import amdahl_fit, amdahl_speedup
+from curate.stages.errors import DataError, SettingsError
 
 PREDICT_AT = (64, 256, 1024)
 ASSUMPTION = ("Amdahl's law with the serial fraction fitted per stage on this machine; assumes it does not grow "
@@ -83,6 +85,37 @@ def run_scaling(job_path: str, workers: list[int], repeat: int, output: str, clu
     return result
 
 
+def check_append(path: str, columns: list[str]) -> None:
+    """Refuse to append rows with ``columns`` to the CSV ``path`` unless its header is exactly them.
+
+    Readers take columns by name from the header, so a row under another header puts values under
+    the wrong names. A header that stops before the last columns (a CSV written before
+    ``client_cpu_seconds`` existed) is refused too, not widened: its old rows would stay one field
+    short, which pandas and the csv module read as a malformed file."""
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return
+    with open(path, "rb") as f:
+        first = f.readline()
+        f.seek(-1, os.SEEK_END)
+        last = f.read(1)
+    try:
+        header = next(csv.reader([first.decode("utf-8")]), [])
+    except (UnicodeDecodeError, csv.Error) as e:
+        raise SettingsError(f"--csv {path}: its first line is not a CSV header ({e}); use another file") from None
+    if header == columns:
+        if last != b"\n":  # a row cut short: the next one would be glued to it
+            raise SettingsError(f"--csv {path}: does not end with a line break (its last row was cut short?); "
+                                "mend it or use another file")
+        return
+    if header and len(header) < len(columns) and header == columns[:len(header)]:
+        raise SettingsError(f"--csv {path}: written before curate bench record had the column(s) "
+                            f"{', '.join(columns[len(header):])}; start a new CSV (its rows and these cannot "
+                            "share one header)")
+    raise SettingsError(f"--csv {path}: its header is {','.join(header)}, but these rows are "
+                        f"{','.join(columns)}; appending would put values under the wrong names: use another "
+                        "file, or the labels it was started with")
+
+
 def write_csv(path: str, rows: list[dict], append: bool = False) -> None:
     if not rows:
         return
@@ -97,6 +130,26 @@ def write_csv(path: str, rows: list[dict], append: bool = False) -> None:
 #: what record_rows adds after the stage's times and counts (empty where the run did not measure it)
 RESOURCE_COLUMNS = ("cpu_seconds", "peak_worker_bytes", "shuffle_bytes", "output_bytes", "work_bytes",
                     "cores", "dask_tasks", "scheduler_cpu_seconds", "input_bytes", "client_cpu_seconds")
+#: every column record_rows writes after the labels: a label may not take one of these names
+MEASURED = ("stage", "seconds", "docs_in", "docs_out", *RESOURCE_COLUMNS)
+
+
+def columns(labels: dict[str, str]) -> list[str]:
+    """The columns of record_rows' rows with these labels (refused when one names a measured column)."""
+    for key in labels:
+        if key in MEASURED:
+            raise SettingsError(f"--label {key}={labels[key]}: {key!r} is a column curate bench record measures; "
+                                "give the label another name")
+    return [*labels, *MEASURED]
+
+
+def _measurement(value, where: str):
+    """``value`` when it is a finite number >= 0 (or "": not measured); else a DataError naming ``where``."""
+    if value == "":
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise DataError(f"{where}: {value!r} is not a measurement (a finite number >= 0); nothing recorded")
+    return value
 
 
 def record_rows(job_output: str, labels: dict[str, str]) -> list[dict]:
@@ -109,8 +162,11 @@ def record_rows(job_output: str, labels: dict[str, str]) -> list[dict]:
     from curate.app import resources
     from curate.app.run_folders import manifest_file
 
+    columns(labels)
     record = resources.load(job_output)
     measured = record.get("stages", {})
+    source = resources.path_of(job_output)
+    input_bytes = _measurement(record.get("input_bytes", ""), f"{source}: input_bytes")
     rows = []
     for name in sorted(os.listdir(job_output)):
         path = manifest_file(os.path.join(job_output, name))
@@ -121,13 +177,18 @@ def record_rows(job_output: str, labels: dict[str, str]) -> list[dict]:
         files = [r for r in m.get("outputs", []) if isinstance(r, dict)]
         work = sum(int(r.get("bytes", 0)) for r in files if str(r.get("path", "")).startswith("_work/"))
         res = measured.get(name, {})
-        rows.append({**labels, "stage": name, "seconds": float(m.get("timings", {}).get("seconds", 0.0)),
-                     "docs_in": m["counts"]["in"], "docs_out": m["counts"]["out"],
-                     **{c: res.get(c, "") for c in RESOURCE_COLUMNS[:3]},
+        if not isinstance(res, dict):
+            raise DataError(f"{source}: stages.{name}: {res!r} is not a stage's measurements; nothing recorded")
+        res = {c: _measurement(res.get(c, ""), f"{source}: stages.{name}.{c}") for c in RESOURCE_COLUMNS}
+        rows.append({**labels, "stage": name,
+                     "seconds": float(_measurement(m.get("timings", {}).get("seconds", 0.0), f"{path}: timings.seconds")),
+                     "docs_in": _measurement(m["counts"]["in"], f"{path}: counts.in"),
+                     "docs_out": _measurement(m["counts"]["out"], f"{path}: counts.out"),
+                     **{c: res[c] for c in RESOURCE_COLUMNS[:3]},
                      "output_bytes": sum(int(r.get("bytes", 0)) for r in files) - work, "work_bytes": work,
-                     **{c: res.get(c, "") for c in RESOURCE_COLUMNS[5:8]},
-                     "input_bytes": record.get("input_bytes", ""),
-                     "client_cpu_seconds": res.get("client_cpu_seconds", "")})
+                     **{c: res[c] for c in RESOURCE_COLUMNS[5:8]},
+                     "input_bytes": input_bytes,
+                     "client_cpu_seconds": res["client_cpu_seconds"]})
     if rows:
         total = {**labels, "stage": "total", "seconds": round(sum(r["seconds"] for r in rows), 3),
                  "docs_in": rows[0]["docs_in"], "docs_out": rows[-1]["docs_out"]}

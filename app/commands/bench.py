@@ -3,7 +3,10 @@
 ``curate bench scaling JOB.yaml --workers 1,2,4 [--repeat 3] --output DIR``: strong scaling on a local
 cluster (scaling.csv, scaling.json, scaling.png, Amdahl fit). ``curate bench record JOB_OUTPUT --csv
 FILE --label nodes=4``: append the per-stage times of a finished job to a CSV (used by
-slurm/strong_scaling.sbatch). ``curate bench summarise DIR``: DIR/scaling.csv of a node sweep ->
+slurm/strong_scaling.sbatch); refused (exit 2) when the CSV's header is not these rows' columns (one
+written before a column was added included: start a new CSV), or a label is given twice or takes a
+measured column's name; a measurement that is not a finite number >= 0 is bad data (exit 1), and
+nothing is written either way. ``curate bench summarise DIR``: DIR/scaling.csv of a node sweep ->
 scaling.json and scaling.png (median per point, speedup, efficiency, Amdahl fit and residuals, weak
 scaling). ``curate bench weak-job JOB --files N --output NEW.yaml``: the job reading only its first N
 input files (weak scaling). The per-stage speed benchmarks are scripts in jobs/ (bench_*.py).
@@ -34,6 +37,8 @@ def _labels(text: str) -> dict[str, str]:
         key, sep, value = part.partition("=")
         if not sep or not key:
             raise SettingsError(f"--label must look like key=value[,key=value]; got {text!r}")
+        if key in labels:
+            raise SettingsError(f"--label {key}: given twice ({key}={labels[key]}, {key}={value})")
         labels[key] = value
     return labels
 
@@ -78,7 +83,11 @@ def main(args) -> int:
     if args.bench == "record":
         if not os.path.isdir(args.job_output):
             raise SettingsError(f"{args.job_output}: no such directory")
-        rows = bench.record_rows(args.job_output, _labels(args.label))
+        if os.path.isdir(args.csv):
+            raise SettingsError(f"--csv {args.csv}: a directory, not a CSV file")
+        labels = _labels(args.label)
+        bench.check_append(args.csv, bench.columns(labels))
+        rows = bench.record_rows(args.job_output, labels)
         if not rows:
             raise SettingsError(f"{args.job_output}: no finished stage folders (NN-stage/_manifest.json)")
         bench.write_csv(args.csv, rows, append=True)

@@ -9,7 +9,8 @@ Works on every curate output and exits non-zero with one line per problem, ``FIL
 - a job's output root: each stage output it ran, in turn;
 - a token set (tokenize or merge output, or one pair named by its prefix), in addition: the
   Megatron structure of every pair, per-pair documents/tokens/bytes and checksums against the
-  manifest, no stray or foreign pair, token ids below the vocabulary size, every pair's document
+  manifest, the manifest's dtype, vocabulary sizes, totals, sets and counts against the pairs, no
+  stray or foreign pair, token ids below the vocabulary size, every pair's document
   sidecar (one row per sequence; a merged pair's the concatenation of its inputs'). On success it
   prints the files, documents, tokens and dtype of each set and the first 64 tokens of document 0,
   decoded when the tokenizer is known (``--tokenizer``, else the one named in the manifest), and a

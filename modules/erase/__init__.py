@@ -52,7 +52,8 @@ changes nothing:
 1. Refusals, before anything is written (exit 2, one line): an unreadable or empty request, a line
    that is not UTF-8 or not a domain; a ROOT that is not curate's (no manifest, files no manifest
    lists, a symbolic link: :func:`curate.stages.output.check_claim`); an unfinished output; files
-   erase cannot rewrite (raw downloads, merged pairs, token outputs without document sidecars);
+   erase cannot rewrite (raw downloads, merged pairs, token outputs without document sidecars); a
+   token set whose manifest its pairs contradict (``curate verify``'s checks that read no ``.bin``);
    packed rows or shards whose token set is not part of this erase or changed since; shards left
    without tokens; another run holding a lock (named). Every unit's lock is taken for the whole erase.
 2. The request is resolved to ids. Entries that match nothing anywhere are reported and nothing is

@@ -5,8 +5,6 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-import numpy as np
-
 from curate.stages.erase.files import disk_record
 from curate.stages.erase.request import Request
 from curate.stages.erase.units import Unit
@@ -54,10 +52,10 @@ def _updated_counts(u: Unit, m: dict) -> None:
 
 
 def _updated_token_files(u: Unit, m: dict) -> None:
-    """Tokenize's per-pair entries, sets and totals after the planned pairs lost sequences."""
+    """Tokenize's per-pair entries, sets and totals after the planned pairs lost sequences; a pair's
+    bytes are its ``.bin``'s on disk, not derived from the manifest's ``dtype``."""
     records = {r["path"]: r for r in m["outputs"]}
     plans = {p["pair"]: p for p in u.plan["pairs"]}
-    itemsize = np.dtype(m["dtype"]).itemsize
     files = []
     for f in m["files"]:
         p = plans.get(f["name"])
@@ -68,7 +66,7 @@ def _updated_token_files(u: Unit, m: dict) -> None:
             continue
         b, i, d = records[f["name"] + ".bin"], records[f["name"] + ".idx"], records[f["docs"]]
         tokens = f["tokens"] - p["tokens"]
-        files.append({**f, "documents": f["documents"] - p["sequences"], "tokens": tokens, "bytes": tokens * itemsize,
+        files.append({**f, "documents": f["documents"] - p["sequences"], "tokens": tokens, "bytes": b["bytes"],
                       "idx_bytes": i["bytes"], "bin_xxh3_128": b[CHECKSUM], "idx_xxh3_128": i[CHECKSUM],
                       "docs_xxh3_128": d[CHECKSUM]})
     m["files"] = files

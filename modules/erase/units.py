@@ -119,6 +119,8 @@ def check_units(units: list[Unit], request: Request) -> None:
         if u.kind in ("tokens", "pack", "shards") and not u.manifest.get("docs_columns"):
             raise SettingsError(f"{u.where}: written before document sidecars: its tokens cannot be traced to "
                                 "documents; tokenize (and pack, shards) again, then erase")
+        if u.kind == "tokens" and status != "erasing":
+            _check_token_manifest(u)
         if u.stage == "dedup_index" and (u.manifest.get("index") or {}).get("kind") == "fuzzy":
             raise SettingsError(f"{u.where}: a fuzzy dedup index (--save-index): erase cannot rewrite its "
                                 "MinHash signatures and shingle sets; remove the index and save it again from the "
@@ -128,6 +130,19 @@ def check_units(units: list[Unit], request: Request) -> None:
                 raise SettingsError(f"{u.out.path(r['path'])}: erase cannot rewrite this file (not a document, "
                                     "token or row file it knows, e.g. a raw download); remove it or leave its "
                                     "output out of the erase; nothing changed")
+
+
+def _check_token_manifest(u: Unit) -> None:
+    """Erase carries a token set's manifest forward (dtype, vocabulary, counts) and rewrites its pairs
+    by their indexes: one that disagrees with its files is refused, not propagated. Only before the
+    erase changed the unit: after, its files are this erase's, not the manifest's."""
+    from curate.stages.tokenize.verify import unit_problems
+
+    problems = unit_problems(u.out.url, u.out.unit, u.manifest, u.out.manifest_name)
+    if problems:
+        more = f" (and {len(problems) - 1} more; curate verify lists them)" if len(problems) > 1 else ""
+        raise SettingsError(f"{problems[0]}{more}: the manifest disagrees with its pairs; erase would carry it "
+                            "forward; nothing changed")
 
 
 def _ours(u: Unit, request: Request) -> bool:

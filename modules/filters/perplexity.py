@@ -10,7 +10,13 @@ surprising. Used by ``tag``, it is the perplexity signal CCNet buckets by (head,
 
 Model and tokenizer are local files, loaded once per process, never downloaded; both libraries are an
 extra: ``pip install 'curate-llm[perplexity]'``. A document with no text to score scores NaN (rejected
-as ``nan``, with this filter named).
+as ``nan``, with this filter named); one past a float's range (a model of absurd log probabilities)
+scores ``inf``.
+
+Where the settings are read (job load, so ``--dry-run`` and before any stage), the model's header is
+checked without KenLM (:mod:`curate.stages.filters.lm_header`: an empty, random, truncated or absurd
+file is refused naming it) and the SentencePiece model is opened; KenLM loads the model itself only in
+the workers, and what it alone finds fails naming the file too.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from curate.stages.errors import SettingsError
+from curate.stages.errors import DataError, SettingsError
 from curate.stages.filters.base import Filter, Texts
 
 # CCNet's text_normalizer: the punctuation it maps to ASCII, and the non-printing characters it drops
@@ -35,6 +41,8 @@ UNICODE_PUNCT = {"，": ",", "。": ". ", "、": ",", "„": '"', "”": '"', "�
 _PUNCT = re.compile(f"[{''.join(UNICODE_PUNCT)}]")
 _NON_PRINTING = re.compile(f"[{''.join(map(chr, [*range(0, 32), *range(127, 160)]))}]")
 _DIGITS = re.compile(r"\d")
+#: 10 ** x overflows a float from here on
+FLOAT_EXPONENT = 308
 
 
 def normalize(line: str) -> str:
@@ -51,13 +59,44 @@ def _missing(what: str) -> SettingsError:
     return SettingsError(f"perplexity needs {what}: install it with pip install 'curate-llm[perplexity]'")
 
 
+@functools.lru_cache(maxsize=64)
+def _model_problem(path: str, size: int, mtime_ns: int) -> str | None:
+    """What :func:`~curate.stages.filters.lm_header.check_model_file` finds wrong (None: nothing); per
+    version of the file, as every partition builds the chain again."""
+    from curate.stages.filters.lm_header import ModelFileError, check_model_file
+
+    try:
+        check_model_file(path)
+    except ModelFileError as e:
+        return str(e)
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})"
+    return None
+
+
+def check_model(path: str) -> None:
+    """The model's header, before any work (no KenLM needed): one line naming the file."""
+    st = os.stat(path)
+    problem = _model_problem(os.path.abspath(path), st.st_size, st.st_mtime_ns)
+    if problem:
+        raise SettingsError(f"model {path}: {problem}")
+
+
+def _cannot_load(what: str, path: str, e: Exception) -> str:
+    detail = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+    return f"{what} {path}: cannot be loaded ({type(e).__name__}: {detail})"
+
+
 @functools.lru_cache(maxsize=8)
 def load_model(path: str):
     try:
         import kenlm
     except ImportError:
         raise _missing("KenLM (kenlm)") from None
-    return kenlm.Model(path)
+    try:
+        return kenlm.Model(path)
+    except Exception as e:  # what its header could not show: KenLM's own error, with the file named
+        raise DataError(_cannot_load("model", path, e)) from None
 
 
 @functools.lru_cache(maxsize=8)
@@ -66,7 +105,10 @@ def load_tokenizer(path: str):
         import sentencepiece
     except ImportError:
         raise _missing("SentencePiece (sentencepiece)") from None
-    return sentencepiece.SentencePieceProcessor(model_file=path)
+    try:
+        return sentencepiece.SentencePieceProcessor(model_file=path)
+    except Exception as e:  # SentencePiece's RuntimeError names no file
+        raise DataError(_cannot_load("tokenizer", path, e)) from None
 
 
 @dataclass(frozen=True)
@@ -92,12 +134,20 @@ class Perplexity(Filter):
                 raise SettingsError(f"{name}: no such file {path!r}")
         if not isinstance(self.normalize, bool):
             raise SettingsError(f"normalize must be true or false; got {self.normalize!r}")
+        # here, where settings are read (job load, --dry-run), not when the first document reaches
+        # the filter after the stages before it ran; KenLM loads the model only then (it may be GBs)
+        check_model(self.model)
         for module, what in (("kenlm", "KenLM (kenlm)"), *((("sentencepiece", "SentencePiece (sentencepiece)"),)
                                                           if self.tokenizer else ())):
             import importlib.util
 
             if importlib.util.find_spec(module) is None:
                 raise _missing(what)
+        if self.tokenizer:  # small: opened here whole (once per process)
+            try:
+                load_tokenizer(self.tokenizer)
+            except DataError as e:
+                raise SettingsError(str(e)) from None
 
     def score_texts(self, t: Texts):
         lm = load_model(self.model)
@@ -116,4 +166,8 @@ class Perplexity(Filter):
             pieces = sp.encode(line, out_type=str) if sp is not None else line.split()
             log_score += lm.score(" ".join(pieces), bos=True, eos=True)
             length += len(pieces) + 1
-        return 10.0 ** (-log_score / length) if length else float("nan")
+        if not length:
+            return float("nan")
+        exponent = -log_score / length
+        # a model of absurd log probabilities: beyond a float, the most surprising there is
+        return 10.0 ** exponent if exponent < FLOAT_EXPONENT else float("inf")

@@ -16,6 +16,11 @@ prefix (``out/merged`` for ``out/merged.bin`` + ``out/merged.idx``). Every probl
 - the index header: magic, version, dtype code; its size matches its counts;
 - lengths, pointers and document indices agree with each other and with the ``.bin`` size;
 - every pair of a set has the same dtype (and the manifest's);
+- the manifest's own fields against what its pairs hold (:func:`check_manifest`, one line per field):
+  ``dtype`` the ``.idx`` header's (which the ``.bin`` size confirms), ``totals``, ``sets`` and
+  ``counts.out`` the sums of the ``.idx`` counts, ``vocab_size`` and ``tokenizer.vocab_size`` equal,
+  the dtype's (Megatron's rule) and above the largest id; ``curate erase`` runs the checks that read
+  no ``.bin`` before it carries a manifest forward (:func:`unit_problems`);
 - every token id is below the vocabulary size (``--vocab-size``, else the ``--tokenizer``'s, else
   the manifest's) and not negative; this reads every ``.bin`` once, in chunks;
 - every pair's document sidecar (``PREFIX.docs.parquet``, format in ``writer.py``): present, its
@@ -47,6 +52,11 @@ class Pair:
     has_idx: bool
     bin_size: int = 0
     dtype_code: int | None = None
+    #: what a sound pair's files hold (set by check_structure; largest id by check_tokens)
+    documents: int = 0
+    tokens: int = 0
+    idx_bytes: int = 0
+    largest: int | None = None
 
 
 @dataclass
@@ -216,11 +226,13 @@ def check_structure(target: Target, p: Pair) -> megatron.Index | None:
     target.problems.extend(found)
     if found:
         return None
-    p.dtype_code = index.dtype_code
+    p.dtype_code, p.documents, p.tokens, p.idx_bytes = index.dtype_code, index.documents, index.tokens, len(raw)
     if entry:
-        for what, have in (("documents", index.documents), ("tokens", index.tokens), ("bytes", p.bin_size)):
+        for what, have in (("documents", index.documents), ("tokens", index.tokens), ("bytes", p.bin_size),
+                           ("idx_bytes", len(raw))):
             if what in entry and entry[what] != have:
-                target.problems.append(f"{bin_path}: {what}: {have}, but the manifest says {entry[what]}")
+                where = idx_path if what == "idx_bytes" else bin_path
+                target.problems.append(f"{where}: {what}: {have}, but the manifest says {entry[what]}")
     owner = target.listed.get(p.name, (None,))[0]
     manifest = target.units.get(owner) or target.manifest or {}
     expected = manifest.get("dtype_code")
@@ -230,6 +242,116 @@ def check_structure(target: Target, p: Pair) -> megatron.Index | None:
             f"{expected} ({megatron.DTYPES.get(expected)})"
         )
     return index
+
+
+def check_manifest(target: Target, unit: str, vocab_checked: int | None = None) -> None:
+    """The unit manifest's own fields against what its pairs hold (after :func:`check_structure`,
+    and :func:`check_tokens` for the largest id): ``dtype``, the vocabulary sizes, ``totals``,
+    ``sets`` and ``counts.out``. One line per field, naming it and the manifest: these are what
+    ``curate erase`` and ``merge`` carry forward, so an edited one must not pass.
+
+    ``vocab_checked``: the vocabulary size the token ids were already checked against (an id at or
+    above it is reported on its ``.bin``, so a field no smaller is not reported again)."""
+    from curate.stages.output import unit_files
+
+    manifest = target.units[unit]
+    name = target.path(manifest.get("_name") or unit_files(unit)["manifest"])
+    listed = [f["name"] for f in manifest.get("files") or [] if isinstance(f, dict) and f.get("name")]
+    pairs = {p.name: p for p in target.pairs if p.dtype_code is not None and target.listed.get(p.name, ("",))[0] == unit}
+    sound = [pairs[n] for n in listed if n in pairs]
+    if not sound or len({p.dtype_code for p in sound}) > 1:
+        return  # nothing sound to compare with, or mixed dtypes (check_dtypes says so)
+    first = sound[0]
+    dtype = megatron.DTYPES[first.dtype_code]
+    problems = []
+    if "dtype" in manifest and manifest["dtype"] != str(dtype):
+        problems.append(f"{name}: dtype: {manifest['dtype']!r}, but {first.name}.idx says {dtype} and {first.name}.bin's "
+                        f"{first.bin_size} bytes hold its {first.tokens} tokens as {dtype}")
+    problems += _vocabulary_problems(name, manifest, dtype, sound, vocab_checked)
+    if len(sound) == len(listed):  # every pair of the unit was read: its sums are known
+        problems += _sum_problems(name, manifest, sound)
+    target.problems.extend(problems)
+
+
+def _vocabulary_problems(name: str, manifest: dict, dtype: np.dtype, pairs: list[Pair], checked: int | None) -> list[str]:
+    """``vocab_size`` and ``tokenizer.vocab_size``: positive, the dtype's (Megatron's rule, the one the
+    writer follows), above every id, and equal (the writer records the tokenizer's size in both); one
+    line for each field that fails, else one when they differ."""
+    top = max((p for p in pairs if p.largest is not None), key=lambda p: p.largest, default=None)
+    tokenizer = manifest.get("tokenizer") if isinstance(manifest.get("tokenizer"), dict) else {}
+    fields = {"vocab_size": manifest.get("vocab_size"), "tokenizer.vocab_size": tokenizer.get("vocab_size")}
+    problems = []
+    for key, value in fields.items():
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            problems.append(f"{name}: {key}: {value!r} is not a vocabulary size (a positive whole number)")
+        elif dtype.kind in "iu" and megatron.token_dtype(value) != dtype:
+            problems.append(f"{name}: {key}: {value} means {megatron.token_dtype(value)} tokens (uint16 below "
+                            f"{megatron.UINT16_LIMIT}), but the pairs are {dtype}")
+        elif top is not None and top.largest >= value and (checked is None or value < checked):
+            problems.append(f"{name}: {key}: {value}, but {top.name}.bin holds id {top.largest} (every id is below "
+                            "the vocabulary size)")
+    main, other = fields.values()
+    if not problems and None not in (main, other) and main != other:
+        problems.append(f"{name}: vocab_size: {main!r}, but tokenizer.vocab_size says {other!r} (the writer records "
+                        "the tokenizer's size in both)")
+    return problems
+
+
+def _sum_problems(name: str, manifest: dict, pairs: list[Pair]) -> list[str]:
+    """``totals``, ``sets`` and ``counts.out`` against the sums of what the unit's pairs hold."""
+    def held(ps: list[Pair]) -> dict[str, int]:
+        return {"files": len(ps), "documents": sum(p.documents for p in ps), "tokens": sum(p.tokens for p in ps),
+                "bytes": sum(p.bin_size for p in ps)}
+
+    problems = []
+    totals = manifest.get("totals")
+    if isinstance(totals, dict):
+        have = held(pairs)
+        for key in ("documents", "tokens", "bytes"):
+            if key in totals and totals[key] != have[key]:
+                problems.append(f"{name}: totals.{key}: {totals[key]!r}, but its {len(pairs)} pairs hold {have[key]} "
+                                f"({'.idx' if key != 'bytes' else '.bin'} files)")
+    sets = manifest.get("sets")
+    if isinstance(sets, dict):
+        sets_of = {f["name"]: f.get("set") or "train" for f in manifest.get("files") or [] if isinstance(f, dict)}
+        for set_name, claimed in sets.items():
+            if not isinstance(claimed, dict):
+                continue
+            have = held([p for p in pairs if sets_of.get(p.name) == set_name])
+            for key in ("files", "documents", "tokens", "bytes"):
+                if key in claimed and claimed[key] != have[key]:
+                    problems.append(f"{name}: sets.{set_name}.{key}: {claimed[key]!r}, but its pairs of that set hold "
+                                    f"{have[key]}")
+    counts = manifest.get("counts")
+    if manifest.get("stage") == "tokenize" and isinstance(counts, dict) and "out" in counts:
+        documents = held(pairs)["documents"]
+        if counts["out"] != documents:  # one sequence per document kept: the writer's own count
+            problems.append(f"{name}: counts.out: {counts['out']!r}, but its {len(pairs)} pairs hold {documents} "
+                            "documents (.idx files)")
+    return problems
+
+
+def unit_problems(folder: str, unit: str, manifest: dict, manifest_name: str) -> list[str]:
+    """A token unit's pairs (index structure, ``.bin`` sizes, per-pair counts) and its manifest's fields
+    against them, reading no ``.bin``: what ``curate erase`` checks before it trusts the manifest
+    (it rewrites pairs and carries the manifest's fields forward)."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(folder)
+    manifest = {**manifest, "_name": manifest_name}
+    target = Target(fs, root.rstrip("/") or "/", True, [], manifest, units={unit: manifest})
+    for f in manifest.get("files") or []:
+        if isinstance(f, dict) and f.get("name"):
+            target.listed[f["name"]] = (unit, f)
+            has_bin, has_idx = (fs.exists(target.path(f["name"] + ext)) for ext in (".bin", ".idx"))
+            target.pairs.append(Pair(f["name"], _split_name(f["name"]), has_bin, has_idx))
+    for p in target.pairs:
+        check_structure(target, p)
+    check_dtypes(target)
+    check_manifest(target, unit)
+    return target.problems
 
 
 def check_dtypes(target: Target) -> None:
@@ -259,6 +381,7 @@ def check_tokens(target: Target, p: Pair, index: megatron.Index, vocab_size: int
     counter = megatron.IdCounts()
     with target.fs.open(bin_path, "rb") as f:
         bad, first, largest = megatron.scan_range(f, index.dtype, limit, hasher=hasher, counter=counter)
+    p.largest = largest if index.dtype.kind in "iu" else None
     check_one_id(target, bin_path, counter.top())
     entry = target.entry(p.name)
     if entry and entry.get("bin_xxh3_128") and hasher.hexdigest() != entry["bin_xxh3_128"]:
@@ -420,6 +543,8 @@ def verify(path: str, vocab_size: int | None = None, tokenizer=None, prefix: str
             start, end = int(index.document_indices[0]), int(index.document_indices[1])
             first = (p.name, int(index.sequence_lengths[start:end].sum()), tokens)
     check_dtypes(target)
+    for unit in sorted({target.listed[p.name][0] for p in target.pairs if p.name in target.listed}):
+        check_manifest(target, unit, vocab_size)
     for s in sets.values():
         s["dtype"] = ",".join(sorted(s["dtype"])) or "?"
     return Report(target, vocab_size, source, dict(sorted(sets.items())), first)

@@ -2,6 +2,7 @@
 
 import csv
 import json
+import os
 
 import pytest
 
@@ -58,3 +59,78 @@ def test_scaling_run_writes_csv_json_png(tmp_path):
     assert (out / "scaling.png").stat().st_size > 10_000
     rows = list(csv.DictReader((out / "scaling.csv").open()))
     assert {r["workers"] for r in rows} == {"1", "2"}
+
+
+# --------------------------------------------------------------------------- record's refusals (issue 47, point 5)
+
+
+@pytest.fixture
+def finished(tmp_path):
+    src = write_jsonl(tmp_path / "in.jsonl", [{"text": "a  b"}] * 3)
+    run_stage("normalize", {}, src, tmp_path / "job" / "01-normalize")
+    return tmp_path / "job"
+
+
+def record(job, target, label, capsys) -> tuple[int, str]:
+    from curate.app.cli import main
+
+    code = main(["bench", "record", str(job), "--csv", str(target), "--label", label])
+    return code, capsys.readouterr().err.strip()
+
+
+def test_record_refuses_a_csv_with_another_header(finished, tmp_path, capsys):
+    target = tmp_path / "scaling.csv"
+    target.write_text("nodes,tasks,stage,seconds\r\n1,4,01-normalize,1.5\r\n")
+    before = target.read_bytes()
+    code, err = record(finished, target, "nodes=2", capsys)
+    assert code == 2 and err.startswith(f"curate: error: --csv {target}: its header is nodes,tasks,stage,seconds, "
+                                        "but these rows are nodes,stage,seconds,") and "\n" not in err, err
+    assert target.read_bytes() == before
+    # the labels it was started with append as before
+    assert record(finished, tmp_path / "new.csv", "nodes=1", capsys)[0] == 0
+    assert record(finished, tmp_path / "new.csv", "nodes=2", capsys)[0] == 0
+
+
+def test_record_refuses_a_csv_from_before_client_cpu_seconds(finished, tmp_path, capsys):
+    target = tmp_path / "scaling.csv"
+    assert record(finished, target, "nodes=1", capsys)[0] == 0
+    rows = list(csv.reader(target.open(newline="")))
+    assert rows[0][-1] == "client_cpu_seconds"
+    with target.open("w", newline="") as f:  # what an older curate wrote: every row one column short
+        csv.writer(f).writerows(r[:-1] for r in rows)
+    before = target.read_bytes()
+    code, err = record(finished, target, "nodes=2", capsys)
+    assert code == 2 and "\n" not in err, err
+    assert err == (f"curate: error: --csv {target}: written before curate bench record had the column(s) "
+                   "client_cpu_seconds; start a new CSV (its rows and these cannot share one header)")
+    assert target.read_bytes() == before
+
+
+@pytest.mark.parametrize("label,says", [
+    ("nodes=1,seconds=3", "--label seconds=3: 'seconds' is a column curate bench record measures"),
+    ("stage=x", "--label stage=x: 'stage' is a column"),
+    ("nodes=1,nodes=2", "--label nodes: given twice (nodes=1, nodes=2)"),
+], ids=["seconds", "stage", "twice"])
+def test_record_refuses_labels_it_would_drop(finished, tmp_path, capsys, label, says):
+    code, err = record(finished, tmp_path / "scaling.csv", label, capsys)
+    assert code == 2 and err.startswith(f"curate: error: {says}") and "\n" not in err, err
+    assert not (tmp_path / "scaling.csv").exists()
+
+
+@pytest.mark.parametrize("column,value", [("cpu_seconds", float("nan")), ("peak_worker_bytes", -5),
+                                          ("client_cpu_seconds", float("inf")), ("input_bytes", -1)])
+def test_record_refuses_a_measurement_that_is_not_one(finished, tmp_path, capsys, column, value):
+    from curate.app import resources
+
+    doc = {"input_bytes": 100, "stages": {"01-normalize": {"cpu_seconds": 1.5}}}
+    if column == "input_bytes":
+        doc[column] = value
+    else:
+        doc["stages"]["01-normalize"][column] = value
+    os.makedirs(finished / "_reports")
+    (finished / "_reports" / "resources.json").write_text(json.dumps(doc))  # NaN and Infinity as json writes them
+    code, err = record(finished, tmp_path / "scaling.csv", "nodes=1", capsys)
+    where = column if column == "input_bytes" else f"stages.01-normalize.{column}"
+    assert code == 1 and err.startswith(f"curate: error: {resources.path_of(str(finished))}: {where}: "), err
+    assert "not a measurement" in err and "\n" not in err
+    assert not (tmp_path / "scaling.csv").exists()

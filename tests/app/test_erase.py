@@ -272,3 +272,40 @@ def test_a_killed_erase_resumes(small, tmp_path):
     for name in ("part_00000.bin", "part_00000.idx", "part_00000.docs.parquet", "part_00001.bin"):
         assert (small / name).read_bytes() == (copy / name).read_bytes(), name
     assert cli.main(["verify", str(small), "--checksums"]) == 0
+
+
+def _edit_manifest(out: Path, edit) -> None:
+    m = json.loads((out / "_manifest.json").read_text())
+    edit(m)
+    (out / "_manifest.json").write_text(json.dumps(m))
+
+
+@pytest.mark.parametrize("edit,field", [
+    (lambda m: m.update(dtype="int64"), "dtype: 'int64', but part_00000.idx says int32"),
+    (lambda m: m["totals"].update(documents=9), "totals.documents: 9"),
+    (lambda m: m["tokenizer"].update(vocab_size=60000), "tokenizer.vocab_size: 60000 means uint16 tokens"),
+], ids=["dtype", "documents", "vocabulary"])
+def test_a_token_set_whose_manifest_fails_verify_is_refused(small, tmp_path, capsys, edit, field):
+    # hostile pass 47, point 4: erase took the edited dtype and wrote a manifest claiming twice the .bin
+    _edit_manifest(small, edit)
+    before = files_of(small)
+    (tmp_path / "ids.txt").write_text("a1\n")
+    assert cli.main(["erase", str(small), "--ids", str(tmp_path / "ids.txt")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"curate: error: {small}/_manifest.json: {field}") and "\n" not in err, err
+    assert "nothing changed" in err
+    assert files_of(small) == before
+
+
+def test_erase_takes_pair_sizes_from_the_files(small, tmp_path, monkeypatch):
+    # behind the refusal: the new manifest's bytes are the rewritten .bin's, whatever dtype it claims
+    from curate.stages.erase import units
+
+    monkeypatch.setattr(units, "_check_token_manifest", lambda u: None, raising=False)
+    _edit_manifest(small, lambda m: m.update(dtype="int64"))
+    (tmp_path / "ids.txt").write_text("a1\n")
+    assert cli.main(["erase", str(small), "--ids", str(tmp_path / "ids.txt")]) == 0
+    m = json.loads((small / "_manifest.json").read_text())
+    for f in m["files"]:
+        assert f["bytes"] == (small / f"{f['name']}.bin").stat().st_size == f["tokens"] * 4, f
+    assert m["totals"]["bytes"] == sum((small / f"{f['name']}.bin").stat().st_size for f in m["files"])

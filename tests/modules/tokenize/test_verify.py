@@ -157,3 +157,57 @@ def test_mixed_dtypes(tmp_path):
     problems = verify(str(tmp_path)).problems
     # hand-made pairs: no manifest says they belong together, and they mix dtypes
     assert len(problems) == 2 and "missing manifest" in problems[0] and "mix dtypes" in problems[1], problems
+
+
+# --------------------------------------------------------------------------- the manifest's own fields
+
+
+@pytest.fixture(scope="module")
+def small_vocab(tmp_path_factory):
+    """A uint16 output (a 451-id byte-level BPE), 2 pairs of 4 documents."""
+    from tests.modules.tokenize.helpers import make_bpe_dir
+
+    base = tmp_path_factory.mktemp("verify-u16")
+    for k in range(2):
+        write_jsonl(base / "in" / f"f{k}.jsonl", [{"id": f"{k}-{j}", "text": f"The quick brown fox {k}.{j}"}
+                                                   for j in range(4)])
+    run_stage("tokenize", {"tokenizer": make_bpe_dir(base / "bpe")}, str(base / "in" / "*.jsonl"), base / "out")
+    return base / "out"
+
+
+def edited(small_vocab, tmp_path, edit):
+    out = shutil.copytree(small_vocab, tmp_path / "out")
+    manifest = json.loads((out / "_manifest.json").read_text())
+    edit(manifest)
+    (out / "_manifest.json").write_text(json.dumps(manifest))
+    return out
+
+
+@pytest.mark.parametrize("edit,field", [
+    (lambda m: m["totals"].update(documents=m["totals"]["documents"] + 1), "totals.documents: 9"),
+    (lambda m: m.update(dtype="uint32"), "dtype: 'uint32', but part_00000.idx says uint16"),
+    (lambda m: m["tokenizer"].update(vocab_size=100000), "tokenizer.vocab_size: 100000 means int32 tokens"),
+    (lambda m: m.update(vocab_size=60000), "vocab_size: 60000, but tokenizer.vocab_size says 451"),
+    (lambda m: m["tokenizer"].update(vocab_size=m["tokenizer"]["vocab_size"] // 4), "tokenizer.vocab_size: 112, but"),
+    (lambda m: m["sets"]["train"].update(tokens=3), "sets.train.tokens: 3"),
+    (lambda m: m["counts"].update(out=7), "counts.out: 7"),
+], ids=["documents", "dtype", "vocabulary", "vocab_size", "below-an-id", "sets", "counts"])
+def test_an_edited_manifest_field_is_one_line_naming_it(small_vocab, tmp_path, edit, field):
+    assert verify(str(small_vocab)).ok
+    out = edited(small_vocab, tmp_path, edit)
+    line = only(verify(str(out)).problems, field)
+    assert line.startswith(f"{out}/_manifest.json: ")
+
+
+def test_an_edited_dtype_fails_curate_verify(small_vocab, tmp_path, capsys):
+    from curate.app.cli import main
+
+    out = edited(small_vocab, tmp_path, lambda m: m.update(dtype="uint32"))
+    assert main(["verify", str(out)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"{out}/_manifest.json: dtype: 'uint32'") and err[1].endswith("1 problem(s)"), err
+
+
+def test_an_edited_index_size_names_the_idx(small_vocab, tmp_path):
+    out = edited(small_vocab, tmp_path, lambda m: m["files"][1].update(idx_bytes=3))
+    only(verify(str(out)).problems, f"{out}/part_00001.idx: idx_bytes: 122, but the manifest says 3")
