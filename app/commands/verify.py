@@ -249,13 +249,13 @@ def verify_job(args) -> int:
     """A job's root: each stage output it lists, in order."""
     import os
 
-    from curate.stages.output import Output
+    from curate.stages.output import SIDE_SUFFIX, Output
 
     root = Output.at(args.dir)
     manifest = root.manifest() or {}
     stages = manifest.get("stages") or []
     # stage folders are checked one by one below: their files (and links) are theirs to report
-    inside = tuple(root.path(stage["output"]) + "/" for stage in stages)
+    inside = tuple(root.path(stage["output"]) + end for stage in stages for end in ("/", f"{SIDE_SUFFIX}/"))
     problems = [p for p in output_problems(args.dir, args.checksums)
                 if "unlisted" not in p and not p.startswith(inside)]
     code = 0
