@@ -83,6 +83,15 @@ def side(folder, *parts) -> Path:
     return Path(side_of(str(folder))).joinpath(*parts)
 
 
+def copy_output(src, dst) -> Path:
+    """Copy an output with its side folder (a copy without it misses the files its manifest lists)."""
+    import shutil
+
+    if side(src).is_dir():
+        shutil.copytree(side(src), side(dst))
+    return Path(shutil.copytree(src, dst))
+
+
 def read_output(path):
     """All kept rows of a stage output directory as one pandas frame (partition order)."""
     import pandas as pd

@@ -141,3 +141,28 @@ def test_an_old_layout_fuzzy_stage_is_resumed_from_its_journal_read_verified_and
         assert side(fuzzy, name).is_dir() and not (fuzzy / name).exists()
     assert main(["verify", str(fuzzy), "--checksums"]) == 0
     assert set(counts(fuzzy).values()) == {2}
+
+
+def test_a_jobs_stage_folders_and_their_side_folders_rerun_and_verify(tmp_path, capsys):
+    """The job root holds each stage's folder and its side folder: a rerun claims both (they are the
+    job's), verify checks the stages with their side files, and each stage folder counts right."""
+    from curate.app import runner
+
+    write_jsonl(tmp_path / "fin" / "a.jsonl", [{"id": f"a{k}", "text": t} for k, t in enumerate(TEXTS)]
+                + [{"id": "short", "text": "x"}])
+    write_jsonl(tmp_path / "fin" / "b.jsonl", [{"id": "b0", "text": TEXTS[0]}, {"id": "b1", "text": TEXTS[1]}])
+    chain = tmp_path / "chain.yaml"
+    chain.write_text("filters:\n  - {filter: word_count, min: 5}\n")
+    job = tmp_path / "job.yaml"
+    job.write_text(f"name: j\ninput: {tmp_path / 'fin' / '*.jsonl'}\nstages:\n  - filter: {{config: {chain}}}\n"
+                   "  - fuzzy_dedup: {}\n")
+    root = tmp_path / "root"
+    runner.run_job(runner.load_job(str(job)), str(root))
+    assert sorted(p.name for p in root.iterdir() if p.name[:2].isdigit()) == [
+        "01-filter", "01-filter.side", "02-fuzzy_dedup", "02-fuzzy_dedup.side"]
+    assert set(counts(root / "01-filter").values()) == {5} and set(counts(root / "02-fuzzy_dedup").values()) == {3}
+    runner.run_job(runner.load_job(str(job)), str(root), force=True)
+    assert main(["verify", str(root), "--checksums"]) == 0
+    (root / "02-fuzzy_dedup.side" / "notes.txt").write_text("mine")
+    with pytest.raises(Exception, match="notes.txt: not a side file of curate's"):
+        runner.run_job(runner.load_job(str(job)), str(root), force=True)
