@@ -94,7 +94,11 @@ class Output:
     def _inside(self, rel: str) -> bool:
         parts = rel.rstrip("/").split("/")
         if not self.remote:
-            return os.path.lexists(os.path.join(self.url, *parts))
+            path = os.path.join(self.url, *parts)
+            if os.path.isdir(path) and not os.path.islink(path):
+                # a folder left inside with temporaries only (a killed run's) holds nothing to read there
+                return any(not is_temporary(f) for _root, _dirs, files in os.walk(path) for f in files)
+            return os.path.lexists(path)
         fs, root = self.fs()
         return fs.exists(root + "/" + "/".join(parts))
 
@@ -111,11 +115,6 @@ class Output:
     def url_of(self, rel: str) -> str:
         """``rel`` as a path or URL that any process (pandas, pyarrow, fsspec) can open."""
         return self.path(rel) if not self.remote else f"{self._base(rel)}/{rel}"
-
-    def files_under(self, folder: str) -> list[str]:
-        """Paths (URLs) of the files below ``folder`` of the unit (``_rejects``), wherever they live."""
-        prefix = folder.rstrip("/") + "/"
-        return [self.url_of(rel) for rel in sorted(self.listing()) if rel.startswith(prefix) and not is_temporary(rel)]
 
     def exists(self, rel: str = "") -> bool:
         if not self.remote:
@@ -192,17 +191,14 @@ class Output:
         beside = _links_below(side) if os.path.isdir(side) and not os.path.islink(side) else []
         return sorted(set(_links_below(self.url)) | {rel for rel in beside if is_side(rel)})
 
-    def _refuse_link_beside(self, rel: str) -> None:
-        if os.path.islink(self.side_url):
-            raise OwnershipError(side_link_refusal(self.url, self.side_url))
-        refuse_link(self.side_url, self._join(self.side_url, rel))
-
     def _refuse_link(self, rel: str, how: str = "") -> None:
         if not self.remote:
-            base = self._base(rel)
-            if base != self.url and os.path.islink(base):  # the user named the output, not its sibling
-                raise OwnershipError(side_link_refusal(self.url, base))
-            refuse_link(base, self._join(base, rel), how)
+            self._refuse_link_in(self._base(rel), rel, how)
+
+    def _refuse_link_in(self, base: str, rel: str, how: str = "") -> None:
+        if base != self.url and os.path.islink(base):  # the user named the output, not its sibling
+            raise OwnershipError(side_link_refusal(self.url, base))
+        refuse_link(base, self._join(base, rel), how)
 
     # ----------------------------------------------------------------- writing
 
@@ -404,9 +400,9 @@ class Output:
         })
         if legacy:  # a rerun of an output an earlier curate wrote: from now on under the new name
             self.remove(self.names["legacy_manifest"])
-        self.move_side()
         if not self.remote:  # a killed run's half-written files (an object store has none)
             self._remove_temporaries(self.listing())
+        self.move_side()  # after the temporaries: the side folders it empties inside go too
 
     def move_side(self) -> None:
         """Move the side files an earlier curate wrote inside the directory to the side folder, under the
@@ -414,21 +410,21 @@ class Output:
         unit's files (tokenize prefixes share ``_rejects/``) move when that unit runs; until then
         :meth:`_base` finds each file where it is."""
         inside = [rel for rel in self._walk(self.url) if is_side(rel) and not is_temporary(rel)]
-        if not inside:
-            return
-        owned = self.owned()
+        owned = self.owned() if inside else set()
         for rel in sorted(rel for rel in inside if rel in owned):
             self._refuse_link(rel)
             source, target = self._join(self.url, rel), self._join(self.side_url, rel)
             if not self.remote:
-                self._refuse_link_beside(rel)
+                self._refuse_link_in(self.side_url, rel)
                 os.makedirs(os.path.dirname(target), exist_ok=True)
                 os.replace(source, target)
             else:
                 self.fs()[0].mv(source, target)
-        if not self.remote:  # the side folders left empty inside the directory
-            for first in {rel.split("/", 1)[0] for rel in inside}:
-                for root, _dirs, _files in sorted(os.walk(os.path.join(self.url, first)), key=lambda t: -len(t[0])):
+        if not self.remote and os.path.isdir(self.url):  # the side folders left empty inside the directory
+            with os.scandir(self.url) as entries:
+                tops = [e.path for e in entries if is_side(e.name + "/") and e.is_dir(follow_symlinks=False)]
+            for top in tops:
+                for root, _dirs, _files in sorted(os.walk(top), key=lambda t: -len(t[0])):
                     with contextlib.suppress(OSError):
                         os.rmdir(root)
 

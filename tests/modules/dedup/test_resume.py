@@ -69,6 +69,6 @@ def test_a_killed_fuzzy_run_resumed_lists_the_rows_of_its_signatures(tmp_path):
     assert {path: r.get("rows") for path, r in records.items()} == {
         "_work/signatures/part-00000.parquet": 3, "_work/signatures/part-00001.parquet": 2}
     for path, r in records.items():  # and what the files hold
-        assert pq.ParquetFile(out / path).metadata.num_rows == r["rows"]
+        assert pq.ParquetFile(side(out) / path).metadata.num_rows == r["rows"]
     assert manifest["counts"]["dropped"] == {"fuzzy_duplicate": 2}
     assert curate("verify", out, check=False).returncode == 0

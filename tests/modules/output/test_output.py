@@ -292,6 +292,11 @@ def test_an_earlier_curates_side_folders_are_read_inside_and_moved_by_the_next_r
         os.rename(side(tmp_path / "o", name), tmp_path / "o" / name)
     assert out.path("_rejects/part-00000.parquet") == str(tmp_path / "o" / "_rejects" / "part-00000.parquet")
     assert out.finished("part-00000", "run1") is not None and verify_unit(out, checksums=True) == []
+    # a folder a killed run left inside with a temporary only: nothing there to read, the step writes beside
+    (tmp_path / "o" / "_work" / "hashes").mkdir(parents=True)
+    (tmp_path / "o" / "_work" / "hashes" / ".part-00000.parquet.curate-tmp-1-ab").write_bytes(b"half")
+    assert out.path("_work/hashes") == str(side(tmp_path / "o", "_work", "hashes"))
+    (tmp_path / "o" / "_work" / "hashes" / ".part-00000.parquet.curate-tmp-1-ab").unlink()
     out.begin(STAGE)
     assert sorted(os.listdir(tmp_path / "o")) == ["_manifest.json"]
     assert out.finished("part-00000", "run1") is not None
