@@ -134,7 +134,7 @@ def dedup(tmp_path):
 
 def test_dataset_parts_equal_a_fresh_run_without_the_documents(dedup, tmp_path):
     src, out = dedup
-    before = snapshot(out)
+    before = snapshot(out, side(out))
     # d0: a kept document; e1: the removed duplicate of d1 (only in _rejects/ and _duplicates/)
     outcome = erase.erase([out], request(tmp_path, "ids", ["d0", "e1"]))
     assert not outcome.refused and [u[2] for u in outcome.units] == [2]
@@ -147,7 +147,7 @@ def test_dataset_parts_equal_a_fresh_run_without_the_documents(dedup, tmp_path):
     assert not any(r.startswith("_rejects/") for r in got) and not any(r.startswith("_rejects/") for r in want)
     for rel in got:
         if rel.startswith(("_duplicates/", "_work/")):
-            table = pq.read_table(out / rel)
+            table = pq.read_table(side(out) / rel)
             if "id" in table.column_names:
                 assert not {"d0", "e1"} & set(table["id"].to_pylist()), rel
     m = json.loads((out / "_manifest.json").read_text())
@@ -157,9 +157,9 @@ def test_dataset_parts_equal_a_fresh_run_without_the_documents(dedup, tmp_path):
     assert (out / "_SUCCESS").exists() and not any(p.name.startswith("erase-") for p in (side(out, "_state")).iterdir())
     _verify_ok(out)
     # a second run finds nothing and changes nothing
-    after = snapshot(out)
+    after = snapshot(out, side(out))
     again = erase.erase([out], request(tmp_path, "ids", ["d0", "e1"]))
-    assert again.units == [] and again.already and snapshot(out) == after
+    assert again.units == [] and again.already and snapshot(out, side(out)) == after
     assert after != before
 
 
@@ -312,12 +312,12 @@ def _holds_changed(before, after, name):
 
 def test_consumers_need_their_token_set(token_chain, tmp_path):
     tokens, packed, shards = token_chain
-    before = snapshot(tokens, packed, shards)
+    before = snapshot(tokens, packed, shards, side(tokens), side(packed), side(shards))
     with pytest.raises(SettingsError, match="does not include"):
         erase.erase([packed], request(tmp_path, "ids", ["d1"]))
     with pytest.raises(SettingsError, match="too few for one training shard"):
         erase.erase([tokens, shards], request(tmp_path, "ids", [d["id"] for g in DOCS for d in g][:-1]))
-    assert snapshot(tokens, packed, shards) == before
+    assert snapshot(tokens, packed, shards, side(tokens), side(packed), side(shards)) == before
 
 
 # --------------------------------------------------------------------------- resume, refusals
@@ -383,9 +383,9 @@ def test_killed_after_a_manifest_was_written_counts_once(dedup, tmp_path, monkey
 
 def test_refusals_change_nothing(dedup, tmp_path):
     _src, out = dedup
-    before = snapshot(out)
+    before = snapshot(out, side(out))
     outcome = erase.erase([out], request(tmp_path, "ids", ["d0", "nobody", "nothing"]))
-    assert outcome.refused and outcome.unknown == ["nobody", "nothing"] and snapshot(out) == before
+    assert outcome.refused and outcome.unknown == ["nobody", "nothing"] and snapshot(out, side(out)) == before
     with pytest.raises(OwnershipError, match="not a curate output"):
         erase.erase([tmp_path / "in"], request(tmp_path, "ids", ["d0"]))
     (out / "mine.parquet").write_bytes(b"x")
@@ -401,7 +401,7 @@ def test_refusals_change_nothing(dedup, tmp_path):
     with pytest.raises(SettingsError, match="did not finish"):
         erase.erase([out], request(tmp_path, "ids", ["d0"]))
     (out / "_SUCCESS").write_bytes(b"")
-    assert snapshot(out) == before
+    assert snapshot(out, side(out)) == before
 
 
 def test_a_sidecar_that_disagrees_with_its_idx_is_refused(tmp_path):
@@ -419,10 +419,10 @@ def test_a_sidecar_that_disagrees_with_its_idx_is_refused(tmp_path):
         if r["path"] == rec["path"]:
             r.update(rec)
     (out / "_manifest.json").write_text(json.dumps(m))
-    before = snapshot(out)
+    before = snapshot(out, side(out))
     with pytest.raises(DataError, match=r"part_00000.docs.parquet: rows: 3, but part_00000.idx has 4"):
         erase.erase([out], request(tmp_path, "ids", ["d1"]))
-    assert snapshot(out) == before
+    assert snapshot(out, side(out)) == before
 
 
 # --------------------------------------------------------------------------- killed at every file operation
