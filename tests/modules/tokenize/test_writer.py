@@ -424,5 +424,5 @@ def test_partition_function_without_dask(tmp_path):
     import xxhash
 
     for f in record["files"]:
-        data = (tmp_path / f["path"]).read_bytes()
+        data = Path(out.path(f["path"])).read_bytes()
         assert f["bytes"] == len(data) and f["xxh3_128"] == xxhash.xxh3_128_hexdigest(data)
