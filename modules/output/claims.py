@@ -158,7 +158,7 @@ def check_not_input(output: str, inputs, flag: str = "--output") -> None:
         return
     _check_not_input(_real(output), inputs, output, flag)
     # the side folder is written (and erase rewrites it) like the output itself
-    _check_not_input(_real(side_of(output.rstrip(os.sep))), inputs, output, flag)
+    _check_not_input(side_of(_real(output)), inputs, output, flag)
 
 
 def _check_not_input(out: str, inputs, output: str, flag: str) -> None:
