@@ -96,7 +96,7 @@ def link_problems(path: str) -> list[str]:
 
 def output_problems(path: str, checksums: bool, skip_pairs: bool = False) -> list[str]:
     """Every unit of the directory against its manifest, files no manifest lists, and links."""
-    from curate.stages.output import Output, units_in, unlisted, verify_unit
+    from curate.stages.output import Output, side_strays, units_in, unlisted, verify_unit
     from curate.stages.tokenize.docs import DOCS_SUFFIX
 
     out = Output.at(path)
@@ -114,6 +114,8 @@ def output_problems(path: str, checksums: bool, skip_pairs: bool = False) -> lis
         if skip_pairs and rel.endswith((".bin", ".idx")) and "/" not in rel:
             continue  # reported by the token checks as a stray pair
         problems.append(f"{out.path(rel)}: unlisted: no manifest here names this file (a stray or foreign file)")
+    for stray in side_strays(out.url):
+        problems.append(f"{stray}: unlisted: the side folder holds only curate's side folders (a stray or foreign file)")
     return problems
 
 

@@ -108,6 +108,7 @@ from curate.stages.output.names import (
     refuse_link,
     side_glob,
     side_of,
+    side_strays,
     unit_files,
     units_in,
 )
@@ -118,6 +119,6 @@ __all__ = [
     "CHECKSUM", "DEFAULT_LOCK_TIMEOUT", "HEARTBEAT", "JOB_FOLDERS", "RAW_SIDECAR", "SIDE_FOLDERS", "SIDE_SUFFIX", "TMP_MARK", "Lock", "LockedError",
     "Output", "OwnershipError", "_inside", "_real", "atomic_write", "check_claim", "check_not_input", "check_paths",
     "check_rel", "describe_owner", "file_checksum", "is_control", "is_remote", "is_side", "is_temporary", "link_refusal",
-    "link_target", "lock_timeout", "manifest_owner", "refuse_link", "remove_raw", "same_owner", "side_glob", "side_of", "unit_files",
+    "link_target", "lock_timeout", "manifest_owner", "refuse_link", "remove_raw", "same_owner", "side_glob", "side_of", "side_strays", "unit_files",
     "units_in", "unlisted", "verify_unit",
 ]

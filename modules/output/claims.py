@@ -12,11 +12,11 @@ from curate.stages.output.names import (
     SIDE_SUFFIX,
     OwnershipError,
     is_remote,
-    is_side,
     is_temporary,
     link_refusal,
     side_link_refusal,
     side_of,
+    side_strays,
     units_in,
 )
 from curate.stages.output.unit import Output
@@ -116,9 +116,9 @@ def _check_side(out: Output) -> None:
         return
     if os.path.islink(side) or not os.path.isdir(side):
         raise OwnershipError(side_link_refusal(out.url, side))
-    foreign = sorted(e.name for e in os.scandir(side) if not is_side(e.name + "/") and not is_temporary(e.name))
+    foreign = side_strays(out.url)
     if foreign:
-        raise OwnershipError(f"--output {out.url}: {os.path.join(side, foreign[0])}: not a side file of curate's "
+        raise OwnershipError(f"--output {out.url}: {foreign[0]}: not a side file of curate's "
                              "(rejects, duplicates, work, journal); curate never overwrites or deletes files it did "
                              "not write: remove it or choose another output directory")
 

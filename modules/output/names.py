@@ -47,6 +47,15 @@ def side_of(url: str) -> str:
     return url.rstrip("/") + SIDE_SUFFIX
 
 
+def side_strays(url: str) -> list[str]:
+    """Paths of what the local side folder of the output ``url`` holds besides side folders (sorted)."""
+    side = side_of(url)
+    if is_remote(url) or not os.path.isdir(side) or os.path.islink(side):
+        return []
+    with os.scandir(side) as entries:
+        return sorted(e.path for e in entries if not is_side(e.name + "/") and not is_temporary(e.name))
+
+
 def side_glob(folder: str, name: str, pattern: str = "part-*") -> list[str]:
     """The files matching ``pattern`` in the side folder ``name`` (``_rejects``) of the local output
     ``folder``: beside it, or inside it where an earlier curate wrote them; sorted by name."""

@@ -270,6 +270,9 @@ def test_the_side_folder_is_the_outputs_own(tmp_path):
     side(tmp_path / "o", "notes.txt").write_text("mine")
     with pytest.raises(OwnershipError, match="notes.txt: not a side file of curate's"):
         check_claim(out, STAGE)
+    from curate.app.commands.verify import output_problems
+
+    assert [p for p in output_problems(str(tmp_path / "o"), True) if "notes.txt: unlisted" in p]
     side(tmp_path / "o", "notes.txt").unlink()
     folder, before = decoy(tmp_path)
     os.rename(side(tmp_path / "o"), tmp_path / "moved")
