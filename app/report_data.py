@@ -16,6 +16,7 @@ import os
 from curate.app.report_diff import word_diff
 from curate.app.report_format import _bytes
 from curate.app.run_folders import load_manifest, stage_dirs
+from curate.stages.output import side_glob
 
 #: rejected documents shown per reason, and their first characters
 EXAMPLES_PER_REASON = 3
@@ -91,7 +92,7 @@ def example_rejects(folder: str, per_reason: int = EXAMPLES_PER_REASON, chars: i
 
     def enough() -> bool:
         return bool(wanted) and all(len(out.get(k, ())) >= n for k, n in wanted.items())
-    for path in sorted(glob.glob(os.path.join(folder, "_rejects", "part-*"))):
+    for path in sorted(side_glob(folder, "_rejects")):
         if path.endswith(".parquet"):
             pf = pq.ParquetFile(path)
             cols = [c for c in ("id", "text", "_reason", "_detail") if c in pf.schema_arrow.names]
@@ -128,7 +129,7 @@ def dedup_groups(folder: str, key: str) -> dict:
     import pyarrow.parquet as pq
 
     sizes: dict[int, int] = {}
-    for path in sorted(glob.glob(os.path.join(folder, "_duplicates", "part-*.parquet"))):
+    for path in sorted(side_glob(folder, "_duplicates", "part-*.parquet")):
         col = pq.read_table(path, columns=[key]).column(0).to_pandas()
         for size, n in col.value_counts().value_counts().items():
             sizes[int(size)] = sizes.get(int(size), 0) + int(n)
@@ -141,7 +142,7 @@ def dedup_pairs(folder: str, manifest: dict, limit: int = EXAMPLE_PAIRS) -> list
     import pyarrow.parquet as pq
 
     pairs = []
-    for path in sorted(glob.glob(os.path.join(folder, "_duplicates", "part-*.parquet"))):
+    for path in sorted(side_glob(folder, "_duplicates", "part-*.parquet")):
         t = pq.read_table(path, columns=["id", "kept_id", "removed"]).to_pandas()
         t = t[t["removed"].astype(bool) & t["kept_id"].notna()]  # no kept id: it was erased (curate erase)
         pairs.extend(zip(t["id"].astype(str), t["kept_id"].astype(str)))

@@ -242,7 +242,7 @@ def run_node_loss(args) -> dict:
                     return
                 run = results / f"nodes-{k:04d}"
                 fuzzy = next(iter(sorted(run.glob("*-fuzzy_dedup"))), None) if run.exists() else None
-                if fuzzy and (fuzzy / "_work" / "signatures").exists() and not (fuzzy / "_SUCCESS").exists():
+                if fuzzy and (fuzzy.with_name(fuzzy.name + ".side") / "_work" / "signatures").exists() and not (fuzzy / "_SUCCESS").exists():
                     cluster.script("kill-node", cluster.dir, victim)
                     # SLURM would declare the silent node DOWN after SlurmdTimeout; declare it now
                     cluster.slurm("scontrol", "update", f"nodename={victim}", "state=down", "reason=bench: node lost")

@@ -274,7 +274,7 @@ def run_curate(records: list[dict], tmp: str, settings: dict) -> tuple[set[int],
         t = time.process_time()  # CPU time: one process, so load from other jobs does not count
         outcome = run_stage("fuzzy_dedup", config, (src,), out, IOSettings(blocksize="256KiB"), force=True)
         seconds = time.process_time() - t
-    audit = pd.read_parquet(os.path.join(out, "_duplicates"))
+    audit = pd.read_parquet(os.path.join(f"{out}.side", "_duplicates"))  # the stage's side folder
     index = {r["id"]: k for k, r in enumerate(records)}
     comp = dict(zip(audit["id"], audit["component"]))
     removed = {index[d] for d in audit.loc[audit["removed"], "id"]}
@@ -834,7 +834,7 @@ def bench_substrings(args) -> None:
             continue
         import pyarrow.parquet as pq
 
-        dup = pq.read_table(os.path.join(out, "_duplicates"), columns=["removed_bytes"]).column("removed_bytes")
+        dup = pq.read_table(os.path.join(f"{out}.side", "_duplicates"), columns=["removed_bytes"]).column("removed_bytes")
         with open(os.path.join(out, "_manifest.json")) as f:
             counts = json.load(f).get("counts", {})
         rows.append((f"{info['text_bytes'] / 1e6:,.0f}", f"{n:,}", f"{run['wall']:.0f}", f"{run['cpu']:.0f}",
@@ -948,8 +948,8 @@ def bench_incremental(args) -> None:
                 scratch.append(timed(stage, Settings(keep="oldest:snapshot"), a_in + b_in, os.path.join(out, "ab")))
             t_union = timed(stage, Settings(against=(idx_a,), save_index=os.path.join(out, "index-ab")), b_in,
                             os.path.join(out, "b-union"))
-            removed_b = set(pd.read_parquet(os.path.join(out, "b", "_rejects"), columns=["id"])["id"])
-            joint = pd.read_parquet(os.path.join(out, "ab", "_rejects"), columns=["id"])["id"]
+            removed_b = set(pd.read_parquet(os.path.join(out, "b.side", "_rejects"), columns=["id"])["id"])
+            joint = pd.read_parquet(os.path.join(out, "ab.side", "_rejects"), columns=["id"])["id"]
             joint_b = {i for i in joint if i.startswith("b")}
             if removed_b != joint_b:
                 print(f"{kind}: CONTRACT BROKEN: {len(removed_b ^ joint_b)} documents of B differ", flush=True)

@@ -75,6 +75,23 @@ def run_stage(name, settings=None, inputs=(), output=None, **io):
     return outcome.manifest
 
 
+def side(folder, *parts) -> Path:
+    """A path in the side folder of a stage output (``side(out, "_rejects")``): the sibling ``OUT.side/``
+    that holds rejects, dedup audits and intermediates and the journal, out of the folder readers read."""
+    from curate.stages.output import side_of
+
+    return Path(side_of(str(folder))).joinpath(*parts)
+
+
+def copy_output(src, dst) -> Path:
+    """Copy an output with its side folder (a copy without it misses the files its manifest lists)."""
+    import shutil
+
+    if side(src).is_dir():
+        shutil.copytree(side(src), side(dst))
+    return Path(shutil.copytree(src, dst))
+
+
 def read_output(path):
     """All kept rows of a stage output directory as one pandas frame (partition order)."""
     import pandas as pd

@@ -24,6 +24,7 @@ import os
 
 from curate.app.run_folders import load_manifest, stage_dirs, threshold_text  # noqa: F401 (curate report's own)
 from curate.stages.errors import DataError, SettingsError
+from curate.stages.output import side_glob
 
 HELP = "counts per stage and reason; an HTML page of the run (funnel, scores, rejects, dedup, tokens, time)"
 
@@ -64,7 +65,7 @@ BATCH_ROWS = 65536
 
 
 def score_files(folder: str) -> list[str]:
-    return sorted(glob.glob(os.path.join(folder, "part-*")) + glob.glob(os.path.join(folder, "_rejects", "part-*")))
+    return sorted(glob.glob(os.path.join(folder, "part-*")) + side_glob(folder, "_rejects"))
 
 
 def score_batches(folder: str, columns: list[str]):

@@ -97,7 +97,7 @@ def link_problems(path: str) -> list[str]:
 
 def output_problems(path: str, checksums: bool, skip_pairs: bool = False) -> list[str]:
     """Every unit of the directory against its manifest, files no manifest lists, and links."""
-    from curate.stages.output import Output, units_in, unlisted, verify_unit
+    from curate.stages.output import Output, side_strays, units_in, unlisted, verify_unit
     from curate.stages.tokenize.docs import DOCS_SUFFIX
 
     out = Output.at(path)
@@ -115,6 +115,8 @@ def output_problems(path: str, checksums: bool, skip_pairs: bool = False) -> lis
         if skip_pairs and rel.endswith((".bin", ".idx")) and "/" not in rel:
             continue  # reported by the token checks as a stray pair
         problems.append(f"{out.path(rel)}: unlisted: no manifest here names this file (a stray or foreign file)")
+    for stray in side_strays(out.url):
+        problems.append(f"{stray}: unlisted: the side folder holds only curate's side folders (a stray or foreign file)")
     return problems
 
 
@@ -250,13 +252,13 @@ def verify_job(args) -> int:
     """A job's root: each stage output it lists, in order."""
     import os
 
-    from curate.stages.output import Output
+    from curate.stages.output import SIDE_SUFFIX, Output
 
     root = Output.at(args.dir)
     manifest = root.manifest() or {}
     stages = manifest.get("stages") or []
     # stage folders are checked one by one below: their files (and links) are theirs to report
-    inside = tuple(root.path(stage["output"]) + "/" for stage in stages)
+    inside = tuple(root.path(stage["output"]) + end for stage in stages for end in ("/", f"{SIDE_SUFFIX}/"))
     problems = [p for p in output_problems(args.dir, args.checksums)
                 if "unlisted" not in p and not p.startswith(inside)]
     code = 0

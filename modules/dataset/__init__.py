@@ -16,7 +16,8 @@ Stages mark the rows they drop the same way (:func:`mark_dropped`).
 Writing (``write_dataset``) produces one directory per stage::
 
     part-00000.parquet ...     one file per partition, each written to a temp name then renamed
-    _rejects/part-00000.parquet  rows with a _reason (only partitions that had any)
+    _rejects/part-00000.parquet  rows with a _reason (only partitions that had any), in the side
+                                 folder beside the stage's (OUT.side/, see curate.stages.output)
     _manifest.json              stage, settings, input, counts in/out/dropped by reason, schema, timings
     _SUCCESS                   empty, written last; readers refuse a directory without it
 

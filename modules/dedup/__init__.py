@@ -1,7 +1,8 @@
 """Deduplication: exact (``exact_dedup``) and fuzzy MinHash-LSH (``fuzzy_dedup``).
 
 Both stages first identify, then remove. Every step reads Parquet and writes Parquet under
-``OUT/_work/<step>/`` (one ``part-NNNNN.parquet`` per partition) through the stage's output, which
+``OUT.side/_work/<step>/`` (one ``part-NNNNN.parquet`` per partition; the side folder beside the stage
+folder ``OUT/``, see :mod:`curate.stages.output`) through the stage's output, which
 journals each finished step with this run's fingerprint, so a killed run resumes at the first
 incomplete step; the final manifest lists every intermediate (with checksums), and each can be
 inspected with pandas.
@@ -195,7 +196,7 @@ def _step_key(rel: str) -> str:
 
 
 class Steps:
-    """Runs the steps of one stage under ``OUT/_work/``, skipping those already complete.
+    """Runs the steps of one stage under ``OUT.side/_work/``, skipping those already complete.
 
     Each step is one journal entry of the stage's output (:mod:`curate.stages.output`): its folders are
     recorded before the first part is written, and its part files (with checksums), row counts and

@@ -5,7 +5,7 @@
 
 The hash is 128 bits of the UTF-8 text, unchanged (no normalisation): ``md5`` by default, as NeMo
 Curator does, or ``xxh3`` (XXH3-128, several times faster, not cryptographic; at 128 bits accidental
-collisions are as unlikely as with md5). Steps, each Parquet under ``OUT/_work/`` and resumable:
+collisions are as unlikely as with md5). Steps, each Parquet under ``OUT.side/_work/`` and resumable:
 
 1. ``hashes``: per input partition, (doc, id, h1, h2, key, weight) for every document not already
    dropped (``h1``/``h2`` are the two 64-bit halves of the hash, ``key`` and ``weight`` the keep policy's
@@ -13,7 +13,7 @@ collisions are as unlikely as with md5). Steps, each Parquet under ``OUT/_work/`
 2. ``duplicates``: shuffle on ``h1``; in each partition, every group of two or more documents with the
    same hash keeps its first by ``--keep`` (default the smallest id; ties: the smallest id, then the
    first document read). Writes (doc, id, hash, kept_id, removed, size) and, for audit,
-   ``OUT/_duplicates/`` with (id, hash, kept_id, removed) for every member of every such group (the
+   ``OUT.side/_duplicates/`` with (id, hash, kept_id, removed) for every member of every such group (the
    kept document has ``id == kept_id``; ``size`` is its group's ``dup_cluster_size``).
 3. The removed documents go back to their input partitions (a range shuffle on the document number)
    and the dataset is written with them dropped as ``exact_duplicate`` (``_rejects/`` holds their

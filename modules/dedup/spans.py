@@ -41,7 +41,7 @@ Lines and paragraphs never overlap, so there every later occurrence goes, the pl
 first occurrences matter there too: a document that holds the first occurrence of a repeated span is
 never dropped for ``--min-words`` (``short_documents_kept``), since it is where that span stays.
 
-Identify, then remove, every step Parquet under ``OUT/_work/``:
+Identify, then remove, every step Parquet under ``OUT.side/_work/``:
 
 1. ``spans`` (one task per input partition): each span's 64-bit hash, document number and span index.
    Within the partition only the first row of each hash is kept for the shuffle, with ``repeats``
@@ -56,7 +56,7 @@ Identify, then remove, every step Parquet under ``OUT/_work/``:
 3. ``removals``: the removed and ``keep`` rows routed back to their input partition (one range shuffle)
    and merged with ``local/``: ``(doc, span, first_doc, keep)`` per input partition, sorted.
 4. ``audit`` (one task per input partition): each changed document's removed spans and bytes, words
-   left and whether it is dropped, in ``OUT/_duplicates/`` (``id``, ``removed_spans``,
+   left and whether it is dropped, in ``OUT.side/_duplicates/`` (``id``, ``removed_spans``,
    ``removed_bytes``, ``bytes``, ``words_left``, ``dropped``), and the totals for the manifest.
 5. the dataset: each input partition rewritten without its removed units.
 

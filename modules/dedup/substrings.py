@@ -23,7 +23,7 @@ curate, one bounded partition per task. Tokens are tiktoken's (``cl100k_base``, 
 tokenize step writes, offline): BPE tokens are the unit Lee et al. count, a token carries its leading
 space, so cutting tokens leaves no doubled spaces, and ids are integers, so windows compare as arrays.
 
-Steps, each Parquet under ``OUT/_work/``:
+Steps, each Parquet under ``OUT.side/_work/``:
 
 1. ``windows`` (per input partition): tokens of every document (``tokens/``: ``doc``, ``tokens``, kept
    for the later steps so no text is tokenized twice), the window hashes, and inside the partition the
@@ -42,7 +42,7 @@ Steps, each Parquet under ``OUT/_work/``:
    equal windows are removed, so a hash collision can never remove text, and the tokens of
    ``anchors/`` and of unequal windows are never removed. Token ranges become byte
    ranges (``removals/``: ``doc``, ``start``, ``end``; a range is shrunk to whole UTF-8 characters where
-   cl100k splits one), and ``OUT/_duplicates/`` gets each changed document's ``removed_spans``,
+   cl100k splits one), and ``OUT.side/_duplicates/`` gets each changed document's ``removed_spans``,
    ``removed_bytes``, ``bytes``, ``words_left``, ``dropped``.
 6. the dataset: each partition's texts with those byte ranges cut. A range never crosses a document
    boundary (windows are cut per document). A document left with fewer than ``--min-words`` words

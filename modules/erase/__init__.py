@@ -157,6 +157,8 @@ def erase(roots, request: Request, dry_run: bool = False, before_job_finish=None
         lock_all(units, request, stack)
         units = discover(roots)  # again under the locks: a run may have finished meanwhile
         check_units(units, request)
+        for u in units:  # a writer under the lock: an earlier curate's side folders go beside the folder
+            u.out.move_side()
         stored = {}
         for u in units:
             rec = u.out.journal_record(request.key)

@@ -55,6 +55,8 @@ def _units_of(folder: str) -> list[Unit]:
     out = Output.at(folder)
     # the folder's own names are enough to find its units (a manifest, or a journal folder)
     top = {(f"{e.name}/" if e.is_dir() else e.name): 0 for e in os.scandir(out.url)}
+    if os.path.isdir(out.side_url):  # a unit with only a journal keeps it there
+        top |= {f"{e.name}/": 0 for e in os.scandir(out.side_url) if e.is_dir()}
     units = []
     for name in units_in(top):
         o = Output(out.url, name)

@@ -10,8 +10,31 @@ so ``web_*`` and ``code_*`` pairs live side by side in one folder, each with its
                                                        curate wrote manifest.json: read, kept by erase,
                                                        renamed by a rerun)
     _SUCCESS                     _SUCCESS.web          written last: the unit is complete
-    _state/<key>.json            _state.web/<key>.json resume journal (one record per task)
+    _state/<key>.json            _state.web/<key>.json resume journal (one record per task), in the side folder
     _LOCK                        _LOCK.web             held by the run writing the unit
+
+The side folder. A stage folder is a dataset to other tools: pandas and pyarrow skip ``_`` and ``.``
+entries, but DuckDB's ``read_parquet('OUT/03-filter')`` reads every Parquet file below the folder and
+counted a fuzzy stage's intermediates as 9,273 documents where there were 281. So the side outputs,
+which all may hold Parquet, live in a sibling named after the folder, ``OUT/03-filter.side/``:
+``_rejects/`` (dropped documents and why), ``_duplicates/`` (dedup audits), ``_work/`` (dedup
+intermediates) and ``_state/`` (the journal); the folder holds the parts, the manifest, ``_SUCCESS``
+and the lock. It stays one unit with one owner: paths in manifests and journals keep their names
+(``_rejects/part-00000.parquet``, relative to the output), and :meth:`Output.path` puts a path whose
+first folder is one of those (:func:`is_side`) in the side folder. So the manifest still lists every
+file with its checksum (``curate verify``), erase rewrites rejects and audits by the same names, the
+journal resumes, the output's lock covers its side folder, and nothing but paths changed for the
+stages. The side folder is the output's: a claim refuses one that holds anything else or is a link,
+an output that is another output's side folder, and an input inside it.
+
+Why a sibling and not a folder inside: every reader recurses into hidden and ``_`` folders alike
+(DuckDB), or fails on files of another extension (polars), so nothing with Parquet can stay below the
+folder a user reads. Why keep the names: an old manifest and a new one mean the same files, and the
+layout of an earlier curate is one rule away. That layout (side folders inside the folder) is read
+where it is: a side path that exists inside the folder is read, rewritten and deleted there, so
+verify, reading it as an input, erase and resume work unchanged; a writer under the lock (a run's
+:meth:`Output.begin`, ``curate erase``) then moves its unit's side files out (:meth:`Output.move_side`),
+file by file, so a killed move leaves each file in one place or the other and both are found.
 
 Writing. :meth:`Output.open` hands out a file object that computes the XXH3-128 checksum of what
 passes through it (no second read). Locally it writes ``.<name>.curate-tmp-<pid>-<random>`` and
@@ -69,6 +92,8 @@ from curate.stages.output.lock import DEFAULT_LOCK_TIMEOUT, HEARTBEAT, Lock, loc
 from curate.stages.output.names import (
     CHECKSUM,
     JOB_FOLDERS,
+    SIDE_FOLDERS,
+    SIDE_SUFFIX,
     TMP_MARK,
     LockedError,
     OwnershipError,
@@ -76,10 +101,14 @@ from curate.stages.output.names import (
     check_rel,
     is_control,
     is_remote,
+    is_side,
     is_temporary,
     link_refusal,
     link_target,
     refuse_link,
+    side_glob,
+    side_of,
+    side_strays,
     unit_files,
     units_in,
 )
@@ -87,9 +116,9 @@ from curate.stages.output.unit import Output
 from curate.stages.output.verify import unlisted, verify_unit
 
 __all__ = [
-    "CHECKSUM", "DEFAULT_LOCK_TIMEOUT", "HEARTBEAT", "JOB_FOLDERS", "RAW_SIDECAR", "TMP_MARK", "Lock", "LockedError",
+    "CHECKSUM", "DEFAULT_LOCK_TIMEOUT", "HEARTBEAT", "JOB_FOLDERS", "RAW_SIDECAR", "SIDE_FOLDERS", "SIDE_SUFFIX", "TMP_MARK", "Lock", "LockedError",
     "Output", "OwnershipError", "_inside", "_real", "atomic_write", "check_claim", "check_not_input", "check_paths",
-    "check_rel", "describe_owner", "file_checksum", "is_control", "is_remote", "is_temporary", "link_refusal",
-    "link_target", "lock_timeout", "manifest_owner", "refuse_link", "remove_raw", "same_owner", "unit_files",
+    "check_rel", "describe_owner", "file_checksum", "is_control", "is_remote", "is_side", "is_temporary", "link_refusal",
+    "link_target", "lock_timeout", "manifest_owner", "refuse_link", "remove_raw", "same_owner", "side_glob", "side_of", "side_strays", "unit_files",
     "units_in", "unlisted", "verify_unit",
 ]

@@ -9,10 +9,14 @@ from curate.stages.output.lock import _LOCK_RE
 from curate.stages.output.names import (
     _STATE_RE,
     JOB_FOLDERS,
+    SIDE_SUFFIX,
     OwnershipError,
     is_remote,
     is_temporary,
     link_refusal,
+    side_link_refusal,
+    side_of,
+    side_strays,
     units_in,
 )
 from curate.stages.output.unit import Output
@@ -49,6 +53,7 @@ def same_owner(a: dict | None, b: dict | None) -> bool:
 def check_claim(out: Output, owner: dict) -> None:
     """Refuse (OwnershipError naming a file) to write ``out`` unless it is empty, missing, or ours,
     and refuse any symbolic link below it (see the module doc)."""
+    _check_side(out)
     links = out.links()
     if links:
         more = f" (and {len(links) - 1} more)" if len(links) > 1 else ""
@@ -98,6 +103,26 @@ def check_claim(out: Output, owner: dict) -> None:
             "files it did not write: choose an empty or new directory")
 
 
+def _check_side(out: Output) -> None:
+    """The side folder is the output's too (see :mod:`curate.stages.output`): refuse it when it is a
+    link, holds anything but side folders, or when the output is itself another output's side folder."""
+    if out.url.endswith(SIDE_SUFFIX):
+        main = Output(out.url[:-len(SIDE_SUFFIX)])
+        if manifest_owner(_safe_manifest(main)) is not None:
+            raise OwnershipError(f"--output {out.url}: the side folder of the curate output {main.url} "
+                                 "(its rejects, duplicates, work and journal); choose another output directory")
+    side = out.side_url
+    if out.remote or not os.path.lexists(side):
+        return
+    if os.path.islink(side) or not os.path.isdir(side):
+        raise OwnershipError(side_link_refusal(out.url, side))
+    foreign = side_strays(out.url)
+    if foreign:
+        raise OwnershipError(f"--output {out.url}: {foreign[0]}: not a side file of curate's "
+                             "(rejects, duplicates, work, journal); curate never overwrites or deletes files it did "
+                             "not write: remove it or choose another output directory")
+
+
 def _safe_manifest(out: Output) -> dict | None:
     try:
         return out.manifest()
@@ -106,6 +131,9 @@ def _safe_manifest(out: Output) -> dict | None:
 
 
 def _stage_dir_of_job(out: Output, name: str, owner: dict) -> bool:
+    """``name`` is a stage folder of this job, or the side folder of one."""
+    if name.endswith(SIDE_SUFFIX):
+        name = name[:-len(SIDE_SUFFIX)]
     sub = Output(out.url.rstrip("/") + "/" + name)
     theirs = manifest_owner(sub.manifest())
     return bool(theirs) and theirs.get("job") == owner.get("job")
@@ -120,9 +148,7 @@ def _inside(child: str, parent: str) -> bool:
 
 
 def check_not_input(output: str, inputs, flag: str = "--output") -> None:
-    """Refuse an output that is an input, contains one, or lies inside an input directory."""
-    import glob as globlib
-
+    """Refuse an output (or its side folder) that is an input, contains one, or lies inside an input directory."""
     if is_remote(output):
         out = output.rstrip("/")
         for spec in inputs:
@@ -130,7 +156,14 @@ def check_not_input(output: str, inputs, flag: str = "--output") -> None:
             if is_remote(s) and (s == out or s.startswith(out + "/") or out.startswith(s + "/")):
                 raise OwnershipError(f"{flag} {output}: overlaps the input {spec}; choose another directory")
         return
-    out = _real(output)
+    _check_not_input(_real(output), inputs, output, flag)
+    # the side folder is written (and erase rewrites it) like the output itself
+    _check_not_input(side_of(_real(output)), inputs, output, flag)
+
+
+def _check_not_input(out: str, inputs, output: str, flag: str) -> None:
+    import glob as globlib
+
     for spec in map(str, inputs):
         if is_remote(spec):
             continue

@@ -27,6 +27,45 @@ _CONTROL_RE = re.compile(r"^(_?manifest(\.[^/]+)?\.json|_SUCCESS(\.[^/]+)?|_LOCK
 _STATE_RE = re.compile(r"^(_state(\.[^/]+)?|_reports)/")
 
 
+#: the sibling folder of an output that holds its side outputs: ``OUT/03-filter.side/`` beside ``OUT/03-filter/``
+SIDE_SUFFIX = ".side"
+
+
+#: first folders of the paths that live in the side folder (``_state.<unit>`` too): every one may hold
+#: Parquet that a reader of the stage folder would count as documents
+SIDE_FOLDERS = ("_rejects", "_duplicates", "_work", "_state")
+
+
+def is_side(rel: str) -> bool:
+    """``rel`` (a path inside a unit, as manifests and journals write it) lives in the side folder."""
+    first = rel.split("/", 1)[0]
+    return first in SIDE_FOLDERS or first.startswith("_state.")
+
+
+def side_of(url: str) -> str:
+    """The side folder of the output ``url``: its sibling named after it."""
+    return url.rstrip("/") + SIDE_SUFFIX
+
+
+def side_strays(url: str) -> list[str]:
+    """Paths of what the local side folder of the output ``url`` holds besides side folders (sorted)."""
+    side = side_of(url)
+    if is_remote(url) or not os.path.isdir(side) or os.path.islink(side):
+        return []
+    with os.scandir(side) as entries:
+        return sorted(e.path for e in entries if not is_side(e.name + "/") and not is_temporary(e.name))
+
+
+def side_glob(folder: str, name: str, pattern: str = "part-*") -> list[str]:
+    """The files matching ``pattern`` in the side folder ``name`` (``_rejects``) of the local output
+    ``folder``: beside it, or inside it where an earlier curate wrote them; sorted by name."""
+    import glob
+
+    found = glob.glob(os.path.join(side_of(folder.rstrip(os.sep)), name, pattern))
+    found += glob.glob(os.path.join(folder, name, pattern))
+    return sorted(found, key=os.path.basename)
+
+
 class OwnershipError(SettingsError):
     """A refusal to touch something curate does not own (exit 2, before any work)."""
 
@@ -66,6 +105,11 @@ def link_target(link: str) -> str:
         return os.readlink(link)
     except OSError:  # removed meanwhile: the link is still named
         return "?"
+
+
+def side_link_refusal(url: str, side: str) -> str:
+    return (f"{side}: a symbolic link (to {link_target(side)}) or a file where curate keeps the side files of "
+            f"the output {url}; curate never writes through a link: remove it or choose another output directory")
 
 
 def link_refusal(root: str, link: str, more: str = "", reads: bool = False) -> str:

@@ -17,11 +17,15 @@ from curate.stages.output.names import (
     _STATE_RE,
     CHECKSUM,
     TMP_MARK,
+    OwnershipError,
     check_paths,
     check_rel,
     is_remote,
+    is_side,
     is_temporary,
     refuse_link,
+    side_link_refusal,
+    side_of,
     unit_files,
 )
 
@@ -68,23 +72,49 @@ class Output:
     def state_dir(self) -> str:
         return self.names["state"]
 
-    def fs(self):
-        """(fsspec filesystem, root path inside it)."""
+    @property
+    def side_url(self) -> str:
+        """The sibling folder that holds the unit's side outputs (see :func:`is_side`)."""
+        return side_of(self.url)
+
+    def fs(self, url: str | None = None):
+        """(fsspec filesystem, root path inside it) of the output (or of ``url``, its side folder)."""
         import fsspec
 
-        fs, root = fsspec.core.url_to_fs(self.url)
+        fs, root = fsspec.core.url_to_fs(url or self.url)
         return fs, root.rstrip("/") or "/"
+
+    def _base(self, rel: str) -> str:
+        """The folder ``rel`` lives in: the output, or for a side path its side folder, unless an
+        earlier curate wrote it inside the output and no run has moved it yet (read and rewritten there)."""
+        if not rel or not is_side(rel) or self._inside(rel):
+            return self.url
+        return self.side_url
+
+    def _inside(self, rel: str) -> bool:
+        parts = rel.rstrip("/").split("/")
+        if not self.remote:
+            path = os.path.join(self.url, *parts)
+            if os.path.isdir(path) and not os.path.islink(path):
+                # a folder left inside with temporaries only (a killed run's) holds nothing to read there
+                return any(not is_temporary(f) for _root, _dirs, files in os.walk(path) for f in files)
+            return os.path.lexists(path)
+        fs, root = self.fs()
+        return fs.exists(root + "/" + "/".join(parts))
 
     def path(self, rel: str) -> str:
         if rel:
             check_rel(rel, self.url)
+        return self._join(self._base(rel), rel)
+
+    def _join(self, base: str, rel: str) -> str:
         if not self.remote:
-            return os.path.join(self.url, *rel.split("/"))
-        return self.fs()[1] + "/" + rel
+            return os.path.join(base, *rel.split("/"))
+        return self.fs(base)[1] + "/" + rel
 
     def url_of(self, rel: str) -> str:
         """``rel`` as a path or URL that any process (pandas, pyarrow, fsspec) can open."""
-        return self.path(rel) if not self.remote else f"{self.url}/{rel}"
+        return self.path(rel) if not self.remote else f"{self._base(rel)}/{rel}"
 
     def exists(self, rel: str = "") -> bool:
         if not self.remote:
@@ -121,13 +151,21 @@ class Output:
             raise DataError(f"{self.path(rel)}: not valid JSON ({e})") from None
 
     def listing(self) -> dict[str, int]:
-        """Every file below the directory (relative path with '/' -> size), whatever unit owns it."""
+        """Every file below the directory and the side paths of its side folder (relative path with '/'
+        -> size), whatever unit owns them; a side path still inside the directory wins (:meth:`_base`)."""
+        found = self._walk(self.url)
+        for rel, size in self._walk(self.side_url).items():
+            if is_side(rel):
+                found.setdefault(rel, size)
+        return found
+
+    def _walk(self, url: str) -> dict[str, int]:
         if not self.remote:
             out = {}
-            if not os.path.isdir(self.url):
+            if not os.path.isdir(url):
                 return out
-            for root, _dirs, files in os.walk(self.url):
-                rel_root = os.path.relpath(root, self.url)
+            for root, _dirs, files in os.walk(url):
+                rel_root = os.path.relpath(root, url)
                 for f in files:
                     rel = f if rel_root == "." else f"{rel_root}/{f}".replace(os.sep, "/")
                     try:
@@ -135,7 +173,7 @@ class Output:
                     except FileNotFoundError:  # removed while we looked (a temporary being renamed)
                         continue
             return out
-        fs, root = self.fs()
+        fs, root = self.fs(url)
         fs.invalidate_cache()
         try:
             found = fs.find(root, detail=True)
@@ -147,24 +185,20 @@ class Output:
     def links(self) -> list[str]:
         """Symbolic links below a local output (relative paths, sorted; a linked folder is not
         entered). curate makes none; see the module doc."""
-        found = []
-        if self.remote or not os.path.isdir(self.url):
-            return found
-        folders = [""]
-        while folders:
-            rel_root = folders.pop()
-            with os.scandir(os.path.join(self.url, *rel_root.split("/"))) as entries:
-                for e in entries:
-                    rel = f"{rel_root}/{e.name}" if rel_root else e.name
-                    if e.is_symlink():
-                        found.append(rel)
-                    elif e.is_dir():
-                        folders.append(rel)
-        return sorted(found)
+        if self.remote:
+            return []
+        side = self.side_url
+        beside = _links_below(side) if os.path.isdir(side) and not os.path.islink(side) else []
+        return sorted(set(_links_below(self.url)) | {rel for rel in beside if is_side(rel)})
 
     def _refuse_link(self, rel: str, how: str = "") -> None:
         if not self.remote:
-            refuse_link(self.url, self.path(rel), how)
+            self._refuse_link_in(self._base(rel), rel, how)
+
+    def _refuse_link_in(self, base: str, rel: str, how: str = "") -> None:
+        if base != self.url and os.path.islink(base):  # the user named the output, not its sibling
+            raise OwnershipError(side_link_refusal(self.url, base))
+        refuse_link(base, self._join(base, rel), how)
 
     # ----------------------------------------------------------------- writing
 
@@ -346,9 +380,10 @@ class Output:
             if rel in listing:
                 self.remove(rel, owned)
         if not self.remote:  # the folders this left empty, deepest first; a non-empty one stays
-            for root, _dirs, _files in sorted(os.walk(self.url), key=lambda t: -len(t[0])):
-                with contextlib.suppress(OSError):
-                    os.rmdir(root)
+            for top in (self.url, self.side_url):
+                for root, _dirs, _files in sorted(os.walk(top), key=lambda t: -len(t[0])):
+                    with contextlib.suppress(OSError):
+                        os.rmdir(root)
 
     def begin(self, owner: dict) -> None:
         """Start (or resume) writing the unit: the sentinel goes first, then a manifest that names
@@ -367,6 +402,31 @@ class Output:
             self.remove(self.names["legacy_manifest"])
         if not self.remote:  # a killed run's half-written files (an object store has none)
             self._remove_temporaries(self.listing())
+        self.move_side()  # after the temporaries: the side folders it empties inside go too
+
+    def move_side(self) -> None:
+        """Move the side files an earlier curate wrote inside the directory to the side folder, under the
+        lock, so that readers of the directory see documents only from now on. Only this unit's: another
+        unit's files (tokenize prefixes share ``_rejects/``) move when that unit runs; until then
+        :meth:`_base` finds each file where it is."""
+        inside = [rel for rel in self._walk(self.url) if is_side(rel) and not is_temporary(rel)]
+        owned = self.owned() if inside else set()
+        for rel in sorted(rel for rel in inside if rel in owned):
+            self._refuse_link(rel)
+            source, target = self._join(self.url, rel), self._join(self.side_url, rel)
+            if not self.remote:
+                self._refuse_link_in(self.side_url, rel)
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                os.replace(source, target)
+            else:
+                self.fs()[0].mv(source, target)
+        if not self.remote and os.path.isdir(self.url):  # the side folders left empty inside the directory
+            with os.scandir(self.url) as entries:
+                tops = [e.path for e in entries if is_side(e.name + "/") and e.is_dir(follow_symlinks=False)]
+            for top in tops:
+                for root, _dirs, _files in sorted(os.walk(top), key=lambda t: -len(t[0])):
+                    with contextlib.suppress(OSError):
+                        os.rmdir(root)
 
     def _remove_temporaries(self, listing: dict[str, int], owned: set[str] | None = None) -> None:
         """Remove the temporaries of this unit's files; the caller holds the unit's lock, so none is
@@ -416,6 +476,23 @@ class Output:
             return []
         there = self.listing()  # one walk (one request on an object store), not one per file
         return sorted(p for p in listed if p not in there)
+
+
+def _links_below(url: str) -> list[str]:
+    found = []
+    if not os.path.isdir(url):
+        return found
+    folders = [""]
+    while folders:
+        rel_root = folders.pop()
+        with os.scandir(os.path.join(url, *rel_root.split("/"))) as entries:
+            for e in entries:
+                rel = f"{rel_root}/{e.name}" if rel_root else e.name
+                if e.is_symlink():
+                    found.append(rel)
+                elif e.is_dir():
+                    folders.append(rel)
+    return found
 
 
 def _manifest_paths(manifest: dict) -> set[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from curate.stages.errors import DataError
 from curate.stages.output.files import file_checksum
-from curate.stages.output.names import CHECKSUM, is_control, units_in
+from curate.stages.output.names import CHECKSUM, is_control, is_side, units_in
 from curate.stages.output.unit import Output
 
 
@@ -43,7 +43,9 @@ def verify_unit(out: Output, checksums: bool = False, listing: dict[str, int] | 
             problems.append(f"{out.path(rel)}: a symbolic link (or below one): curate never reads through a link")
             continue
         if rel not in listing:
-            problems.append(f"{out.path(rel)}: missing: listed in {out.manifest_name}")
+            # a copy of the folder alone leaves its side folder behind
+            hint = f" (a side file: copy or move {out.side_url} with the output)" if is_side(rel) else ""
+            problems.append(f"{out.path(rel)}: missing: listed in {out.manifest_name}{hint}")
             continue
         if listing[rel] != r["bytes"]:
             problems.append(f"{out.path(rel)}: size: {listing[rel]} bytes, {out.manifest_name} says {r['bytes']}")

@@ -5,7 +5,7 @@ Input: a token set written by ``curate tokenize`` (``modules/tokenize/read.py``)
     part_00000.parquet ...      one file per input pair (named after it: train_00000, validation_00000 ...)
     _docs/part_00000.parquet    its document sidecar: the input pair's, copied byte for byte
     _rejects/part_00000.parquet documents longer than a row under --long-docs drop (pair, document,
-                                tokens, _reason = too_long, _detail)
+                                tokens, _reason = too_long, _detail); in the side folder OUT.side/
     _manifest.json               settings, ids (bos, pad, eod), counts, fill ratio, per-file rows/tokens
     _SUCCESS                    written last
 

@@ -6,7 +6,7 @@ Output directory (``--output``, a local path or an fsspec URL such as ``s3://buc
                                     with --split: train_00000, validation_00000, test_00000 ...
     part_00000.docs.parquet         the pair's document sidecar: which document each sequence is
     _rejects/part-00000.parquet     documents not tokenized: rejected upstream (their _reason) or
-                                    without any token ("empty")
+                                    without any token ("empty"); in the side folder OUT.side/
     _manifest.json                   tokenizer (name, hash of its files, vocabulary size, eod/bos ids;
                                     for a hub name the revision), dtype, per file documents/tokens/bytes
                                     and the XXH3-128 checksum of every file

@@ -22,13 +22,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from curate.app import cli
-from tests.conftest import CURATE, ROOT, run_stage, write_jsonl
+from tests.conftest import CURATE, ROOT, copy_output, run_stage, side, write_jsonl
 
 
 def files_of(*roots) -> dict[str, tuple[str, int]]:
-    """path -> (sha256, mtime_ns) of every file below the roots."""
+    """path -> (sha256, mtime_ns) of every file below the roots and their side folders."""
     out = {}
-    for root in roots:
+    for root in [*roots, *(side(r) for r in roots)]:
         for folder, _dirs, names in os.walk(root):
             for n in names:
                 p = os.path.join(folder, n)
@@ -82,14 +82,14 @@ def expected_changes(roots, erased: set[str], domain: str, seq_length: int, shar
         for folder in sorted({p.parent for p in Path(root).rglob("_manifest.json")}):
             if json.loads((folder / "_manifest.json").read_text())["owner"]["kind"] == "job":
                 continue  # its stage folders are folders of their own here
-            tables = {p: pq.read_table(p) for p in folder.rglob("*.parquet")}
+            tables = {p: pq.read_table(p) for p in [*folder.rglob("*.parquet"), *side(folder).rglob("*.parquet")]}
             numbers = set()
             for t in tables.values():
                 if {"doc", "id"} <= set(t.column_names):
                     numbers |= {d for d, i in zip(t["doc"].to_pylist(), t["id"].to_pylist()) if i in erased}
             hits = {p for p, t in tables.items()
                     if hit(t) or any(c in t.column_names and numbers & set(t[c].to_pylist()) for c in ("doc", "u", "v"))}
-            for p in folder.glob("_work/shingles/*.u64"):  # fuzzy dedup's shingle sets, located by the signatures
+            for p in side(folder).glob("_work/shingles/*.u64"):  # fuzzy dedup's shingle sets, located by the signatures
                 if numbers & set(tables[p.parent.parent / "signatures" / (p.stem + ".parquet")]["doc"].to_pylist()):
                     hits.add(p)
             for p in list(hits):
@@ -104,7 +104,7 @@ def expected_changes(roots, erased: set[str], domain: str, seq_length: int, shar
             if hits:
                 changed |= {str(p) for p in hits}
                 changed |= {str(p) for p in folder.iterdir() if p.name in ("_manifest.json", "_SUCCESS")}
-                changed |= {str(p) for p in folder.glob("_state/*")}
+                changed |= {str(p) for p in side(folder).glob("_state/*")}
     job = Path(roots[0])
     changed |= {str(job / "_manifest.json"), str(job / "_SUCCESS"), str(job / "_reports" / "report.html")}
     return changed
@@ -166,7 +166,7 @@ def test_sample_job_erase_ten_ids_and_a_domain(tmp_path, monkeypatch, capsys):
     assert data <= changed, sorted(data - changed)  # every file that held one was rewritten or removed
     assert set(after) <= set(before)  # nothing new: pairs, rows and shards keep their names
     report = (job / "_reports" / "report.html").read_text()
-    for p in [p for root in roots for p in Path(root).rglob("*.parquet")]:
+    for p in [p for root in roots for base in (Path(root), side(root)) for p in base.rglob("*.parquet")]:
         for column in pq.read_table(p).itercolumns():
             if column.type in ("string", "large_string"):
                 assert not [v for v in column.to_pylist() if v and any(i in v for i in erased)], p
@@ -255,10 +255,9 @@ sys.exit(main(sys.argv[1:]))
 
 
 def test_a_killed_erase_resumes(small, tmp_path):
-    import shutil
 
     copy = tmp_path / "copy"
-    shutil.copytree(small, copy)
+    copy_output(small, copy)
     (tmp_path / "urls.txt").write_text("https://a.example.com/1\nhttps://b.example.com/2\n")
     args = ["erase", "--urls", str(tmp_path / "urls.txt")]
     assert cli.main([*args, str(copy)]) == 0

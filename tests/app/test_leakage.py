@@ -19,7 +19,7 @@ import pytest
 from curate.app import cli
 from curate.stages.errors import SettingsError
 from curate.stages.leakage import find_leakage
-from tests.conftest import run_stage, write_jsonl
+from tests.conftest import run_stage, side, write_jsonl
 
 WORDS = ("alder birch cedar dune ember fjord glade heath inlet juniper knoll loch marsh nook oxbow pine quarry "
          "ridge scree tarn upland vale willow yew zephyr amber basalt chalk delta estuary").split()
@@ -162,7 +162,7 @@ def test_token_sets_and_hold_out_leakage(corpus, tmp_path):
 
     run_stage("tokenize", {**settings, "hold_out_leakage": True}, [str(tmp_path / "in" / "*.jsonl")],
               tmp_path / "held", format="parquet")
-    rejects = pd.concat([pd.read_parquet(p) for p in sorted((tmp_path / "held" / "_rejects").glob("*.parquet"))])
+    rejects = pd.concat([pd.read_parquet(p) for p in sorted((side(tmp_path / "held", "_rejects")).glob("*.parquet"))])
     assert set(rejects["id"]) == leaking and set(rejects["_reason"]) == {"leakage"}
     assert all(re.match(r"^validation:\S+ jaccard [01]\.\d\d$", d) for d in rejects["_detail"])
     manifest = json.loads((tmp_path / "held" / "_manifest.json").read_text())

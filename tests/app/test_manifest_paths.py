@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from curate.app import cli
-from tests.conftest import run_stage, write_jsonl
+from tests.conftest import run_stage, side, write_jsonl
 
 
 def checksum(path: Path) -> dict:
@@ -89,6 +89,7 @@ def test_a_job_manifest_stage_folder_outside_the_root_is_refused(dataset, victim
     job = tmp_path / "job"
     job.mkdir()
     shutil.move(str(dataset), str(job / "01-clean"))
+    shutil.move(str(side(dataset)), str(side(job / "01-clean")))
     (job / "_manifest.json").write_text(json.dumps({
         "owner": {"kind": "job", "job": "j"}, "job": "j", "curate_output": 1, "status": "complete", "unit": "",
         "stages": [{"name": "clean", "output": "../victim", "counts": {}}], "outputs": []}))
@@ -104,7 +105,7 @@ def test_a_job_manifest_stage_folder_outside_the_root_is_refused(dataset, victim
 
 def test_a_journal_record_that_names_a_path_outside_is_refused(dataset, victim, tmp_path, capsys):
     """A killed erase's journal lists the files it will rewrite; a hostile one lists the victim."""
-    state = dataset / "_state" / "erase-0000000000000000.json"
+    state = side(dataset, "_state") / "erase-0000000000000000.json"
     state.write_text(json.dumps({"key": "erase-0000000000000000", "status": "writing",
                                  "paths": ["../victim/data.parquet"], "files": [{"path": "../victim/data.parquet"}]}))
     before = victim.read_bytes()

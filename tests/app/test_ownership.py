@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from tests.conftest import ROOT, curate, run_stage, write_jsonl
+from tests.conftest import ROOT, copy_output, curate, run_stage, side, write_jsonl
 
 DOCS = [{"id": f"d{i}", "text": f"Document number {i} says hello  to everyone. " * (i % 4 + 1)} for i in range(12)]
 
@@ -41,12 +41,12 @@ def test_output_equal_to_or_around_an_input_is_refused_untouched(tmp_path):
     one_line_refusal(cli("clean", "--input", "part-*.jsonl", "--output", ".", cwd=tmp_path),
                      "contains the input")
     run_stage("clean", {}, [tmp_path / "part-00000.jsonl"], tmp_path / "s1")
-    s1 = snapshot(tmp_path / "s1")
+    s1 = (snapshot(tmp_path / "s1"), snapshot(side(tmp_path / "s1")))
     one_line_refusal(cli("redact", "--input", "s1", "--output", "s1", cwd=tmp_path), "is the input directory")
     one_line_refusal(cli("redact", "--input", "s1", "--output", "s1/sub", cwd=tmp_path), "inside the input directory")
     one_line_refusal(cli("redact", "--input", "s1", "--output", ".", cwd=tmp_path), "contains the input directory")
-    assert snapshot(tmp_path / "s1") == s1
-    assert {k: v for k, v in snapshot(tmp_path).items() if not k.startswith("s1/")} == before
+    assert (snapshot(tmp_path / "s1"), snapshot(side(tmp_path / "s1"))) == s1
+    assert {k: v for k, v in snapshot(tmp_path).items() if not k.startswith(("s1/", "s1.side/"))} == before
 
 
 @pytest.mark.parametrize("force", [False, True])
@@ -87,9 +87,9 @@ def test_two_prefixes_share_a_folder(tmp_path):
     run_stage("tokenize", {"tokenizer": "tiktoken:cl100k_base", "prefix": "code"}, [code], out)
     assert {p.name: p.read_bytes() for p in out.glob("web_*")} == web_pairs  # the first corpus survived
     assert sorted(p.name for p in out.iterdir()) == [
-        "_SUCCESS.code", "_SUCCESS.web", "_manifest.code.json", "_manifest.web.json", "_state.code", "_state.web",
-        "code_00000.bin", "code_00000.docs.parquet", "code_00000.idx", "web_00000.bin", "web_00000.docs.parquet",
+        "_SUCCESS.code", "_SUCCESS.web", "_manifest.code.json", "_manifest.web.json", "code_00000.bin", "code_00000.docs.parquet", "code_00000.idx", "web_00000.bin", "web_00000.docs.parquet",
         "web_00000.idx", "web_00001.bin", "web_00001.docs.parquet", "web_00001.idx"]
+    assert sorted(p.name for p in side(out).iterdir()) == ["_state.code", "_state.web"]  # each unit's journal
     for args in ([], ["--prefix", "web"], ["--prefix", "code"]):
         proc = curate("verify", out, *args)
         assert "OK" in proc.stdout
@@ -199,8 +199,8 @@ def token_sets(tmp_path_factory):
 
 @pytest.fixture
 def tok(token_sets, tmp_path):
-    shutil.copytree(token_sets / "b" / "out", tmp_path / "b")
-    return shutil.copytree(token_sets / "a" / "out", tmp_path / "a")
+    copy_output(token_sets / "b" / "out", tmp_path / "b")
+    return copy_output(token_sets / "a" / "out", tmp_path / "a")
 
 
 def problems(path, *args):

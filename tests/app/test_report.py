@@ -6,7 +6,7 @@ import pytest
 
 from curate.app.commands import report
 from curate.stages.errors import SettingsError
-from tests.conftest import curate, run_stage, write_jsonl
+from tests.conftest import curate, run_stage, side, write_jsonl
 from tests.modules.filters.test_heuristic import GOOD
 
 DOCS = [{"id": "good", "text": GOOD}, {"id": "short", "text": "Too short."}, {"id": "empty", "text": "  "},
@@ -101,7 +101,7 @@ def _all_scores(out, fmt, columns):
 
     import pandas as pd
 
-    paths = sorted(glob.glob(str(out / "part-*")) + glob.glob(str(out / "_rejects" / "part-*")))
+    paths = sorted(glob.glob(str(out / "part-*")) + glob.glob(str(side(out, "_rejects") / "part-*")))
     read = pd.read_parquet if fmt == "parquet" else (lambda p: pd.read_json(p, lines=True, dtype=False))
     return pd.concat([read(p) for p in paths], ignore_index=True)[columns]
 

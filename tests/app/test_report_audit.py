@@ -18,7 +18,7 @@ import random
 import pytest
 
 from curate.app.commands import report
-from tests.conftest import run_stage, write_jsonl
+from tests.conftest import copy_output, run_stage, write_jsonl
 
 SETTINGS = {"bands": 4, "rows": 8, "threshold": 0.8, "audit_sample": 50}
 
@@ -108,10 +108,9 @@ def test_a_manifest_without_an_audit_renders_as_before(runs, tmp_path, folder):
 
 def test_an_audit_without_a_pair_in_its_sample_shows_dashes(runs, tmp_path):
     """No pair at or above the threshold in the sample: recall and its interval are None."""
-    import shutil
 
     copy = tmp_path / "copy"
-    shutil.copytree(runs / "fuzzy", copy)
+    copy_output(runs / "fuzzy", copy)
     manifest = json.loads((copy / "_manifest.json").read_text())
     manifest["dedup"]["audit"].update(true_pairs=0, recall=None, recall_ci=None)
     (copy / "_manifest.json").write_text(json.dumps(manifest))

@@ -12,7 +12,7 @@ import re
 import pytest
 
 from curate.app.commands import report
-from tests.conftest import run_stage, write_jsonl
+from tests.conftest import copy_output, run_stage, write_jsonl
 
 FOLDER = "x<!--<script>"
 OPENING = "<script type='application/json' id='curate-charts'>"
@@ -45,10 +45,9 @@ def test_a_folder_named_like_markup_keeps_the_chart_payload_one_inert_json(outpu
 
 
 def test_a_string_where_the_audits_recall_belongs_is_shown_as_it_is(output, tmp_path):
-    import shutil
 
     copy = tmp_path / "copy"
-    shutil.copytree(output / FOLDER / f"01-{FOLDER}", copy)
+    copy_output(output / FOLDER / f"01-{FOLDER}", copy)
     manifest = json.loads((copy / "_manifest.json").read_text())
     manifest["dedup"]["audit"] = {"sample": "twelve", "pairs": 66, "true_pairs": 4, "recall": "high<b>",
                                   "recall_ci": "n/a", "precision": 1.0, "precision_ci": [0.5, "1"],

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from curate.app import bench, resources, runner
-from tests.conftest import write_jsonl
+from tests.conftest import side, write_jsonl
 
 
 def _snap(pid, cpu, peak, shuffle, host="h"):
@@ -64,16 +64,17 @@ def _job(tmp_path):
 
 
 def _disk(folder):
-    """(data bytes, _work bytes) of a stage folder from the files on disk."""
+    """(data bytes, _work bytes) of a stage folder and its side folder from the files on disk."""
     data = work = 0
-    for d, _, names in os.walk(folder):
-        rel = os.path.relpath(d, folder)
-        for n in names:
-            size = os.path.getsize(os.path.join(d, n))
-            if rel.split(os.sep)[0] == "_work":
-                work += size
-            elif rel.split(os.sep)[0] in (".", "_duplicates", "_rejects") and n.endswith(".parquet"):
-                data += size
+    for top in (folder, side(folder)):
+        for d, _, names in os.walk(top):
+            rel = os.path.relpath(d, top)
+            for n in names:
+                size = os.path.getsize(os.path.join(d, n))
+                if rel.split(os.sep)[0] == "_work":
+                    work += size
+                elif rel.split(os.sep)[0] in (".", "_duplicates", "_rejects") and n.endswith(".parquet"):
+                    data += size
     return data, work
 
 

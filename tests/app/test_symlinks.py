@@ -11,14 +11,15 @@ import shutil
 
 import pytest
 
+from curate.stages.output import is_side
 from tests.app.test_ownership import cli, one_line_refusal, snapshot
-from tests.conftest import curate, run_stage, write_jsonl
+from tests.conftest import curate, run_stage, side, write_jsonl
 
 TOKENIZE = {"tokenizer": "tiktoken:cl100k_base"}
 
-#: (folder inside the output, stage that makes it, its settings): every folder curate makes inside an
-#: output (a download's ``_raw/``, a job's stage folders, merge's names: their own tests below). The
-#: index and sidecar folders of new stages join here.
+#: (folder of the output, stage that makes it, its settings): every folder curate makes inside an
+#: output or its side folder ``OUT.side/`` (a download's ``_raw/``, a job's stage folders, merge's
+#: names: their own tests below). The index and sidecar folders of new stages join here.
 FOLDERS = [
     ("_rejects", "clean", {}),
     ("_state", "clean", {}),
@@ -79,7 +80,7 @@ def test_no_write_or_delete_through_a_linked_folder(tmp_path, folder, stage, set
     inputs = two_inputs(tmp_path)
     out = tmp_path / "out"
     run_stage(stage, settings, inputs, out)
-    link, decoy = out / folder, tmp_path / "decoy"
+    link, decoy = (side(out, folder) if is_side(folder) else out / folder), tmp_path / "decoy"
     link_to_decoy(link, decoy)
     command = [*stage_command(stage, settings), "--output", out]
     refused_untouched(tmp_path, out, link, decoy, [
@@ -94,7 +95,7 @@ def test_pack_and_shards_never_write_through_a_link(tmp_path, stage, settings):
     run_stage("tokenize", TOKENIZE, inputs[:1], tmp_path / "tok1")
     out = tmp_path / "out"
     run_stage(stage, settings, [tmp_path / "tok"], out)
-    link, decoy = out / "_state", tmp_path / "decoy"
+    link, decoy = side(out, "_state"), tmp_path / "decoy"
     link_to_decoy(link, decoy)
     command = [*stage_command(stage, settings), "--output", out]
     refused_untouched(tmp_path, out, link, decoy, [
@@ -105,7 +106,7 @@ def test_pack_and_shards_never_write_through_a_link(tmp_path, stage, settings):
 JOB = "name: j\ninput: {inputs}\nstages:\n  - clean: {{}}\n  - redact: {{}}\n"
 
 
-@pytest.mark.parametrize("folder", ["01-clean", "01-clean/_rejects", "02-redact/_state", "_state", "_reports"])
+@pytest.mark.parametrize("folder", ["01-clean", "01-clean.side/_rejects", "02-redact.side/_state", "_state", "_reports"])
 def test_a_job_never_writes_through_a_link(tmp_path, folder):
     """A job's root, its stage folders and their folders: the decoy of a stage folder is a real
     curate output (an earlier copy of the user's), the most tempting to overwrite."""
@@ -138,7 +139,7 @@ def test_merge_never_writes_through_a_link(tmp_path, name, folder):
     run_stage("tokenize", TOKENIZE, inputs, tmp_path / "tok")
     merged = tmp_path / "merged"
     curate("merge", tmp_path / "tok", "--output", merged / "all")
-    link, decoy = merged / name, tmp_path / "decoy"
+    link, decoy = (side(merged, name) if is_side(name) else merged / name), tmp_path / "decoy"
     if folder:
         link_to_decoy(link, decoy)
     else:

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from curate.app.cli import main
-from tests.conftest import run_stage, write_jsonl
+from tests.conftest import copy_output, run_stage, write_jsonl
 
 
 @pytest.fixture(scope="module")
@@ -23,10 +23,9 @@ def written(tmp_path_factory):
 
 def legacy_copy(written, name, tmp_path, edit=None):
     """A copy of an output with its manifest under the old name (and ``edit`` applied to it)."""
-    import shutil
 
     copy = tmp_path / name
-    shutil.copytree(written / name, copy)
+    copy_output(written / name, copy)
     manifest = json.loads((copy / "_manifest.json").read_text())
     if edit:
         edit(manifest)

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from curate.app.cli import main
-from tests.conftest import ROOT, curate, run_stage, write_jsonl
+from tests.conftest import ROOT, copy_output, curate, run_stage, write_jsonl
 
 
 @pytest.fixture(scope="module")
@@ -39,9 +39,8 @@ def test_verify_split_sets(tokenized, capsys):
 
 
 def test_verify_failure_lines_and_exit_codes(tokenized, tmp_path, capsys):
-    import shutil
 
-    out = shutil.copytree(tokenized / "out", tmp_path / "out")
+    out = copy_output(tokenized / "out", tmp_path / "out")
     data = (out / "part_00001.idx").read_bytes()
     (out / "part_00001.idx").write_bytes(data[:-3])
     (out / "part_00000.bin").unlink()

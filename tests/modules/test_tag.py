@@ -22,7 +22,7 @@ from curate.stages.errors import SettingsError
 from curate.stages.filters.base import ScoreFilter, build_chain, load_chain
 from curate.stages.filters.custom import DocumentFilter
 from curate.stages.tag import TagSettings, TagStage, chain_where, tag_frame
-from tests.conftest import curate, read_output, run_stage, write_jsonl
+from tests.conftest import curate, read_output, run_stage, side, write_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAINS = ["heuristic_en.yaml", "c4_fineweb.yaml", "docs_en.yaml", "code.yaml", "pornographic_urls.yaml"]
@@ -199,7 +199,7 @@ def where_from_chain(path: str) -> tuple[str, dict[str, str]]:
 
 
 def rejects(folder: Path) -> pd.DataFrame:
-    parts = sorted((folder / "_rejects").glob("part-*"))
+    parts = sorted((side(folder, "_rejects")).glob("part-*"))
     frames = [pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_json(p, lines=True, dtype=False) for p in parts]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame({"id": [], "_reason": [], "_detail": []})
 

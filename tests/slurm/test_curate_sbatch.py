@@ -23,7 +23,7 @@ import time
 import pytest
 
 from tests.app.test_cluster import ATTACKER, assert_same_outputs
-from tests.conftest import CURATE, ROOT, write_jsonl
+from tests.conftest import CURATE, ROOT, side, write_jsonl
 from tests.slurm.cluster import MiniCluster, why_not
 
 pytestmark = pytest.mark.slow
@@ -208,7 +208,7 @@ def test_fuzzy_dedup_survives_losing_a_whole_worker_node(mini, tmp_path):
         assert lost and min(lost) >= 2, where
 
         # in the middle: the first step has begun writing and the stage is not done
-        work = out / "01-fuzzy_dedup" / "_work" / "signatures"
+        work = side(out / "01-fuzzy_dedup", "_work") / "signatures"
         deadline = time.time() + 300
         while not work.exists():
             assert time.time() < deadline and mini.state(job_id).get("JobState") == "RUNNING", log.read_text()[-3000:]

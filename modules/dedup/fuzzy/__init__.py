@@ -9,7 +9,7 @@ The package, one concern per module: :mod:`.settings`, :mod:`.signatures` (steps
 8), :mod:`.rounds` (7), :mod:`.against` (``--against``), :mod:`.saved_index` (``--save-index``) and
 :mod:`.stage`, which runs the steps in order. Shingle set files: :mod:`curate.stages.dedup.shingles`.
 
-Steps, each writing Parquet under ``OUT/_work/<step>/`` (resumable, see :mod:`curate.stages.dedup`):
+Steps, each writing Parquet under ``OUT.side/_work/<step>/`` (resumable, see :mod:`curate.stages.dedup`):
 
 1. ``signatures``: per input partition, (doc, id, sig, key, weight, start, count) where ``sig`` is the
    MinHash signature (``num_perm`` little-endian uint32 as one fixed-size binary value) of the
@@ -39,7 +39,7 @@ Steps, each writing Parquet under ``OUT/_work/<step>/`` (resumable, see :mod:`cu
    each round in three steps (``-pairs``, ``-close``, the round) on the members still undecided.
 8. ``duplicates``: without the check, each component keeps its first member by ``--keep`` and the rest
    are removed. Writes (doc, id, component, kept_id, removed, size) and, for audit,
-   ``OUT/_duplicates/`` with (id, component, kept_id, removed) for every document of every component
+   ``OUT.side/_duplicates/`` with (id, component, kept_id, removed) for every document of every component
    of two or more (``component`` is the smallest document number in it, ``kept_id`` the document it
    was removed for, ``size`` a kept document's ``dup_cluster_size``: its weight and those of the
    documents removed for it).

@@ -6,7 +6,7 @@
 
 One concern per module: :mod:`.settings`, :mod:`.encoders` (the static and Hugging Face encoders),
 :mod:`.embed` (step 1), :mod:`.cluster` (steps 2-4), :mod:`.compare` (step 5, the rules) and
-:mod:`.stage`, which runs them in order. Steps, each Parquet under ``OUT/_work/<step>/`` (resumable,
+:mod:`.stage`, which runs them in order. Steps, each Parquet under ``OUT.side/_work/<step>/`` (resumable,
 see :mod:`curate.stages.dedup`):
 
 1. ``embeddings``: per input partition, (doc, id, weight, vector) of every document not dropped
@@ -18,7 +18,7 @@ see :mod:`curate.stages.dedup`):
 5. ``duplicates``: one task per range of consecutive clusters of about ``COMPACT_BYTES`` of vectors,
    reading only those clusters' row groups of every part; within each cluster the members in
    ``--keep`` order, compared in blocks (:mod:`.compare`: NeMo's rule or the greedy one). Writes
-   (doc, id, kept_id, removed, size, cosine, cluster) and ``OUT/_duplicates/`` (id, kept_id, cosine,
+   (doc, id, kept_id, removed, size, cosine, cluster) and ``OUT.side/_duplicates/`` (id, kept_id, cosine,
    cluster, nearest_id) of every removed document.
 6. The removed documents go back to their input partitions and are dropped as
    ``semantic_duplicate`` (``_detail``: ``duplicate of KEPT_ID``); output partition i is input

@@ -1,6 +1,6 @@
 """Step 1, ``embeddings``: every document's unit vector, an output of its own.
 
-``OUT/_work/embeddings/part-NNNNN.parquet`` per input partition: ``doc`` (the document number, see
+``OUT.side/_work/embeddings/part-NNNNN.parquet`` per input partition: ``doc`` (the document number, see
 :mod:`curate.stages.dedup`), ``id``, ``weight`` (what the document already stands for:
 ``dup_cluster_size`` of an earlier dedup, else 1) and ``vector``, a fixed-size list of float32 (or
 float16, ``--dtype``) of unit length (zero for a document without a token). Readable with pandas or

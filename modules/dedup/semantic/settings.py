@@ -25,7 +25,7 @@ class SemanticDedupSettings:
                 "Face encoder (config.json, *.safetensors, tokenizer: mean pooling over the attention mask); "
                 "required unless --embeddings", "metavar": "PATH"})
     embeddings: str | None = field(default=None, metadata={
-        "help": "the embeddings folder of an earlier run on the same input (OUT/_work/embeddings): no "
+        "help": "the embeddings folder of an earlier run on the same input (OUT.side/_work/embeddings): no "
                 "embedding, no model needed", "metavar": "DIR"})
     clusters: int = field(default=1000, metadata={
         "help": "k-means clusters (a job of fewer than clusters x 10 documents uses documents // 10)",
@@ -73,7 +73,7 @@ class SemanticDedupSettings:
         if self.embeddings:
             if not os.path.isdir(self.embeddings):
                 raise SettingsError(f"embeddings: no such directory {self.embeddings!r} (an earlier run's "
-                                    "OUT/_work/embeddings)")
+                                    "OUT.side/_work/embeddings)")
             from curate.stages.dedup.semantic.encoders import stamp
 
             object.__setattr__(self, "model_stamp", stamp(self.embeddings))

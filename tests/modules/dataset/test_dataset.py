@@ -11,7 +11,7 @@ import zstandard
 from curate.stages import dataset
 from curate.stages.errors import DataError, SettingsError
 from curate.stages.stage import IOSettings
-from tests.conftest import read_output, run_stage, write_jsonl
+from tests.conftest import read_output, run_stage, side, write_jsonl
 
 DOCS = [{"id": f"d{i}", "text": f"document number {i}", "url": f"https://example.org/{i}"} for i in range(10)]
 
@@ -112,7 +112,7 @@ def test_on_error_skip_writes_rejects_with_reasons(tmp_path):
         "in": 8, "out": 3,
         "dropped": {"invalid_json": 1, "invalid_utf8": 1, "missing_text": 2, "not_an_object": 1},
     }
-    rejects = pd.read_parquet(out / "_rejects" / "part-00000.parquet")
+    rejects = pd.read_parquet(side(out, "_rejects") / "part-00000.parquet")
     assert sorted(rejects["_reason"]) == ["invalid_json", "invalid_utf8", "missing_text", "missing_text",
                                           "not_an_object"]
     assert rejects["_detail"].str.contains(r"in\.jsonl line \d").all()

@@ -13,11 +13,11 @@ import pytest
 from curate.stages import dataset
 from curate.stages.errors import DataError
 from curate.stages.settings import IOSettings
-from tests.conftest import read_output, run_stage, write_jsonl
+from tests.conftest import read_output, run_stage, side, write_jsonl
 
 
 def rejects_of(out):
-    files = sorted((out / "_rejects").glob("*.parquet"))
+    files = sorted((side(out, "_rejects")).glob("*.parquet"))
     return pd.concat([pd.read_parquet(f) for f in files], ignore_index=True) if files else pd.DataFrame()
 
 

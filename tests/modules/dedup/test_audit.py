@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from curate.stages.dedup.fuzzy import audit
-from tests.conftest import run_stage, write_jsonl
+from tests.conftest import run_stage, side, write_jsonl
 
 WORDS = ("river valley stone bread oven flour library shelf loan quiet garden rain seed harvest winter lamp "
          "copper market bridge window story").split()
@@ -49,7 +49,7 @@ def test_the_audit_equals_brute_force_when_the_sample_is_everything(run):
     assert a["sample"] == len(docs) and a["pairs"] == len(docs) * (len(docs) - 1) // 2
     # the oracle: word 5-grams as Python tuples (the texts are lower-case words, nothing to normalise)
     sets = {d["id"]: set(zip(*[d["text"].split()[i:] for i in range(5)])) for d in docs}
-    dup = pd.concat([pd.read_parquet(p) for p in sorted((out / "_duplicates").glob("*.parquet"))])
+    dup = pd.concat([pd.read_parquet(p) for p in sorted((side(out, "_duplicates")).glob("*.parquet"))])
     comp = dict(zip(dup["id"], dup["component"]))
     true = [(x, y) for x, y in itertools.combinations(sets, 2)
             if len(sets[x] & sets[y]) / len(sets[x] | sets[y]) >= 0.8]

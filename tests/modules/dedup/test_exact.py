@@ -9,7 +9,7 @@ import pytest
 from curate.stages.dataset import STRING
 from curate.stages.dedup import exact
 from curate.stages.errors import SettingsError
-from tests.conftest import read_output, run_stage, write_jsonl
+from tests.conftest import read_output, run_stage, side, write_jsonl
 
 
 def frame(ids, texts, reasons=None):
@@ -77,11 +77,11 @@ def test_stage_across_partitions(two_files, tmp_path):
         "exact_duplicate": 3, "invalid_json": 1, "invalid_utf8": 1}}
     kept = read_output(out)
     assert sorted(kept["id"]) == ["d1", "d2", "d5", "d6", "d7", "d8"]
-    audit = pd.read_parquet(out / "_duplicates")
+    audit = pd.read_parquet(side(out, "_duplicates"))
     assert sorted(audit.columns) == ["hash", "id", "kept_id", "removed"]
     assert dict(zip(audit["id"], audit["kept_id"])) == {"d2": "d2", "d3": "d2", "d4": "d2", "d8": "d8", "d9": "d8"}
     assert audit.loc[audit["id"] == "d3", "hash"].item() == hashlib.md5(b"the same text").hexdigest()
-    rejects = pd.concat([pd.read_parquet(p) for p in sorted((out / "_rejects").glob("part-*"))])
+    rejects = pd.concat([pd.read_parquet(p) for p in sorted((side(out, "_rejects")).glob("part-*"))])
     assert sorted(rejects.columns) == ["_detail", "_reason", "id"]  # ids only, no text
     dup = rejects[rejects["_reason"] == "exact_duplicate"].set_index("id")["_detail"].to_dict()
     assert dup == {"d3": "duplicate of d2", "d4": "duplicate of d2", "d9": "duplicate of d8"}
@@ -101,7 +101,7 @@ def test_steps_resume_and_output_is_deterministic(two_files, tmp_path):
     (out / "_SUCCESS").unlink()
     manifest = run_stage("exact_dedup", {"hash": "md5"}, two_files, out, on_error="skip")
     assert not any(s["skipped"] for s in manifest["steps"].values())
-    assert json.loads((out / "_state" / "step-_work-hashes.json").read_text())["run"] == manifest["fingerprint"]
+    assert json.loads((side(out, "_state") / "step-_work-hashes.json").read_text())["run"] == manifest["fingerprint"]
     listed = {r["path"] for r in manifest["outputs"]}
     assert {"_work/hashes/part-00000.parquet", "_duplicates/part-00000.parquet", "part-00000.parquet"} <= listed
 

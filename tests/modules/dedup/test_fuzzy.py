@@ -14,7 +14,7 @@ import pytest
 from curate.stages.dataset import STRING
 from curate.stages.dedup import fuzzy, minhash
 from curate.stages.errors import SettingsError
-from tests.conftest import DATA, read_output, run_stage, write_jsonl
+from tests.conftest import DATA, read_output, run_stage, side, write_jsonl
 
 SENTENCES = (DATA / "dedup" / "sentences.txt").read_text(encoding="utf-8").splitlines()
 
@@ -81,11 +81,11 @@ def test_stage_across_partitions(tmp_path):
     assert manifest["partitions"] == 3
     assert manifest["counts"]["dropped"] == {"fuzzy_duplicate": 3, "invalid_json": 1}
     assert sorted(read_output(out)["id"]) == ["b1", "b2", "b3", "c", "e1", "e2"]  # empty docs never match
-    audit = pd.read_parquet(out / "_duplicates")
+    audit = pd.read_parquet(side(out, "_duplicates"))
     assert sorted(audit.columns) == ["component", "id", "kept_id", "removed"]
     assert dict(zip(audit["id"], audit["kept_id"])) == {"c": "c", "k": "c", "z": "c", "b3": "b3", "b4": "b3"}
     assert audit.groupby("kept_id")["component"].nunique().eq(1).all()
-    rejects = pd.concat([pd.read_parquet(p) for p in sorted((out / "_rejects").glob("part-*"))])
+    rejects = pd.concat([pd.read_parquet(p) for p in sorted((side(out, "_rejects")).glob("part-*"))])
     assert sorted(rejects.columns) == ["_detail", "_reason", "id"]
     assert manifest["dedup"]["signatures"] == 7  # 9 good rows minus 2 without shingles
 
@@ -141,7 +141,7 @@ def labelled(tmp_path_factory):
 
 
 def _components(out, ids):
-    audit = pd.read_parquet(out / "_duplicates")
+    audit = pd.read_parquet(side(out, "_duplicates"))
     comp = dict(zip(audit["id"], audit["component"]))
     return [comp.get(i, ("alone", i)) for i in ids]
 
@@ -174,8 +174,8 @@ def test_labelled_accuracy(labelled, tmp_path):
     manifest = run_stage("fuzzy_dedup", {**settings, "in_memory_edges": 10**6}, files, same)
     assert manifest["dedup"]["connected_components"]["path"] == "in-memory"
     cols = ["id", "component", "kept_id", "removed"]
-    a = pd.read_parquet(out / "_duplicates").sort_values("id", ignore_index=True)[cols]
-    b = pd.read_parquet(same / "_duplicates").sort_values("id", ignore_index=True)[cols]
+    a = pd.read_parquet(side(out, "_duplicates")).sort_values("id", ignore_index=True)[cols]
+    b = pd.read_parquet(side(same, "_duplicates")).sort_values("id", ignore_index=True)[cols]
     pd.testing.assert_frame_equal(a, b)
     for x, y in zip(sorted(out.glob("part-*")), sorted(same.glob("part-*"))):
         assert x.read_bytes() == y.read_bytes()
@@ -258,13 +258,13 @@ def test_chain_is_not_removed_for_a_far_document(tmp_path):
     # never removed for a (before: a, the smallest id, was kept first and c for itself)
     assert sorted(read_output(tmp_path / "checked")["id"]) == ["b"]
     assert manifest["dedup"]["refine_rounds"] == 1 and manifest["dedup"]["components"] == 1
-    audit = pd.read_parquet(tmp_path / "checked" / "_duplicates").set_index("id")
+    audit = pd.read_parquet(side(tmp_path / "checked", "_duplicates")).set_index("id")
     assert audit["kept_id"].to_dict() == {"a": "b", "b": "b", "c": "b"}
     # with a key that prefers a, a is kept and c, far from it, is kept too: b is removed for a
     run_stage("fuzzy_dedup", {**settings, "keep": "longest"}, [write_jsonl(tmp_path / "long.jsonl", [
         {"id": k, "text": t + (" padding words here" if k == "a" else "")} for k, t in zip("abc", texts)])],
         tmp_path / "longest")
-    audit = pd.read_parquet(tmp_path / "longest" / "_duplicates").set_index("id")
+    audit = pd.read_parquet(side(tmp_path / "longest", "_duplicates")).set_index("id")
     assert audit["kept_id"].to_dict() == {"a": "a", "b": "a", "c": "c"}
     run_stage("fuzzy_dedup", {"bands": 16, "rows": 8, "false_positive_check": False}, files, tmp_path / "plain")
     assert sorted(read_output(tmp_path / "plain")["id"]) == ["a"]
@@ -306,7 +306,7 @@ stages:
     curate("run", job, "--output", tmp_path / "out", "--workers", "2")
     assert sorted(read_output(tmp_path / "out" / "01-exact_dedup")["id"]) == ["a0", "a1", "a2", "a3", "a4", "b1", "b2"]
     assert sorted(read_output(tmp_path / "out" / "02-fuzzy_dedup")["id"]) == ["a0", "a1", "a2", "a3", "a4"]
-    audit = pd.read_parquet(tmp_path / "out" / "02-fuzzy_dedup" / "_duplicates")
+    audit = pd.read_parquet(side(tmp_path / "out" / "02-fuzzy_dedup", "_duplicates"))
     assert dict(zip(audit["id"], audit["kept_id"])) == {"a0": "a0", "b1": "a0", "a2": "a2", "b2": "a2"}
 
 

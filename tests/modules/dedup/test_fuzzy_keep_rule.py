@@ -18,7 +18,7 @@ from curate.stages.dedup import keep
 from curate.stages.dedup.fuzzy import FuzzyDedupSettings
 from curate.stages.dedup.fuzzy.decide import hub_first
 from curate.stages.errors import SettingsError
-from tests.conftest import read_output, run_stage
+from tests.conftest import read_output, run_stage, side
 from tests.modules.dedup.test_fuzzy_oracle import check_invariants, corpus, the_rule
 from tests.modules.dedup.test_fuzzy_rounds import VOCAB, T, files_of, jaccard, words
 
@@ -53,7 +53,7 @@ def test_keep_longest_keeps_every_leaf_and_removes_the_center_for_the_longest(tm
     close_kept = [(a, b, round(jaccard(texts[a], texts[b]), 3)) for a in sorted(kept) for b in sorted(kept)
                   if a < b and jaccard(texts[a], texts[b]) >= T]
     assert not close_kept, f"kept side by side: {close_kept}"
-    audit = pd.read_parquet(tmp_path / "out" / "_duplicates")
+    audit = pd.read_parquet(side(tmp_path / "out", "_duplicates"))
     removed = audit[audit["removed"]]
     longer = [(i, k) for i, k in zip(removed["id"], removed["kept_id"]) if len(texts[i]) > len(texts[k])]
     assert not longer, f"removed for a shorter document: {longer}"
@@ -93,7 +93,7 @@ def test_keep_smallest_id_keeps_the_smallest_id(tmp_path, monkeypatch, rounds):
     assert set(out["id"]) == leaves
     sizes = dict(zip(out["id"], out["dup_cluster_size"].astype(int)))
     assert sizes == {i: 4 if i == "leaf0" else 1 for i in leaves}
-    audit = pd.read_parquet(tmp_path / "out" / "_duplicates")
+    audit = pd.read_parquet(side(tmp_path / "out", "_duplicates"))
     removed = audit[audit["removed"]]
     assert dict(zip(removed["id"], removed["kept_id"])) == {"z": "leaf0", "z-copy1": "leaf0", "z-copy2": "leaf0"}
 

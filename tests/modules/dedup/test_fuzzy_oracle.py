@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.conftest import read_output, run_stage
+from tests.conftest import read_output, run_stage, side
 from tests.modules.dedup.test_fuzzy_rounds import (
     SENTENCES,
     VOCAB,
@@ -65,9 +65,9 @@ def _bridge(rng):
     spots = rng.sample(range(N), 8)
     p, q = changed(rng, base, spots[:4]), changed(rng, base, spots[4:])
     out = [" ".join(base), " ".join(p), " ".join(q)]
-    for side in (p, q):
+    for copy in (p, q):
         for _ in range(rng.randint(1, 3)):
-            out.append(" ".join(changed(rng, side, rng.sample(range(N), rng.randint(1, 2)))))
+            out.append(" ".join(changed(rng, copy, rng.sample(range(N), rng.randint(1, 2)))))
     return out
 
 
@@ -109,7 +109,7 @@ def the_rule(ids, by_id, policy):
 
 def lsh_pairs(out):
     """The pairs of ids that shared an LSH bucket in the run."""
-    work = out / "_work"
+    work = side(out, "_work")
     ids = pd.read_parquet(work / "signatures", columns=["doc", "id"]).set_index("doc")["id"]
     buckets = pd.read_parquet(work / "buckets")
     pairs = set()
@@ -125,7 +125,7 @@ CASES += [(0, "smallest-id"), (3, "smallest-id")]
 
 def check_invariants(out, by_id, policy):
     """(a) and (b) of the module doc and the cluster sizes; returns (audit frame, kept ids)."""
-    audit = pd.read_parquet(out / "_duplicates")
+    audit = pd.read_parquet(side(out, "_duplicates"))
     kept = set(read_output(out)["id"])
     comp = dict(zip(audit["id"], audit["component"]))
     kept_id = dict(zip(audit["id"], audit["kept_id"]))

@@ -15,7 +15,7 @@ import pytest
 
 from curate.stages.dataset import STRING
 from curate.stages.dedup import fuzzy, minhash, shingles
-from tests.conftest import DATA, read_output, run_stage, write_jsonl
+from tests.conftest import DATA, read_output, run_stage, side, write_jsonl
 
 SENTENCES = (DATA / "dedup" / "sentences.txt").read_text(encoding="utf-8").splitlines()
 VOCAB = sorted({w for s in SENTENCES for w in s.split()})
@@ -55,7 +55,7 @@ def files_of(tmp_path, records, parts=2, name="in"):
 def check_removals(out, texts):
     """Every removed document reaches the threshold against its kept_id, and no two kept documents of a
     component reach it (brute force); returns the audit."""
-    audit = pd.read_parquet(out / "_duplicates")
+    audit = pd.read_parquet(side(out, "_duplicates"))
     removed = audit[audit["removed"]]
     low = [(i, k, round(jaccard(texts[i], texts[k]), 3)) for i, k in zip(removed["id"], removed["kept_id"])
            if jaccard(texts[i], texts[k]) < T]
@@ -246,7 +246,7 @@ def test_against_an_index_over_a_cloud_equals_the_joint_run(tmp_path):
     run_stage("fuzzy_dedup", {"keep": "oldest:snap"}, fa + fb, tmp_path / "AB")
 
     def decided(out):
-        audit = pd.read_parquet(out / "_duplicates")
+        audit = pd.read_parquet(side(out, "_duplicates"))
         audit = audit[audit["id"].str.startswith("b")]
         sizes = read_output(out)
         sizes = sizes[sizes["id"].str.startswith("b")]
@@ -290,13 +290,13 @@ def test_a_comparing_task_holds_a_partition_and_one_batch(tmp_path, monkeypatch)
     monkeypatch.setattr(fuzzy.verify.SetStore, "read", own_read)
     monkeypatch.setattr(shingles, "read_ranges", counting)
     run_stage("fuzzy_dedup", {}, files, tmp_path / "small")
-    sig = sorted((tmp_path / "small" / "_work" / "signatures").glob("part-*.parquet"))
+    sig = sorted((side(tmp_path / "small", "_work") / "signatures").glob("part-*.parquet"))
     per_part = [int(pd.read_parquet(p, columns=["count"])["count"].sum()) for p in sig]
     largest = max(int(pd.read_parquet(p, columns=["count"])["count"].max()) for p in sig)
     others = [n for side, n in reads if side == "other"]
     assert max(n for side, n in reads if side == "own") <= max(per_part)
     assert max(others) <= budget + largest and len(others) > 3 * len(sig)  # many small batches
     cols = ["id", "component", "kept_id", "removed"]
-    a = pd.read_parquet(tmp_path / "plain" / "_duplicates").sort_values("id", ignore_index=True)[cols]
-    b = pd.read_parquet(tmp_path / "small" / "_duplicates").sort_values("id", ignore_index=True)[cols]
+    a = pd.read_parquet(side(tmp_path / "plain", "_duplicates")).sort_values("id", ignore_index=True)[cols]
+    b = pd.read_parquet(side(tmp_path / "small", "_duplicates")).sort_values("id", ignore_index=True)[cols]
     pd.testing.assert_frame_equal(a, b)

@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from curate.stages.dedup import index, minhash
-from tests.conftest import DATA, curate, read_output, run_stage, write_jsonl
+from tests.conftest import DATA, copy_output, curate, read_output, run_stage, side, write_jsonl
 
 SENTENCES = (DATA / "dedup" / "sentences.txt").read_text(encoding="utf-8").splitlines()
 VOCAB = sorted({w for s in SENTENCES for w in s.split()})
@@ -97,14 +97,14 @@ def data(tmp_path_factory):
 def results(out, prefix):
     """What a run did to the documents whose ids start with ``prefix``: removed id -> (reason, kept id),
     kept id -> dup_cluster_size, and the audit rows (id -> component, kept id, removed)."""
-    rejects = pd.concat([pd.read_parquet(p) for p in sorted((out / "_rejects").glob("part-*"))]) \
-        if (out / "_rejects").exists() else pd.DataFrame(columns=["id", "_reason", "_detail"])
+    rejects = pd.concat([pd.read_parquet(p) for p in sorted((side(out, "_rejects")).glob("part-*"))]) \
+        if (side(out, "_rejects")).exists() else pd.DataFrame(columns=["id", "_reason", "_detail"])
     rejects = rejects[rejects["id"].str.startswith(prefix)]
     removed = {i: (r, d.split(" in index ")[0]) for i, r, d in zip(rejects["id"], rejects["_reason"], rejects["_detail"])}
     kept = read_output(out)
     kept = kept[kept["id"].str.startswith(prefix)]
     sizes = dict(zip(kept["id"], kept["dup_cluster_size"].astype(int)))
-    audit = pd.read_parquet(out / "_duplicates")
+    audit = pd.read_parquet(side(out, "_duplicates"))
     audit = audit[audit["id"].str.startswith(prefix)]
     rows = {i: (k, bool(r)) for i, k, r in zip(audit["id"], audit["kept_id"], audit["removed"])}
     return removed, sizes, rows
@@ -139,7 +139,7 @@ def test_against_an_index_equals_the_joint_run(data, tmp_path, stage, settings, 
     assert any(k.startswith("duplicate of b") for _, k in removed.values())
     against = manifest["dedup"]["against"]
     assert against["indexes"] == [str(tmp_path / "idxA")] and against["removed_for_index"] > 0
-    rejects = pd.concat([pd.read_parquet(p) for p in (tmp_path / "B" / "_rejects").glob("part-*")])
+    rejects = pd.concat([pd.read_parquet(p) for p in (side(tmp_path / "B", "_rejects")).glob("part-*")])
     named = rejects[rejects["_detail"].str.contains(" in index ")]
     assert len(named) == against["removed_for_index"]
     assert all(d.endswith(f" in index {tmp_path / 'idxA'}") for d in named["_detail"])
@@ -158,7 +158,7 @@ def test_the_chain_through_a_removed_document(data, tmp_path):
     j = minhash.jaccard([a1, a2, a1], [a2, b1, b1])
     assert j[0] >= 0.8 and j[1] >= 0.8 and j[2] < 0.8
     run_stage("fuzzy_dedup", {"save_index": str(tmp_path / "idx")}, data["A"], tmp_path / "A")
-    removed_a = set(pd.read_parquet(tmp_path / "A" / "_rejects")["id"])
+    removed_a = set(pd.read_parquet(side(tmp_path / "A", "_rejects"))["id"])
     assert "a032" in removed_a and "a031" not in removed_a
     run_stage("fuzzy_dedup", {"against": [str(tmp_path / "idx")]}, data["B"], tmp_path / "B")
     removed, sizes, audit = results(tmp_path / "B", "b")
@@ -183,7 +183,7 @@ def test_exact_index_tables_by_hand(tmp_path):
     assert all("xxh3_128" in r for r in manifest["outputs"])
     run_stage("exact_dedup", {"against": [str(tmp_path / "idxA")], "save_index": str(tmp_path / "idxAB")},
               [b], tmp_path / "B")
-    rejects = pd.read_parquet(tmp_path / "B" / "_rejects").set_index("id")["_detail"].to_dict()
+    rejects = pd.read_parquet(side(tmp_path / "B", "_rejects")).set_index("id")["_detail"].to_dict()
     assert rejects == {"b1": f"duplicate of a1 in index {tmp_path / 'idxA'}", "b3": "duplicate of b2"}
     kept = read_output(tmp_path / "B")
     assert dict(zip(kept["id"], kept["dup_cluster_size"])) == {"b2": 2, "b4": 1}
@@ -219,7 +219,7 @@ def test_fuzzy_index_tables(data, tmp_path):
     comps = pd.read_parquet(tmp_path / "idx" / "components")
     labels = pd.read_parquet(tmp_path / "idx" / "labels")
     assert sorted(zip(comps["doc"], comps["comp"])) == sorted(zip(labels["doc"], labels["comp"]))
-    removed = set(pd.read_parquet(tmp_path / "A" / "_rejects")["id"])
+    removed = set(pd.read_parquet(side(tmp_path / "A", "_rejects"))["id"])
     ids = dict(zip(docs["doc"], docs["id"]))
     assert {ids[d] for d in labels.loc[labels["removed"], "doc"]} == removed
 
@@ -252,20 +252,19 @@ def refused(tmp_path, words, *args, touched=()):
 
 
 def test_refusals(data, indexes, tmp_path):
-    import shutil
 
     a, b = map(str, data["A"]), map(str, data["B"])
     a, b = list(a), list(b)
     exact, fuzzy = indexes / "exact", indexes / "fuzzy"
     copy = tmp_path / "copy"
-    shutil.copytree(exact, copy)
+    copy_output(exact, copy)
     cases = []
     # incomplete
     (copy / "_SUCCESS").unlink()
     cases.append(("exact", copy, "incomplete (no _SUCCESS"))
     # tampered: a flipped byte, same size
     tampered = tmp_path / "tampered"
-    shutil.copytree(fuzzy, tampered)
+    copy_output(fuzzy, tampered)
     part = tampered / "buckets" / "part-00001.parquet"
     raw = bytearray(part.read_bytes())
     raw[len(raw) // 2] ^= 0xFF
@@ -276,12 +275,12 @@ def test_refusals(data, indexes, tmp_path):
     (tmp_path / "mine").mkdir()
     cases.append(("exact", tmp_path / "mine", "not a curate dedup index (no _manifest.json)"))
     stray = tmp_path / "stray"
-    shutil.copytree(exact, stray)
+    copy_output(exact, stray)
     (stray / "hashes" / "part-00009.parquet").write_bytes(b"x")
     cases.append(("exact", stray, "unlisted"))
     # another format (a newer curate)
     newer = tmp_path / "newer"
-    shutil.copytree(exact, newer)
+    copy_output(exact, newer)
     manifest = json.loads((newer / "_manifest.json").read_text())
     manifest["index"]["format"] = 2
     (newer / "_manifest.json").write_text(json.dumps(manifest))
@@ -319,7 +318,7 @@ def test_an_index_holding_another_is_refused_beside_it(data, indexes, tmp_path):
     removed, _, _ = results(tmp_path / "B2", "b")
     c004 = ("exact_duplicate", "duplicate of c004")  # c004 is a copy of b000 (and so of b015)
     assert removed == {**results(tmp_path / "B", "b")[0], "b000": c004, "b015": c004}
-    rejects = pd.concat([pd.read_parquet(p) for p in (tmp_path / "B2" / "_rejects").glob("part-*")])
+    rejects = pd.concat([pd.read_parquet(p) for p in (side(tmp_path / "B2", "_rejects")).glob("part-*")])
     assert rejects.set_index("id").loc["b000", "_detail"] == f"duplicate of c004 in index {tmp_path / 'idxC'}"
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from curate.stages.dedup import index
 from curate.stages.output import file_checksum
-from tests.conftest import curate, write_jsonl
+from tests.conftest import copy_output, curate, write_jsonl
 
 WORDS = "river valley stone bread oven flour library shelf loan quiet garden rain seed harvest".split()
 
@@ -81,14 +81,14 @@ def refused_with(proc, *words):
 ])
 def test_fields_out_of_range_are_refused_by_name(made, tmp_path, kind, field, value, words):
     ix = tmp_path / "ix"
-    shutil.copytree(made / f"ix-{kind}", ix)
+    copy_output(made / f"ix-{kind}", ix)
     resign(ix, lambda info: info.__setitem__(field, value))
     refused_with(against(made, kind, ix), words, "rebuild the index")
 
 
 def test_an_edited_entry_without_new_digests_is_refused(made, tmp_path):
     ix = tmp_path / "ix"
-    shutil.copytree(made / "ix-fuzzy", ix)
+    copy_output(made / "ix-fuzzy", ix)
     resign(ix, lambda info: info.__setitem__("tiers", []), digests=False)
     refused_with(against(made, "fuzzy", ix), "sha256", "the manifest was edited")
 
@@ -97,7 +97,7 @@ def test_a_part_swapped_in_from_another_index_is_refused(made, tmp_path):
     """The issue's case: a hashes part of the run's own input's index swapped in, sizes and checksums
     recomputed, slips past the own-input guard and removes all of B."""
     ix = tmp_path / "ix"
-    shutil.copytree(made / "ix-exact", ix)
+    copy_output(made / "ix-exact", ix)
     shutil.copy(made / "ixB-exact" / "hashes" / "part-00000.parquet", ix / "hashes" / "part-00000.parquet")
     resign(ix, digests=False)
     refused_with(against(made, "exact", ix), "content", "files were swapped or edited")
@@ -105,7 +105,7 @@ def test_a_part_swapped_in_from_another_index_is_refused(made, tmp_path):
 
 def test_a_changed_kind_is_refused(made, tmp_path):
     ix = tmp_path / "ix"
-    shutil.copytree(made / "ix-fuzzy", ix)
+    copy_output(made / "ix-fuzzy", ix)
     resign(ix, lambda info: info.__setitem__("kind", "exact"))
     refused_with(against(made, "exact", ix))
 

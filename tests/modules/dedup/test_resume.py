@@ -18,7 +18,7 @@ import sys
 
 import pyarrow.parquet as pq
 
-from tests.conftest import ROOT, curate, write_jsonl
+from tests.conftest import ROOT, curate, side, write_jsonl
 
 #: texts long enough to have shingles; the copies make the run remove something
 TEXTS = ["the river runs past the old mill and the stone bridge into the valley below the town",
@@ -57,7 +57,7 @@ def test_a_killed_fuzzy_run_resumed_lists_the_rows_of_its_signatures(tmp_path):
     killed = subprocess.run([sys.executable, "-c", KILL_AT_BUCKETS, *command], cwd=ROOT, capture_output=True,
                             text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert killed.returncode == -signal.SIGKILL, killed.stderr
-    done = json.loads((out / "_state" / "step-_work-signatures.json").read_text())
+    done = json.loads((side(out, "_state") / "step-_work-signatures.json").read_text())
     assert done["status"] == "done" and not (out / "_SUCCESS").exists()
 
     curate(*command)
@@ -69,6 +69,6 @@ def test_a_killed_fuzzy_run_resumed_lists_the_rows_of_its_signatures(tmp_path):
     assert {path: r.get("rows") for path, r in records.items()} == {
         "_work/signatures/part-00000.parquet": 3, "_work/signatures/part-00001.parquet": 2}
     for path, r in records.items():  # and what the files hold
-        assert pq.ParquetFile(out / path).metadata.num_rows == r["rows"]
+        assert pq.ParquetFile(side(out) / path).metadata.num_rows == r["rows"]
     assert manifest["counts"]["dropped"] == {"fuzzy_duplicate": 2}
     assert curate("verify", out, check=False).returncode == 0

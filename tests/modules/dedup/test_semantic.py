@@ -11,7 +11,7 @@ import pytest
 from curate.stages.dedup.semantic import encoders
 from curate.stages.dedup.semantic.settings import SemanticDedupSettings
 from curate.stages.errors import SettingsError
-from tests.conftest import read_output, run_stage, write_jsonl
+from tests.conftest import read_output, run_stage, side, write_jsonl
 from tests.modules.dedup.semantic_models import static_model, tiny_bert
 from tests.modules.dedup.test_semantic_rules import brute_greedy, brute_nemo
 
@@ -47,7 +47,7 @@ def two_files(tmp_path):
 
 def expected(out, rule, eps):
     """Brute force over the stage's own embeddings and clusters: {removed id: kept id}."""
-    rows = pd.concat([pd.read_parquet(p) for p in sorted((out / "_work" / "clusters").glob("part-*"))])
+    rows = pd.concat([pd.read_parquet(p) for p in sorted((side(out, "_work") / "clusters").glob("part-*"))])
     t = np.float32(1 - eps)
     want = {}
     for _, members in rows.sort_values(["cluster", "key", "id", "doc"]).groupby("cluster", sort=True):
@@ -69,7 +69,7 @@ def test_removals_are_brute_force_over_the_same_embeddings_and_clusters(two_file
     out = tmp_path / "out"
     settings = {"model": str(model), "clusters": 4, "eps": 0.03, "rule": rule, "block_size": 16}
     manifest = run_stage("semantic_dedup", settings, two_files, out)
-    audit = pd.read_parquet(out / "_duplicates")
+    audit = pd.read_parquet(side(out, "_duplicates"))
     assert list(audit.columns) == ["id", "kept_id", "cosine", "cluster", "nearest_id"]
     want = expected(out, rule, 0.03)
     assert len(want) > 20
@@ -77,7 +77,7 @@ def test_removals_are_brute_force_over_the_same_embeddings_and_clusters(two_file
     kept = read_output(out)
     assert manifest["partitions"] == 2 and len(kept) == 160 - len(want)
     assert set(kept["id"]).isdisjoint(want) and set(want.values()) <= set(kept["id"])
-    rejects = pd.concat([pd.read_parquet(p) for p in sorted((out / "_rejects").glob("part-*"))])
+    rejects = pd.concat([pd.read_parquet(p) for p in sorted((side(out, "_rejects")).glob("part-*"))])
     assert set(rejects["_reason"]) == {"semantic_duplicate"}
     assert dict(zip(rejects["id"], rejects["_detail"])) == {i: f"duplicate of {k}" for i, k in want.items()}
     sizes = dict(zip(kept["id"], kept["dup_cluster_size"]))
@@ -86,13 +86,13 @@ def test_removals_are_brute_force_over_the_same_embeddings_and_clusters(two_file
     assert info["clusters"] == 4 and info["documents"] == 160 and info["removed"] == len(want)
     assert sum(info["cluster_sizes"]["counts"]) == 4 and sum(info["removed_cosines"]["counts"]) == len(want)
     # the embeddings: an output of their own, unit vectors of the stored type
-    emb = pq.read_table(out / "_work" / "embeddings" / "part-00001.parquet")
+    emb = pq.read_table(side(out, "_work") / "embeddings" / "part-00001.parquet")
     assert emb.column_names == ["doc", "id", "weight", "vector"] and emb.num_rows == 70
     vtype = emb.schema.field("vector").type
     assert vtype.list_size == 24 and vtype.value_type == pa.float32()
     # every document sits in the cluster of its nearest centroid (cosine)
-    centroids = np.stack(pd.read_parquet(out / "_work" / "centroids")["vector"].to_numpy())
-    rows = pd.read_parquet(out / "_work" / "clusters")
+    centroids = np.stack(pd.read_parquet(side(out, "_work") / "centroids")["vector"].to_numpy())
+    rows = pd.read_parquet(side(out, "_work") / "clusters")
     sims = np.stack(rows["vector"].to_numpy()) @ centroids.T
     assert (rows["cluster"].to_numpy() == sims.argmax(1)).all()
     # the run report shows the semantic numbers
@@ -107,7 +107,7 @@ def test_block_size_and_saved_embeddings_give_the_same_bytes(two_files, tmp_path
     base = {"model": str(model), "clusters": 3, "eps": 0.03}
     run_stage("semantic_dedup", {**base, "block_size": 16}, two_files, tmp_path / "small")
     run_stage("semantic_dedup", {**base, "block_size": 4096}, two_files, tmp_path / "large")
-    again = {"embeddings": str(tmp_path / "small" / "_work" / "embeddings"), "clusters": 3, "eps": 0.03}
+    again = {"embeddings": str(side(tmp_path / "small", "_work") / "embeddings"), "clusters": 3, "eps": 0.03}
     manifest = run_stage("semantic_dedup", again, two_files, tmp_path / "reused")
     assert "embeddings" not in manifest["steps"]
     import dask
@@ -128,7 +128,7 @@ def test_transformer_encoder_runs_the_stage(tmp_path):
     out = tmp_path / "out"
     manifest = run_stage("semantic_dedup", {"model": str(bert), "clusters": 2, "eps": 0.001, "max_tokens": 32,
                                             "batch_size": 8, "dtype": "float16"}, files, out)
-    emb = pq.read_table(out / "_work" / "embeddings" / "part-00000.parquet")
+    emb = pq.read_table(side(out, "_work") / "embeddings" / "part-00000.parquet")
     vtype = emb.schema.field("vector").type
     assert vtype.list_size == 32 and vtype.value_type == pa.float16()
     assert manifest["dedup"]["clusters"] == 2  # 60 documents: at least 2 x 10, so the 2 asked for

@@ -12,7 +12,7 @@ import pytest
 
 from curate.stages.dedup import bloom, segments, spans
 from curate.stages.errors import SettingsError
-from tests.conftest import read_output, run_stage, write_jsonl
+from tests.conftest import read_output, run_stage, side, write_jsonl
 
 SEPARATOR = {"paragraph": "\n\n", "line": "\n", "sentence": " "}
 STAGE = {"paragraph": "paragraph_dedup", "line": "line_dedup", "sentence": "sentence_dedup"}
@@ -249,10 +249,10 @@ def test_stage_equals_the_oracle(tmp_path, unit):
     assert manifest["partitions"] == 3
     got = read_output(out)
     assert dict(zip(got["id"], got["text"])) == kept
-    rejects = pd.read_parquet(out / "_rejects")
+    rejects = pd.read_parquet(side(out, "_rejects"))
     assert set(rejects["id"]) == dropped and set(rejects["_reason"]) == {spans.REASONS[unit]}
     assert manifest["counts"]["dropped"] == {spans.REASONS[unit]: len(dropped)}
-    audit = pd.read_parquet(out / "_duplicates")
+    audit = pd.read_parquet(side(out, "_duplicates"))
     assert dict(zip(audit["id"], audit["removed_bytes"])) == removed_bytes
     assert set(audit.loc[audit["dropped"], "id"]) == dropped
     info = manifest["dedup"]
@@ -275,7 +275,7 @@ def run_units(tmp_path, unit, files, settings, name="out", **io):
     out = tmp_path / name
     manifest = run_stage(STAGE[unit], settings, write_files(tmp_path / f"{name}-in", docs, unit), out, **io)
     got = read_output(out)
-    rejects = out / "_rejects"
+    rejects = side(out, "_rejects")
     dropped = set(pd.read_parquet(rejects)["id"]) if rejects.exists() else set()
     return docs, dict(zip(got["id"], got["text"])), dropped, manifest
 
@@ -397,7 +397,7 @@ def test_periodic_and_overlapping_repeats_against_brute_force(tmp_path, text, un
     assert manifest["partitions"] == 3
     assert texts == kept and dropped == gone
     check_rule(docs, unit, msw, texts, dropped, removed)
-    audit = pd.read_parquet(tmp_path / "out" / "_duplicates")
+    audit = pd.read_parquet(side(tmp_path / "out", "_duplicates"))
     assert dict(zip(audit["id"], audit["removed_bytes"])) == removed_bytes
     # the same documents cut into partitions of about two documents: the same result
     _, small, small_dropped, m = run_units(tmp_path, unit, files, settings, name="small", blocksize="100")
@@ -421,7 +421,7 @@ def test_bloom_mode_equals_the_shuffle_mode(tmp_path):
         {k: v for k, v in exact["dedup"].items() if k != "mode"}
     info = one_pass["dedup"]["bloom"]
     assert info["hash_functions"] == 20 and info["inserted"] < 5000 and info["false_positive_rate_at_end"] < 1e-6
-    assert pd.read_parquet(tmp_path / "bloom" / "_duplicates").equals(pd.read_parquet(tmp_path / "exact" / "_duplicates"))
+    assert pd.read_parquet(side(tmp_path / "bloom", "_duplicates")).equals(pd.read_parquet(side(tmp_path / "exact", "_duplicates")))
 
 
 def test_bloom_mode_stops_past_its_false_positive_bound(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 
 from curate.stages.dedup import substrings, windows as win
 from curate.stages.errors import SettingsError
-from tests.conftest import read_output, run_stage, write_jsonl
+from tests.conftest import read_output, run_stage, side, write_jsonl
 
 ENCODING = "tiktoken:cl100k_base"
 
@@ -93,9 +93,9 @@ def check(tmp_path, files, width, **settings):
     assert texts == {i: t for i, (t, _, _) in expected.items() if i not in dropped}
     check_windows(docs, width, texts)
     if dropped:
-        rejects = pd.read_parquet(out / "_rejects")
+        rejects = pd.read_parquet(side(out, "_rejects"))
         assert set(rejects["id"]) == dropped and set(rejects["_reason"]) == {substrings.REASON}
-    audit = pd.read_parquet(out / "_duplicates")
+    audit = pd.read_parquet(side(out, "_duplicates"))
     assert dict(zip(audit["id"], audit["removed_bytes"])) == {i: len(g) for i, (_, g, _) in expected.items() if g}
     assert manifest["dedup"]["bytes_removed"] == sum(len(g) for _, g, _ in expected.values())
     return manifest, expected, texts
@@ -220,8 +220,8 @@ def test_hash_collisions_never_remove_text(tmp_path, monkeypatch):
     expected = oracle(docs, 20)
     out = tmp_path / "out"
     manifest = run_stage("substring_dedup", {"min_tokens": 20}, write(tmp_path, files), out)
-    removals = pd.read_parquet(out / "_work" / "verified")
-    hashes = pd.read_parquet(out / "_work" / "windows")["hash"]
+    removals = pd.read_parquet(side(out, "_work") / "verified")
+    hashes = pd.read_parquet(side(out, "_work") / "windows")["hash"]
     assert hashes.nunique() <= 512 < manifest["dedup"]["windows"]  # more windows than hashes
     number = {(p << 32) + r: i for p, f in enumerate(files) for r, (i, _) in enumerate(f)}
     for d, a, b in zip(removals["doc"], removals["start"], removals["end"]):
@@ -243,7 +243,7 @@ def test_hash_collisions_never_cost_a_first_occurrence(tmp_path, monkeypatch, se
     expected = oracle(docs, 4)
     out = tmp_path / "out"
     run_stage("substring_dedup", {"min_tokens": 4}, write(tmp_path, files), out)
-    removals = pd.read_parquet(out / "_work" / "verified")
+    removals = pd.read_parquet(side(out, "_work") / "verified")
     number = {(p << 32) + r: i for p, f in enumerate(files) for r, (i, _) in enumerate(f)}
     for d, a, b in zip(removals["doc"], removals["start"], removals["end"]):
         assert set(range(a, b)) <= expected[number[d]][1]

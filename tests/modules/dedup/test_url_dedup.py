@@ -8,7 +8,7 @@ import pytest
 
 from curate.stages.dedup.urls import UrlDedupSettings, normalize
 from curate.stages.errors import SettingsError
-from tests.conftest import read_output, run_stage, write_jsonl
+from tests.conftest import read_output, run_stage, side, write_jsonl
 
 S = UrlDedupSettings()
 
@@ -94,10 +94,10 @@ def test_one_document_per_url_over_partitions(tmp_path, keep):
     kept = set(read_output(tmp_path / "out")["id"])
     assert kept == oracle(order, keep), (keep, kept)
     assert m["counts"]["dropped"] == {"url_duplicate": len(order) - len(kept)}
-    dups = pd.concat([pd.read_parquet(p) for p in (tmp_path / "out" / "_duplicates").glob("*.parquet")])
+    dups = pd.concat([pd.read_parquet(p) for p in (side(tmp_path / "out", "_duplicates")).glob("*.parquet")])
     for _, row in dups[dups["removed"]].iterrows():  # every removal names a kept document of its URL
         assert row["kept_id"] in kept and row["id"] not in kept
-    rejects = pd.concat([pd.read_parquet(p) for p in (tmp_path / "out" / "_rejects").glob("**/*.parquet")])
+    rejects = pd.concat([pd.read_parquet(p) for p in (side(tmp_path / "out", "_rejects")).glob("**/*.parquet")])
     assert set(rejects["_reason"]) == {"url_duplicate"}
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from curate.stages.errors import DataError, SettingsError
 from curate.stages.extract.warc import COLUMNS
-from tests.conftest import curate, read_output, run_stage
+from tests.conftest import curate, read_output, run_stage, side
 from tests.httpserver import FileServer
 from tests.rawdata import page_warc, rust_pages
 
@@ -85,7 +85,7 @@ def test_truncated_warc_and_a_failed_download(mirror, tmp_path, pages):
     assert dropped["download_failed"] == 1 and dropped["truncated_file"] == 1
     out = read_output(tmp_path / "out2")
     assert out["url"].tolist()[:3] == [u for u, _ in pages[:3]] and len(out) >= 4  # WARC 3 kept its start
-    rejects = pd.read_parquet(tmp_path / "out2" / "_rejects")
+    rejects = pd.read_parquet(side(tmp_path / "out2", "_rejects"))
     failed = rejects[rejects["_reason"] == "download_failed"]
     assert failed["_detail"].str.contains("HTTP 503").all()
 
@@ -113,8 +113,8 @@ def test_a_passing_failure_stays_pending_and_a_plain_rerun_fetches_it(mirror, tm
     assert m["pending"] == 1 and m["download"]["pending"] == 1 and m["download"]["failed"] == 2
     assert m["download"]["pending_files"] == [mirror.url(mirror.rels[0])]
     assert m["counts"] == {"in": 5, "out": 3, "dropped": {"download_failed": 2}}
-    assert json.loads((out / "_state" / "fetch-00000.json").read_text())["status"] == "pending"
-    assert json.loads((out / "_state" / "fetch-00001.json").read_text())["status"] == "done"
+    assert json.loads((side(out, "_state") / "fetch-00000.json").read_text())["status"] == "pending"
+    assert json.loads((side(out, "_state") / "fetch-00001.json").read_text())["status"] == "done"
     table = runner.summary_table([first])
     assert f"1 input(s) still pending (failed for now: {mirror.url(mirror.rels[0])})" in table
     assert "run the same command again" in table
@@ -134,7 +134,7 @@ def test_a_passing_failure_stays_pending_and_a_plain_rerun_fetches_it(mirror, tm
     assert m2["pending"] == 0 and m2["download"]["finished"] == 2 and m2["download"]["pending_files"] == []
     assert m2["counts"] == {"in": 7, "out": 6, "dropped": {"download_failed": 1}}
     assert read_output(out)["url"].tolist() == [u for u, _ in pages[:3]] + [u for u, _ in pages[6:9]]
-    rejects = pd.read_parquet(out / "_rejects")
+    rejects = pd.read_parquet(side(out, "_rejects"))
     assert rejects["_reason"].tolist() == ["download_failed"] and rejects["_detail"].str.contains("HTTP 404").all()
     assert "pending" not in runner.summary_table([second])
 

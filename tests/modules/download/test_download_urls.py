@@ -8,7 +8,7 @@ import pytest
 from curate.stages.download.base import FetchJob, unique_names, url_file_name
 from curate.stages.download.urls import kind_of
 from curate.stages.errors import DataError, SettingsError
-from tests.conftest import read_output, run_stage
+from tests.conftest import read_output, run_stage, side
 from tests.httpserver import FileServer
 from tests.rawdata import ENWIKI, SINGLE_TEX, page_warc, rust_pages
 
@@ -66,7 +66,7 @@ def test_a_missing_url_fails_or_is_rejected(server, tmp_path):
     manifest = run_stage("download_urls", {"list": _list(tmp_path, urls), **FAST}, (), tmp_path / "out2",
                          on_error="skip")
     assert manifest["counts"] == {"in": 3, "out": 2, "dropped": {"download_failed": 1}}
-    rejects = pd.read_parquet(tmp_path / "out2" / "_rejects")
+    rejects = pd.read_parquet(side(tmp_path / "out2", "_rejects"))
     assert rejects["id"].tolist() == ["missing.warc.gz"]
 
 

@@ -24,7 +24,7 @@ import pytest
 from curate.stages import erase
 from curate.stages.errors import DataError, SettingsError
 from curate.stages.output import LockedError, Output, OwnershipError
-from tests.conftest import run_stage, write_jsonl
+from tests.conftest import copy_output, run_stage, side, write_jsonl
 
 TOK = "tiktoken:cl100k_base"
 WORDS = "river valley stone bread oven flour library shelf loan quiet garden rain seed harvest".split()
@@ -72,10 +72,11 @@ def snapshot(*folders) -> dict[str, str]:
 
 
 def data_files(folder: Path) -> dict[str, bytes]:
-    """Every file that is not a manifest, sentinel, lock or journal, by relative path."""
+    """Every file that is not a manifest, sentinel, lock or journal, by relative path (the side folder's
+    by their paths in the manifest)."""
     found = {}
-    for p in sorted(folder.rglob("*")):
-        rel = p.relative_to(folder).as_posix()
+    for p in sorted([*folder.rglob("*"), *side(folder).rglob("*")]):
+        rel = p.relative_to(side(folder) if p.is_relative_to(side(folder)) else folder).as_posix()
         if p.is_file() and not rel.startswith(("_state", "manifest", "_manifest", "_SUCCESS", "_LOCK")):
             found[rel] = p.read_bytes()
     return found
@@ -133,7 +134,7 @@ def dedup(tmp_path):
 
 def test_dataset_parts_equal_a_fresh_run_without_the_documents(dedup, tmp_path):
     src, out = dedup
-    before = snapshot(out)
+    before = snapshot(out, side(out))
     # d0: a kept document; e1: the removed duplicate of d1 (only in _rejects/ and _duplicates/)
     outcome = erase.erase([out], request(tmp_path, "ids", ["d0", "e1"]))
     assert not outcome.refused and [u[2] for u in outcome.units] == [2]
@@ -146,19 +147,19 @@ def test_dataset_parts_equal_a_fresh_run_without_the_documents(dedup, tmp_path):
     assert not any(r.startswith("_rejects/") for r in got) and not any(r.startswith("_rejects/") for r in want)
     for rel in got:
         if rel.startswith(("_duplicates/", "_work/")):
-            table = pq.read_table(out / rel)
+            table = pq.read_table(side(out) / rel)
             if "id" in table.column_names:
                 assert not {"d0", "e1"} & set(table["id"].to_pylist()), rel
     m = json.loads((out / "_manifest.json").read_text())
     assert m["counts"] == {"in": 6, "out": 6, "dropped": {}}
     assert m["erasures"][0]["documents"] == 2 and m["erasures"][0]["by"] == "ids"
     assert '"d0"' not in json.dumps(m) and m["status"] == "complete"
-    assert (out / "_SUCCESS").exists() and not any(p.name.startswith("erase-") for p in (out / "_state").iterdir())
+    assert (out / "_SUCCESS").exists() and not any(p.name.startswith("erase-") for p in (side(out, "_state")).iterdir())
     _verify_ok(out)
     # a second run finds nothing and changes nothing
-    after = snapshot(out)
+    after = snapshot(out, side(out))
     again = erase.erase([out], request(tmp_path, "ids", ["d0", "e1"]))
-    assert again.units == [] and again.already and snapshot(out) == after
+    assert again.units == [] and again.already and snapshot(out, side(out)) == after
     assert after != before
 
 
@@ -168,10 +169,10 @@ def test_references_to_an_erased_kept_document_are_replaced(tmp_path, fmt):
     out = tmp_path / "dedup"
     run_stage("exact_dedup", {}, [write_input(tmp_path / "in")], out, format=fmt)
     erase.erase([out], request(tmp_path, "ids", ["d1"]))
-    rejects = read_rows(out / f"_rejects/part-00001.{fmt}")
+    rejects = read_rows(side(out, "_rejects", f"part-00001.{fmt}"))
     assert rejects[["id", "_reason", "_detail"]].values.tolist() == [
         ["e1", "exact_duplicate", "duplicate of an erased document"]]
-    duplicates = pd.concat([pd.read_parquet(p) for p in sorted((out / "_duplicates").glob("*.parquet"))])
+    duplicates = pd.concat([pd.read_parquet(p) for p in sorted((side(out, "_duplicates")).glob("*.parquet"))])
     assert duplicates["id"].tolist() == ["e1"] and duplicates["kept_id"].isna().all()
     assert not any("d1" in json.dumps(read_rows(p).astype(str).values.tolist()) for p in out.rglob("*.*")
                    if p.suffix in (".parquet", ".jsonl") and not p.name.startswith("."))
@@ -184,17 +185,17 @@ def test_fuzzy_shingle_sets_of_an_erased_document_are_zeroed(tmp_path):
     src = write_input(tmp_path / "in")
     out = tmp_path / "fuzzy"
     run_stage("fuzzy_dedup", {}, [src], out, format="parquet")
-    sig = pd.read_parquet(out / "_work" / "signatures" / "part-00000.parquet")
-    before = np.fromfile(out / "_work" / "shingles" / "part-00000.u64", dtype="<u8")
-    other = np.fromfile(out / "_work" / "shingles" / "part-00001.u64", dtype="<u8")
+    sig = pd.read_parquet(side(out, "_work") / "signatures" / "part-00000.parquet")
+    before = np.fromfile(side(out, "_work") / "shingles" / "part-00000.u64", dtype="<u8")
+    other = np.fromfile(side(out, "_work") / "shingles" / "part-00001.u64", dtype="<u8")
     erase.erase([out], request(tmp_path, "ids", ["d2"]))
-    after = np.fromfile(out / "_work" / "shingles" / "part-00000.u64", dtype="<u8")
+    after = np.fromfile(side(out, "_work") / "shingles" / "part-00000.u64", dtype="<u8")
     d2 = sig.set_index("id").loc["d2"]
     gone = np.zeros(len(before), dtype=bool)
     gone[int(d2["start"]):int(d2["start"]) + int(d2["count"])] = True
     assert len(after) == len(before) and (after[gone] == 0).all() and (after[~gone] == before[~gone]).all()
-    assert (np.fromfile(out / "_work" / "shingles" / "part-00001.u64", dtype="<u8") == other).all()
-    assert "d2" not in set(pd.read_parquet(out / "_work" / "signatures" / "part-00000.parquet")["id"])
+    assert (np.fromfile(side(out, "_work") / "shingles" / "part-00001.u64", dtype="<u8") == other).all()
+    assert "d2" not in set(pd.read_parquet(side(out, "_work") / "signatures" / "part-00000.parquet")["id"])
     _verify_ok(out)
     again = erase.erase([out], request(tmp_path, "ids", ["d2"]))
     assert again.units == []
@@ -311,12 +312,12 @@ def _holds_changed(before, after, name):
 
 def test_consumers_need_their_token_set(token_chain, tmp_path):
     tokens, packed, shards = token_chain
-    before = snapshot(tokens, packed, shards)
+    before = snapshot(tokens, packed, shards, side(tokens), side(packed), side(shards))
     with pytest.raises(SettingsError, match="does not include"):
         erase.erase([packed], request(tmp_path, "ids", ["d1"]))
     with pytest.raises(SettingsError, match="too few for one training shard"):
         erase.erase([tokens, shards], request(tmp_path, "ids", [d["id"] for g in DOCS for d in g][:-1]))
-    assert snapshot(tokens, packed, shards) == before
+    assert snapshot(tokens, packed, shards, side(tokens), side(packed), side(shards)) == before
 
 
 # --------------------------------------------------------------------------- resume, refusals
@@ -326,7 +327,7 @@ def test_a_killed_erase_resumes_to_the_same_files(token_chain, tmp_path, monkeyp
     tokens, packed, shards = token_chain
     copies = [tmp_path / f"copy-{p.name}" for p in (tokens, packed, shards)]
     for a, b in zip((tokens, packed, shards), copies):
-        shutil.copytree(a, b)
+        copy_output(a, b)
     for copy in copies[1:]:  # the copies' consumers name the copied token set
         p = copy / "_manifest.json"
         p.write_text(p.read_text().replace(str(tokens), str(copies[0])))
@@ -361,7 +362,7 @@ def test_a_killed_erase_resumes_to_the_same_files(token_chain, tmp_path, monkeyp
 def test_killed_after_a_manifest_was_written_counts_once(dedup, tmp_path, monkeypatch):
     _src, out = dedup
     copy = tmp_path / "copy"
-    shutil.copytree(out, copy)
+    copy_output(out, copy)
     req = request(tmp_path, "ids", ["d0", "e1"])
     erase.erase([copy], req)
     real = Output.forget
@@ -377,14 +378,14 @@ def test_killed_after_a_manifest_was_written_counts_once(dedup, tmp_path, monkey
     assert json.loads((out / "_manifest.json").read_text())["counts"] == \
         json.loads((copy / "_manifest.json").read_text())["counts"]
     assert len(json.loads((out / "_manifest.json").read_text())["erasures"]) == 1
-    assert data_files(out) == data_files(copy) and not list((out / "_state").glob("erase-*"))
+    assert data_files(out) == data_files(copy) and not list((side(out, "_state")).glob("erase-*"))
 
 
 def test_refusals_change_nothing(dedup, tmp_path):
     _src, out = dedup
-    before = snapshot(out)
+    before = snapshot(out, side(out))
     outcome = erase.erase([out], request(tmp_path, "ids", ["d0", "nobody", "nothing"]))
-    assert outcome.refused and outcome.unknown == ["nobody", "nothing"] and snapshot(out) == before
+    assert outcome.refused and outcome.unknown == ["nobody", "nothing"] and snapshot(out, side(out)) == before
     with pytest.raises(OwnershipError, match="not a curate output"):
         erase.erase([tmp_path / "in"], request(tmp_path, "ids", ["d0"]))
     (out / "mine.parquet").write_bytes(b"x")
@@ -400,7 +401,7 @@ def test_refusals_change_nothing(dedup, tmp_path):
     with pytest.raises(SettingsError, match="did not finish"):
         erase.erase([out], request(tmp_path, "ids", ["d0"]))
     (out / "_SUCCESS").write_bytes(b"")
-    assert snapshot(out) == before
+    assert snapshot(out, side(out)) == before
 
 
 def test_a_sidecar_that_disagrees_with_its_idx_is_refused(tmp_path):
@@ -418,10 +419,10 @@ def test_a_sidecar_that_disagrees_with_its_idx_is_refused(tmp_path):
         if r["path"] == rec["path"]:
             r.update(rec)
     (out / "_manifest.json").write_text(json.dumps(m))
-    before = snapshot(out)
+    before = snapshot(out, side(out))
     with pytest.raises(DataError, match=r"part_00000.docs.parquet: rows: 3, but part_00000.idx has 4"):
         erase.erase([out], request(tmp_path, "ids", ["d1"]))
-    assert snapshot(out) == before
+    assert snapshot(out, side(out)) == before
 
 
 # --------------------------------------------------------------------------- killed at every file operation
@@ -478,13 +479,13 @@ def test_an_erase_killed_after_any_file_operation_then_rerun_equals_a_clean_eras
     import contextlib
 
     pristine = tmp_path / "pristine"
-    shutil.copytree(job_chain, pristine)
+    copy_output(job_chain, pristine)
     roots = [job_chain / "job", job_chain / "pack", job_chain / "shards"]
     req = request(tmp_path, "ids", ["e1", "d2"])
 
     def restore():
         shutil.rmtree(job_chain)
-        shutil.copytree(pristine, job_chain)
+        copy_output(pristine, job_chain)
 
     erase.erase(roots, req)
     clean = _normalised(job_chain)

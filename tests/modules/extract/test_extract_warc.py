@@ -9,7 +9,7 @@ import pytest
 from curate.stages.errors import DataError, SettingsError
 from curate.stages.extract import RawFile
 from curate.stages.extract.warc import COLUMNS, ExtractWarcSettings, extract_warc_file
-from tests.conftest import curate, read_output, run_stage
+from tests.conftest import curate, read_output, run_stage, side
 from tests.rawdata import (
     MALFORMED_RECORD,
     RUST_BOOK,
@@ -81,7 +81,7 @@ def test_only_html_200_responses_are_documents_and_rejects_are_counted(tmp_path)
     assert out["url"].tolist() == ["http://x/good", "http://x/after-malformed"]
     assert manifest["counts"]["dropped"] == {
         "http_status": 1, "not_html": 1, "no_text": 2, "malformed_record": 1, "too_large": 1, "undecodable": 1}
-    rejects = pd.read_parquet(tmp_path / "out" / "_rejects" / "part-00000.parquet")
+    rejects = pd.read_parquet(side(tmp_path / "out", "_rejects") / "part-00000.parquet")
     assert set(rejects["_reason"]) == set(manifest["counts"]["dropped"])
     assert rejects["_detail"].str.contains("mixed.warc.gz").all()  # every reject names its file
     huge = rejects[rejects["_reason"] == "too_large"].iloc[0]
@@ -294,7 +294,7 @@ def test_a_damaged_member_loses_only_its_record(tmp_path, keep):
     manifest = run_stage("extract_warc", {}, [path], tmp_path / "out", on_error="skip")
     assert read_output(tmp_path / "out")["url"].tolist() == [f"http://x/{i}" for i in (0, 1, 3, 4, 5)]
     assert manifest["counts"] == {"in": 6, "out": 5, "dropped": {"corrupt_record": 1}}
-    rejects = pd.read_parquet(tmp_path / "out" / "_rejects" / "part-00000.parquet")
+    rejects = pd.read_parquet(side(tmp_path / "out", "_rejects") / "part-00000.parquet")
     assert rejects["_reason"].tolist() == ["corrupt_record"]
     assert f"cut.warc.gz: gzip member at compressed byte {offset} is damaged" in rejects["_detail"][0]
     with pytest.raises(DataError, match=rf"cut\.warc\.gz: gzip member at compressed byte {offset} is damaged"):

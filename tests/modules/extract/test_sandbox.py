@@ -15,7 +15,7 @@ import time
 import pytest
 
 from curate.stages.extract.sandbox import PageCrashed, PageTimeout, PageTooLarge, Sandbox
-from tests.conftest import read_output, run_stage
+from tests.conftest import read_output, run_stage, side
 from tests.rawdata import page_warc, rust_pages
 
 T = "tests.modules.extract.sandbox_targets"
@@ -58,7 +58,7 @@ def test_extract_warc_rejects_hanging_and_hungry_pages_and_goes_on(tmp_path, mon
     assert time.monotonic() - started < 60
     assert manifest["counts"]["in"] == 6 and manifest["counts"]["dropped"] == {"timeout": 1, "too_large": 1}
     assert sorted(read_output(tmp_path / "out")["url"]) == sorted(u for u, _ in pages)
-    rejects = read_output(tmp_path / "out" / "_rejects").set_index("_reason")["_detail"]
+    rejects = read_output(side(tmp_path / "out", "_rejects")).set_index("_reason")["_detail"]
     assert "a.warc.gz: record" in rejects["timeout"] and "no result after 2 s" in rejects["timeout"]
     assert "b.warc.gz: record" in rejects["too_large"] and "--extract-memory" in rejects["too_large"]
 
@@ -85,7 +85,7 @@ def test_extract_wikipedia_rejects_a_hanging_page(tmp_path, monkeypatch):
                          tmp_path / "out", on_error="skip")
     assert manifest["counts"]["dropped"] == {"timeout": 1}
     assert sorted(read_output(tmp_path / "out")["title"]) == ["A", "C"]
-    [detail] = read_output(tmp_path / "out" / "_rejects")["_detail"]
+    [detail] = read_output(side(tmp_path / "out", "_rejects"))["_detail"]
     assert "a.xml: page 2 ('B')" in detail and "no result after 2 s" in detail
 
 
@@ -241,7 +241,7 @@ def test_a_page_the_extractor_runs_out_of_memory_on_is_too_large(tmp_path, monke
     manifest = run_stage("extract_warc", {"extract_timeout": 5}, str(tmp_path / "in" / "*.warc.gz"),
                          tmp_path / "out")
     assert manifest["counts"]["in"] == 5 and manifest["counts"]["dropped"] == {"too_large": 1}
-    [detail] = read_output(tmp_path / "out" / "_rejects")["_detail"]
+    [detail] = read_output(side(tmp_path / "out", "_rejects"))["_detail"]
     assert "a.warc.gz: record" in detail and "--extract-memory" in detail
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from tests.conftest import read_output, run_stage, write_jsonl
+from tests.conftest import read_output, run_stage, side, write_jsonl
 
 MODULE = '''
 from dataclasses import dataclass
@@ -63,7 +63,7 @@ def test_a_nan_score_rejects_with_reason_nan_and_counts_as_scored(tmp_path, chai
     m = run_stage("filter", {"config": chain("{filter: 'nanfilters:NanForShort'}", "{filter: word_count, min: 1}")},
                   str(tmp_path / "in" / "*.jsonl"), tmp_path / "out")
     assert m["counts"]["out"] == 8 and m["counts"]["dropped"] == {"nan": 4}
-    rejects = pd.concat(pd.read_parquet(p) for p in sorted((tmp_path / "out" / "_rejects").glob("*.parquet")))
+    rejects = pd.concat(pd.read_parquet(p) for p in sorted((side(tmp_path / "out", "_rejects")).glob("*.parquet")))
     assert sorted(rejects["id"]) == ["d0", "d3", "d6", "d9"]
     assert set(rejects["_reason"]) == {"nan"} and set(rejects["_detail"]) == {"nan_for_short: the score is NaN"}
     counts = m["score_sample"]["filters"]["nan_for_short"]

@@ -9,7 +9,7 @@ import pytest
 from curate.stages.dataset import STRING
 from curate.stages.errors import SettingsError
 from curate.stages.filters.stage import FilterSettings, FilterStage
-from tests.conftest import curate, read_output, run_stage, write_jsonl
+from tests.conftest import curate, read_output, run_stage, side, write_jsonl
 
 GOOD = " ".join(["The quick brown fox jumps over the lazy dog and that is the end of it."] * 5)
 DOCS = [
@@ -47,7 +47,7 @@ def test_stage_counts_reasons_and_writes_rejects(setup):
     out = read_output(tmp / "out")
     assert sorted(out["id"]) == ["good1", "good2"]
     assert {"score_word_count", "score_numbers", "score_repeated_lines"} <= set(out.columns)
-    rejects = pd.concat(pd.read_parquet(p) for p in sorted((tmp / "out" / "_rejects").glob("*.parquet")))
+    rejects = pd.concat(pd.read_parquet(p) for p in sorted((side(tmp / "out", "_rejects")).glob("*.parquet")))
     assert dict(zip(rejects["id"], rejects["_reason"])) == {
         "short": "word_count", "digits": "numbers", "empty": "word_count", "spaces": "word_count"}
 
@@ -125,7 +125,7 @@ def test_score_sample_counts_and_histograms_without_keep_scores(setup):
     assert oracle["score_sample"] == manifest["score_sample"]
     sample = manifest["score_sample"]
     assert (sample["documents"], sample["sampled"]) == (6, 6)
-    scores = pd.concat([read_output(tmp / "k"), *(pd.read_parquet(p) for p in (tmp / "k" / "_rejects").glob("*"))])
+    scores = pd.concat([read_output(tmp / "k"), *(pd.read_parquet(p) for p in (side(tmp / "k", "_rejects")).glob("*"))])
     for f in manifest["filters"]:
         v = scores[f["column"]].dropna().to_numpy(dtype=float)
         entry = sample["filters"][f["reason"]]
@@ -169,9 +169,9 @@ def test_a_resumed_run_samples_only_the_partitions_it_writes(setup):
     full = run_stage("filter", {"config": chain}, str(tmp / "in" / "*.jsonl"), tmp / "out")
     assert (full["score_sample"]["partitions"], full["score_sample"]["of_partitions"]) == (2, 2)
     out = tmp / "out"
-    for name in ("_manifest.json", "_SUCCESS", "_state/part-00001.json", "part-00001.parquet",
-                 "_rejects/part-00001.parquet"):
-        (out / name).unlink(missing_ok=True)  # as if killed after writing partition 0 only
+    for path in (out / "_manifest.json", out / "_SUCCESS", side(out, "_state", "part-00001.json"),
+                 out / "part-00001.parquet", side(out, "_rejects", "part-00001.parquet")):
+        path.unlink(missing_ok=True)  # as if killed after writing partition 0 only
     resumed = run_stage("filter", {"config": chain}, str(tmp / "in" / "*.jsonl"), out)
     assert resumed["counts"] == full["counts"]
     sample = resumed["score_sample"]

@@ -6,6 +6,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -22,6 +23,7 @@ from curate.stages.output import (
     unlisted,
     verify_unit,
 )
+from tests.conftest import side
 
 STAGE = {"kind": "stage", "stage": "clean"}
 
@@ -71,8 +73,8 @@ def test_journal_resume_and_ownership(tmp_path):
         out.remove("user.txt")
     manifest = out.finish({"fingerprint": "run1"}, [])
     # finish deleted what the unit owned and did not list, never the user's file
-    assert sorted(os.listdir(tmp_path)) == ["_SUCCESS", "_manifest.json", "_state", "user.txt"]
-    assert os.listdir(tmp_path / "_state") == ["part-00000.json"]  # this run's record stays for resuming
+    assert sorted(os.listdir(tmp_path)) == ["_SUCCESS", "_manifest.json", "user.txt"]
+    assert os.listdir(side(tmp_path, "_state")) == ["part-00000.json"]  # this run's record stays for resuming
     assert manifest["status"] == "complete" and manifest["outputs"] == []
 
 
@@ -196,10 +198,10 @@ def test_no_write_or_delete_through_a_link(tmp_path):
     out = Output.at(tmp_path / "o")
     out.begin(STAGE)
     out.finish({"stage": "clean"}, [out.write_bytes("_rejects/part-00000.parquet", b"curate's")])
-    (tmp_path / "o" / "_rejects" / "part-00000.parquet").unlink()
-    (tmp_path / "o" / "_rejects").rmdir()
-    (tmp_path / "o" / "_rejects").symlink_to(folder)
-    link = tmp_path / "o" / "_rejects"
+    side(tmp_path / "o", "_rejects", "part-00000.parquet").unlink()
+    side(tmp_path / "o", "_rejects").rmdir()
+    side(tmp_path / "o", "_rejects").symlink_to(folder)
+    link = side(tmp_path / "o", "_rejects")
     with pytest.raises(OwnershipError, match=f"^{link}: a symbolic link \\(to {folder}\\) inside the output"):
         check_claim(out, STAGE)
     with pytest.raises(OwnershipError, match=f"^{link}: a symbolic link"):
@@ -212,8 +214,8 @@ def test_no_write_or_delete_through_a_link(tmp_path):
         out.finish({"stage": "clean"}, [])  # would delete the listed file it no longer writes
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
     # a link to a file, or deeper down, is refused as well; the claim names the first and counts the rest
-    (tmp_path / "o" / "_work").mkdir()
-    (tmp_path / "o" / "_work" / "x.json").symlink_to(folder / "part-00000.parquet")
+    side(tmp_path / "o", "_work").mkdir()
+    side(tmp_path / "o", "_work", "x.json").symlink_to(folder / "part-00000.parquet")
     with pytest.raises(OwnershipError, match="_rejects: a symbolic link .* inside the output .* \\(and 1 more\\)"):
         check_claim(out, STAGE)
     assert out.links() == ["_rejects", "_work/x.json"]
@@ -246,6 +248,59 @@ def test_begin_removes_only_the_temporaries_a_killed_run_of_the_unit_left(tmp_pa
     others = [".code_00000.bin.curate-tmp-2-cccc", "._manifest.code.json.curate-tmp-2-dddd",  # another unit, live
               "_LOCK.web.curate-tmp-3", ".notes.txt.curate-tmp-4"]  # the lock's heartbeat; the user's
     for rel in mine + others:
-        (tmp_path / rel).write_bytes(b"half")
+        Path(out.path(rel)).write_bytes(b"half")
     out.begin({"kind": "stage", "stage": "tokenize"})  # the rerun
-    assert sorted(rel for rel in mine + others if (tmp_path / rel).exists()) == sorted(others)
+    assert sorted(rel for rel in mine + others if Path(out.path(rel)).exists()) == sorted(others)
+
+
+def test_the_side_folder_is_the_outputs_own(tmp_path):
+    """``o.side/`` holds the side outputs of ``o`` (rejects, dedup audits and intermediates, journal): a
+    claim refuses it when it holds a file of someone else's or is a link, and refuses to write into it."""
+    out = Output.at(tmp_path / "o")
+    out.begin(STAGE)
+    out.finish({"stage": "clean"}, [out.write_bytes("_rejects/part-00000.parquet", b"curate's"),
+                                    out.write_bytes("part-00000.parquet", b"kept")])
+    assert sorted(os.listdir(tmp_path / "o")) == ["_SUCCESS", "_manifest.json", "part-00000.parquet"]
+    assert side(tmp_path / "o", "_rejects", "part-00000.parquet").read_bytes() == b"curate's"
+    check_claim(out, STAGE)
+    with pytest.raises(OwnershipError, match="the side folder of the curate output"):
+        check_claim(Output.at(side(tmp_path / "o")), STAGE)
+    with pytest.raises(OwnershipError, match="the input"):
+        check_not_input(str(tmp_path / "o"), [str(side(tmp_path / "o", "_rejects"))])
+    side(tmp_path / "o", "notes.txt").write_text("mine")
+    with pytest.raises(OwnershipError, match="notes.txt: not a side file of curate's"):
+        check_claim(out, STAGE)
+    from curate.app.commands.verify import output_problems
+
+    assert [p for p in output_problems(str(tmp_path / "o"), True) if "notes.txt: unlisted" in p]
+    side(tmp_path / "o", "notes.txt").unlink()
+    folder, before = decoy(tmp_path)
+    os.rename(side(tmp_path / "o"), tmp_path / "moved")
+    side(tmp_path / "o").symlink_to(folder)
+    with pytest.raises(OwnershipError, match="a symbolic link .* where curate keeps the side files"):
+        check_claim(out, STAGE)
+    with pytest.raises(OwnershipError, match="a symbolic link .* where curate keeps the side files"):
+        out.write_bytes("_rejects/part-00001.parquet", b"through the link")
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+
+def test_an_earlier_curates_side_folders_are_read_inside_and_moved_by_the_next_run(tmp_path):
+    out = Output.at(tmp_path / "o")
+    out.begin(STAGE)
+    out.intend("part-00000", ["_rejects/part-00000.parquet"])
+    rec = out.write_bytes("_rejects/part-00000.parquet", b"rejected")
+    out.record_done("part-00000", "run1", [rec])
+    out.finish({"fingerprint": "run1"}, [rec])
+    for name in ("_rejects", "_state"):  # where curate wrote them before
+        os.rename(side(tmp_path / "o", name), tmp_path / "o" / name)
+    assert out.path("_rejects/part-00000.parquet") == str(tmp_path / "o" / "_rejects" / "part-00000.parquet")
+    assert out.finished("part-00000", "run1") is not None and verify_unit(out, checksums=True) == []
+    # a folder a killed run left inside with a temporary only: nothing there to read, the step writes beside
+    (tmp_path / "o" / "_work" / "hashes").mkdir(parents=True)
+    (tmp_path / "o" / "_work" / "hashes" / ".part-00000.parquet.curate-tmp-1-ab").write_bytes(b"half")
+    assert out.path("_work/hashes") == str(side(tmp_path / "o", "_work", "hashes"))
+    (tmp_path / "o" / "_work" / "hashes" / ".part-00000.parquet.curate-tmp-1-ab").unlink()
+    out.begin(STAGE)
+    assert sorted(os.listdir(tmp_path / "o")) == ["_manifest.json"]
+    assert out.finished("part-00000", "run1") is not None
+    assert side(tmp_path / "o", "_rejects", "part-00000.parquet").read_bytes() == b"rejected"

@@ -26,7 +26,7 @@ from curate.stages.pack import (
     segments,
     verify,
 )
-from tests.conftest import curate, run_stage
+from tests.conftest import curate, run_stage, side
 from tests.modules.tokenize.helpers import read_pair
 from tests.modules.tokensets import make_token_set
 
@@ -226,7 +226,7 @@ def test_stage_drop_mode_rejects_and_window_mode(tmp_path):
     ts = make_token_set(tmp_path / "tok", pairs, vocab_size=100, eod_id=99)
     m = run_stage("pack", {"seq_length": 8, "long_docs": "drop"}, ts, tmp_path / "drop")
     assert m["counts"] == {"in": 4, "out": 2, "dropped": {"too_long": 2}}
-    rejects = pd.read_parquet(tmp_path / "drop" / "_rejects" / "part_00000.parquet")
+    rejects = pd.read_parquet(side(tmp_path / "drop", "_rejects") / "part_00000.parquet")
     assert rejects[["document", "tokens", "_reason"]].values.tolist() == [[1, 20, "too_long"]]
     m = run_stage("pack", {"seq_length": 8, "long_docs": "window", "stride": 6}, ts, tmp_path / "win")
     assert m["counts"]["dropped"] == {} and m["totals"]["segments"] == 1 + 4 + 1 + 2  # 20 tokens: windows at 0, 6, 12, 13

@@ -23,7 +23,7 @@ from curate.stages.select import (
     schema_of,
     select_frame,
 )
-from tests.conftest import curate, read_output, run_stage, write_jsonl
+from tests.conftest import curate, read_output, run_stage, side, write_jsonl
 
 NAN = float("nan")
 INF = float("inf")
@@ -466,7 +466,7 @@ def test_stage_two_partitions_counts_clauses(two_files):
     assert m["counts"]["dropped"] == {"select": 40 - len(want)}
     assert m["counts"]["details"] == {"select": first}
     assert m["select"]["clauses"] == ["score >= 0.5", "lang in ('en', 'de')"]
-    rejects = pd.concat(pd.read_parquet(p) for p in sorted((tmp / "out" / "_rejects").glob("*.parquet")))
+    rejects = pd.concat(pd.read_parquet(p) for p in sorted((side(tmp / "out", "_rejects")).glob("*.parquet")))
     assert set(rejects["_reason"]) == {"select"} and rejects["text"].notna().all()
     assert rejects.set_index("id")["_detail"].to_dict()["d2"] == "score >= 0.5"  # score null
 

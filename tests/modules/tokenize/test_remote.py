@@ -62,7 +62,7 @@ def test_tokenize_to_s3(s3, tmp_path, monkeypatch):
     for i in range(3):
         for ext in ("bin", "idx"):
             assert fs.cat_file(f"bkt/tok/part_{i:05d}.{ext}") == (tmp_path / "local" / f"part_{i:05d}.{ext}").read_bytes()
-    assert fs.exists("bkt/tok/_rejects/part-00001.parquet")
+    assert fs.exists("bkt/tok.side/_rejects/part-00001.parquet")  # the side folder, beside the token files
     assert not (tmp_path / "s3:").exists()
 
     report = verify.verify("s3://bkt/tok")
@@ -89,7 +89,8 @@ def test_cli_with_workers_uploads(s3, tmp_path):
     assert "ran" in proc.stdout
     fs.invalidate_cache()
     names = sorted(p.rsplit("/", 1)[-1] for p in fs.ls("bkt/cli"))
-    assert names == ["_SUCCESS", "_manifest.json", "_rejects", "_state",
+    assert sorted(p.rsplit("/", 1)[-1] for p in fs.ls("bkt/cli.side")) == ["_rejects", "_state"]
+    assert names == ["_SUCCESS", "_manifest.json",
                      "part_00000.bin", "part_00000.docs.parquet", "part_00000.idx",
                      "part_00001.bin", "part_00001.docs.parquet", "part_00001.idx",
                      "part_00002.bin", "part_00002.docs.parquet", "part_00002.idx"]

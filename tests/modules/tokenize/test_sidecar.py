@@ -21,7 +21,7 @@ import pytest
 from curate.stages.errors import DataError
 from curate.stages.tokenize.merge import merge
 from curate.stages.tokenize.verify import verify
-from tests.conftest import run_stage, write_jsonl
+from tests.conftest import copy_output, run_stage, side, write_jsonl
 from tests.modules.tokenize.helpers import read_index, write_token_set
 
 TOK = "tiktoken:cl100k_base"
@@ -172,7 +172,7 @@ def test_a_killed_run_resumes_to_the_same_sidecars(tmp_path, enc):
     before = {p.name: p.read_bytes() for p in out.glob("part_*")}
     # what a kill in partition 1 leaves: its intent, its pair written, its sidecar a temporary
     (out / "_SUCCESS").unlink()
-    journal = out / "_state" / "part-00001.json"
+    journal = side(out, "_state") / "part-00001.json"
     intent = {"key": "part-00001", "status": "writing", "paths": json.loads(journal.read_text())["files"]}
     journal.write_text(json.dumps({**intent, "paths": [f["path"] for f in intent["paths"]]}))
     (out / "part_00001.docs.parquet").rename(out / ".part_00001.docs.parquet.curate-tmp-99999-abcd")
@@ -197,7 +197,7 @@ def tokenized(tmp_path_factory):
 
 @pytest.fixture
 def out(tokenized, tmp_path):
-    return shutil.copytree(tokenized / "out", tmp_path / "out")
+    return copy_output(tokenized / "out", tmp_path / "out")
 
 
 def test_verify_a_sidecar_with_a_row_dropped_names_the_pair(out, capsys):
@@ -281,7 +281,7 @@ def test_merged_sidecar_is_the_concatenation(tokenized, tmp_path, enc):
 
 
 def test_merge_refuses_a_damaged_input_sidecar_and_leaves_nothing(tokenized, tmp_path):
-    src = shutil.copytree(tokenized / "out", tmp_path / "in")
+    src = copy_output(tokenized / "out", tmp_path / "in")
     path = src / "part_00001.docs.parquet"
     table = pq.read_table(path)
     rewrite_sidecar(path, table.slice(1))

@@ -1,7 +1,6 @@
 """The verify gate: every check fails with a line naming the file and the check."""
 
 import json
-import shutil
 import struct
 
 import numpy as np
@@ -9,7 +8,7 @@ import pytest
 
 from curate.stages.errors import SettingsError
 from curate.stages.tokenize.verify import verify
-from tests.conftest import run_stage, write_jsonl
+from tests.conftest import copy_output, run_stage, write_jsonl
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +23,7 @@ def good(tmp_path_factory):
 
 @pytest.fixture
 def out(good, tmp_path):
-    return shutil.copytree(good, tmp_path / "out")
+    return copy_output(good, tmp_path / "out")
 
 
 def test_good_output(out):

@@ -18,7 +18,7 @@ from curate.stages.tokenize.writer import (
     frame_documents,
     parse_split,
 )
-from tests.conftest import run_stage, write_jsonl
+from tests.conftest import run_stage, side, write_jsonl
 from tests.modules.tokenize.helpers import read_dir, read_pair
 
 TEXTS = [
@@ -170,7 +170,7 @@ def test_uint16_several_partitions_round_trip(tmp_path, bpe_dir):
     assert all(d[-1] == tok.eod_id and tok.eod_id not in d[:-1] for d in docs)
     # the empty document is skipped, counted and kept in _rejects
     assert m["counts"] == {"in": 9, "out": 8, "dropped": {"empty": 1}}
-    rejects = pd.read_parquet(out / "_rejects" / "part-00000.parquet")
+    rejects = pd.read_parquet(side(out, "_rejects") / "part-00000.parquet")
     assert rejects["id"].tolist() == ["f0-2"] and rejects["_reason"].tolist() == ["empty"]
     per_file = {f["name"]: f for f in m["files"]}
     assert per_file["part_00000"]["documents"] == 3
@@ -250,7 +250,7 @@ def test_text_field_and_rejected_rows(tmp_path, bpe_dir):
     assert m["counts"]["dropped"] == {"invalid_json": 1, "invalid_utf8": 1, "missing_text": 1}
     _, docs = read_pair(tmp_path / "o" / "part_00000")
     assert [tok.decode(d[:-1]) for d in docs] == ["good one", "two"]
-    rejects = pd.read_parquet(tmp_path / "o" / "_rejects" / "part-00000.parquet")
+    rejects = pd.read_parquet(side(tmp_path / "o", "_rejects") / "part-00000.parquet")
     assert sorted(rejects["_reason"]) == ["invalid_json", "invalid_utf8", "missing_text"]
 
 
@@ -415,14 +415,14 @@ def test_partition_function_without_dask(tmp_path):
     stats = tokenize_partition(df, 3, plan)
     pd.testing.assert_frame_equal(df, before)
     assert stats["dropped"] == {"empty": 2, "invalid_json": 1} and stats["out"] == 1 and stats["in"] == 4
-    rejects = pd.read_parquet(tmp_path / "_rejects" / "part-00003.parquet")
+    rejects = pd.read_parquet(side(tmp_path, "_rejects") / "part-00003.parquet")
     assert rejects[["id", "_reason"]].values.tolist() == [["b", "empty"], ["c", "invalid_json"], ["d", "empty"]]
     assert read_pair(tmp_path / "part_00003") == (4, [[87, 100257]])
-    record = json.loads((tmp_path / "_state" / "part-00003.json").read_text())
+    record = json.loads((side(tmp_path, "_state") / "part-00003.json").read_text())
     assert record["status"] == "done" and record["stats"]["files"][0]["documents"] == 1
     # every file it wrote is in the journal with its size and checksum (the oracle: xxhash of the bytes)
     import xxhash
 
     for f in record["files"]:
-        data = (tmp_path / f["path"]).read_bytes()
+        data = Path(out.path(f["path"])).read_bytes()
         assert f["bytes"] == len(data) and f["xxh3_128"] == xxhash.xxh3_128_hexdigest(data)
