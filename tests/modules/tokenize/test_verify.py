@@ -175,7 +175,7 @@ def small_vocab(tmp_path_factory):
 
 
 def edited(small_vocab, tmp_path, edit):
-    out = shutil.copytree(small_vocab, tmp_path / "out")
+    out = copy_output(small_vocab, tmp_path / "out")
     manifest = json.loads((out / "_manifest.json").read_text())
     edit(manifest)
     (out / "_manifest.json").write_text(json.dumps(manifest))
