@@ -45,7 +45,7 @@ def mini(tmp_path_factory):
 
 
 def last_stage(out):
-    return sorted(p for p in out.iterdir() if p.is_dir() and p.name[:2].isdigit())[-1]
+    return sorted(p for p in out.iterdir() if p.is_dir() and p.name[:2].isdigit() and not p.name.endswith(".side"))[-1]
 
 
 def wait_for_line(log, pattern, proc_or_job, mini, timeout=300):
