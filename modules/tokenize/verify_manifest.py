@@ -33,7 +33,9 @@ def check_manifest(target, unit: str, vocab_checked: int | None = None) -> None:
         problems.append(f"{name}: dtype: {manifest['dtype']!r}, but {first.name}.idx says {dtype} and {first.name}.bin's "
                         f"{first.bin_size} bytes hold its {first.tokens} tokens as {dtype}")
     problems += _vocabulary_problems(name, manifest, dtype, sound, vocab_checked)
-    if len(sound) == len(listed):  # every pair of the unit was read: its sums are known
+    # every pair of the unit was read, and each agrees with its own record (a pair that does not is
+    # reported on its file already, and the sums would only say it again)
+    if len(sound) == len(listed) and all(_agrees(manifest, p) for p in sound):
         problems += _sum_problems(name, manifest, sound)
     target.problems.extend(problems)
 
@@ -96,3 +98,10 @@ def _sum_problems(name: str, manifest: dict, pairs: list) -> list[str]:
             problems.append(f"{name}: counts.out: {counts['out']!r}, but its {len(pairs)} pairs hold {documents} "
                             "documents (.idx files)")
     return problems
+
+
+def _agrees(manifest: dict, p) -> bool:
+    """The pair holds what its record in the manifest's ``files`` says (where the record says it)."""
+    record = next((f for f in manifest.get("files") or [] if isinstance(f, dict) and f.get("name") == p.name), {})
+    return all(record.get(key) in (None, value)
+               for key, value in (("documents", p.documents), ("tokens", p.tokens), ("bytes", p.bin_size)))
