@@ -105,3 +105,15 @@ def _may_descend(pats: tuple[str, ...], segs: tuple[str, ...]) -> bool:
     if pats[0] == "**":
         return not segs[0].startswith(".") and _may_descend(pats, segs[1:]) or _may_descend(pats[1:], segs)
     return _seg_ok(pats[0], segs[0]) and _may_descend(pats[1:], segs[1:])
+
+
+def folder_stamp(directory: str) -> str:
+    """Names, sizes and modification times of a folder's files: a model folder whose files change gets
+    another stamp, so a cache keyed by it (or a fingerprint holding it) sees the change."""
+    parts = []
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        if os.path.isfile(path):
+            st = os.stat(path)
+            parts.append(f"{name}:{st.st_size}:{st.st_mtime_ns}")
+    return ";".join(parts)

@@ -30,17 +30,8 @@ import numpy as np
 
 from curate.stages.errors import SettingsError
 from curate.stages.filters.base import Filter, Texts
+from curate.stages.paths import folder_stamp as _stamp
 from curate.stages.stage import check_range
-
-
-def _stamp(directory: str) -> str:
-    parts = []
-    for name in sorted(os.listdir(directory)):
-        path = os.path.join(directory, name)
-        if os.path.isfile(path):
-            st = os.stat(path)
-            parts.append(f"{name}:{st.st_size}:{st.st_mtime_ns}")
-    return ";".join(parts)
 
 
 @functools.lru_cache(maxsize=4)

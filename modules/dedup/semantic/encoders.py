@@ -77,14 +77,10 @@ def model_kind(path: str) -> str:
 
 
 def stamp(path: str) -> str:
-    """Sizes and modification times of the model's files: a changed model changes the fingerprint."""
-    parts = []
-    for name in sorted(os.listdir(path)):
-        full = os.path.join(path, name)
-        if os.path.isfile(full):
-            st = os.stat(full)
-            parts.append(f"{name}:{st.st_size}:{int(st.st_mtime)}")
-    return ";".join(parts)
+    """The model folder's stamp: a changed model changes the fingerprint."""
+    from curate.stages.paths import folder_stamp
+
+    return folder_stamp(path)
 
 
 def normalise(x: np.ndarray) -> np.ndarray:
