@@ -204,6 +204,7 @@ class Tracker:
         self.stopped = threading.Event()
         self.thread: threading.Thread | None = None
         self.url: str | None = None
+        self.pending: list = []  # finished write futures whose counts are not fetched yet
 
     # setup ---------------------------------------------------------------------------------------
 
@@ -255,6 +256,7 @@ class Tracker:
             s["seconds"] = round(seconds if not skipped else (manifest.get("timings") or {}).get("seconds", 0.0), 3)
             self.state["current"] = None
             self.state["progress"] = {}
+            self.pending = []  # the stage's counts are the manifest's now
         self.dirty.set()
 
     def watch(self, futures) -> None:
@@ -272,13 +274,26 @@ class Tracker:
                 "dropped": {}, "docs_per_s": None, "elapsed": 0.0}
 
     def _done(self, future) -> None:
-        counts = None
-        if future.status == "finished" and str(future.key).startswith("write-"):
-            try:
-                counts = future.result(timeout=30)
-            except Exception:  # the job reports the failure itself; the page only misses a count
-                counts = None
-        self.finished(counts)
+        """A task finished: counted now; a write's counts are fetched with the others that finished
+        since the last publish, in one gather (one per finished task cost the client a round trip each)."""
+        from curate.stages.dataset.write import is_write_key
+
+        if future.status == "finished" and is_write_key(future.key):
+            with self.lock:
+                self.pending.append(future)
+        self.finished(None)
+
+    def _fetch_pending(self) -> None:
+        with self.lock:
+            pending, self.pending = self.pending, []
+        if not pending or self.client is None:
+            return
+        try:
+            results = self.client.gather(pending, errors="skip")
+        except Exception:  # the job reports the failure itself; the page only misses a count
+            return
+        for counts in results:
+            self._count(counts)
 
     def expect(self, n: int) -> None:
         """``n`` more tasks in the current step (threads in this process: no futures to watch)."""
@@ -294,7 +309,12 @@ class Tracker:
             if not p:
                 return
             p["partitions_done"] = p.get("partitions_done", 0) + 1
-            if isinstance(counts, dict):
+        self._count(counts)
+
+    def _count(self, counts) -> None:
+        with self.lock:
+            p = self.state["progress"]
+            if p and isinstance(counts, dict):
                 p["documents"] += int(counts.get("in", 0))
                 p["docs_at"] = time.time()  # the rate is of the time documents came in, not since
                 for k, v in (counts.get("dropped") or {}).items():
@@ -307,6 +327,7 @@ class Tracker:
         while not self.stopped.is_set():
             self.dirty.wait()
             self.dirty.clear()
+            self._fetch_pending()
             self._publish()
             self.stopped.wait(self.publish_every)
 

@@ -89,7 +89,7 @@ def run_stage(name: str, settings, inputs, output: str, io: IOSettings, compute=
         log.info("stage %s: %s -> %s", name, ", ".join(inputs), output)
         started = time.perf_counter()
         ctx = StageContext(input=inputs, output=output, io=io, fingerprint=fp, compute=compute, force=force,
-                           owner=stage_owner(name, job), started=time.time())
+                           owner=stage_owner(name, job), started=time.time(), slots=compute_slots(compute))
         try:
             manifest = cls().run(settings, ctx)
         except WorkerKilled as e:
@@ -270,6 +270,21 @@ def summary_table(outcomes: list[StageOutcome]) -> str:
     return "\n".join(lines)
 
 
+def compute_slots(compute) -> int:
+    """The threads that run ``compute``'s tasks: its client's workers' (as the stage starts), or this
+    process's."""
+    client = getattr(getattr(compute, "tracker", None), "client", None)
+    if client is not None:
+        try:
+            return max(1, sum(int(n) for n in client.nthreads().values()))
+        except Exception as e:  # a courtesy for the task split: the run goes on with one
+            log.warning("cannot count the cluster's threads (%s: %s)", type(e).__name__, e)
+            return 1
+    import dask
+
+    return int(dask.config.get("num_workers", None) or os.cpu_count() or 1)
+
+
 def make_compute(client, show_progress: bool | None = None):
     """A compute function for stages: submit to the client (or run on this process's threads), and
     count the finished tasks for the job's progress line and the live page (:mod:`curate.app.live`).
@@ -301,6 +316,8 @@ def _compute_here(collections, tracker):
     import dask
     from dask.callbacks import Callback
 
+    from curate.stages.dataset.write import is_write_key
+
     keys = set()
     for c in collections:
         keys.update(k for k in dask.core.flatten(c.__dask_keys__()) if not isinstance(k, list))
@@ -309,7 +326,7 @@ def _compute_here(collections, tracker):
     class Count(Callback):
         def _posttask(self, key, result, dsk, state, worker_id):
             if key in keys:
-                tracker.finished(result if isinstance(key, str) and key.startswith("write-") else None)
+                tracker.finished(result if is_write_key(key) else None)
 
     with Count():
         return dask.compute(*collections)

@@ -232,8 +232,10 @@ def settings_files(settings) -> list[str]:
 
 #: stages whose rule changed in a way their settings do not show, and the rule's version: counted in
 #: the fingerprint, so an output written under the earlier rule is never taken as up to date (fuzzy
-#: dedup's smallest-id was the hub-first rule; sentence dedup cut unique spans; URL keys merged pages)
-RULES = {"fuzzy_dedup": 2, "sentence_dedup": 2, "url_dedup": 2}
+#: dedup's smallest-id was the hub-first rule; sentence dedup cut unique spans; URL keys merged pages).
+#: Also where a stage's intermediates changed layout, so a killed run's are never resumed from (fuzzy
+#: 3: the band keys are written by the signatures step)
+RULES = {"fuzzy_dedup": 3, "sentence_dedup": 2, "url_dedup": 2}
 
 
 def fingerprint(stage: str, settings, input_identity, io: IOSettings) -> str:

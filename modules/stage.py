@@ -144,6 +144,10 @@ class StageContext:
     #: when the stage began (epoch seconds, set by the runner): the manifest's time covers all of the
     #: stage's work (a dedup's steps, an extraction's downloads), not only its final write
     started: float | None = None
+    #: the threads that run tasks (set by the runner: the cluster's, or this process's). A step of
+    #: little work per partition runs in about this many tasks, never more than one per partition;
+    #: what it writes never depends on it
+    slots: int | None = None
 
     def run_compute(self, *collections):
         import dask

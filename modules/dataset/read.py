@@ -41,6 +41,13 @@ def read_partitions(specs, io_settings: IOSettings | None = None) -> tuple[pd.Da
     return schema, [read(p, io_settings=io_settings, schema=schema) for p in pieces]
 
 
+def read_pieces(specs, io_settings: IOSettings | None = None) -> tuple[pd.DataFrame, list[Piece]]:
+    """(schema, pieces): what :func:`read_partitions` reads, for a task that reads its piece itself
+    (``read_piece(piece, io_settings, schema)``) and so is one task per partition, not two."""
+    pieces, schema = _pieces_and_schema(specs, io_settings or IOSettings())
+    return schema, pieces
+
+
 def _pieces_and_schema(specs, io_settings: IOSettings) -> tuple[list[Piece], pd.DataFrame]:
     files = expand_named(specs, allow_incomplete=io_settings.allow_incomplete)
     pieces = plan_pieces(files, parse_bytes(io_settings.blocksize, "blocksize"))

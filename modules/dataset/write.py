@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import socket
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -75,6 +78,44 @@ def write_partition(df: pd.DataFrame, i: int, out, fmt: str, reject_columns=None
     return {**stats, "outputs": files, **({"side": side} if prepare is not None else {})}
 
 
+def _write_mapped(df, out, fmt, reject_columns, run, count_details, prepare, partition_info=None) -> dict:
+    return write_partition(df, partition_info["number"], out, fmt, reject_columns, run, count_details, prepare)
+
+
+def is_write_key(key) -> bool:
+    """Whether a Dask task key is one of :func:`write_dataset`'s partition writes (its result: the
+    partition's counts). Dask fuses the write with the tasks that make the partition and names the
+    fused task after all of them: ``('read_parquet-clean-write-<token>', 3)``; a :class:`Made`
+    partition's write is ``write-<stage>-00003``."""
+    name = str(key[0] if isinstance(key, tuple) else key)
+    return name.startswith("write-") or re.sub(r"-[0-9a-f]{32}$", "", name).split("-")[-1] == "write"
+
+
+@dataclass(frozen=True)
+class Made:
+    """A stage's output partitions made by a function rather than read through a Dask DataFrame:
+    partition ``i`` is ``make(*args[i])``, called inside its write task, so that making and writing a
+    partition is one Dask task (a frame of delayed partitions is four: the task, Dask's container and
+    alias tasks, and the write). ``args`` may hold delayed objects (they are computed first);
+    ``meta`` is the partitions' schema."""
+
+    make: Callable
+    args: list
+    meta: pd.DataFrame
+
+    @property
+    def npartitions(self) -> int:
+        return len(self.args)
+
+    @property
+    def _meta(self) -> pd.DataFrame:  # as a Dask DataFrame's, for the manifest's schema
+        return self.meta
+
+
+def _make_and_write(make, args, i, out, fmt, reject_columns, run, count_details, prepare) -> dict:
+    return write_partition(make(*args), i, out, fmt, reject_columns, run, count_details, prepare)
+
+
 #: write results a collecting task merges: the client gathers one result per FAN_IN partitions
 FAN_IN = 64
 
@@ -107,7 +148,8 @@ def write_dataset(ddf, ctx, *, stage: str, settings, reject_columns=None, extra:
                   records: list[dict] | None = None, count_details: tuple[str, ...] = (),
                   prepare=None, combine=None, on_side=None, dropped_columns: tuple[str, ...] = (),
                   docs_in: int | None = None) -> dict:
-    """Write every partition (one task each), then _manifest.json, then _SUCCESS.
+    """Write every partition (one task each), then _manifest.json, then _SUCCESS. ``ddf``: a Dask
+    DataFrame, or :class:`Made` partitions.
 
     Partitions a killed run of the same settings finished (journal records of this fingerprint whose
     files are all there) are not recomputed. ``records`` are further files the stage wrote into its
@@ -125,7 +167,16 @@ def write_dataset(ddf, ctx, *, stage: str, settings, reject_columns=None, extra:
     out = stage_output(ctx)
     out.begin(stage_owner(ctx, stage))
     fmt = ctx.io.format
-    parts = ddf.to_delayed()
+    # one task per partition: the write is fused with the tasks that make the partition (read,
+    # transform), so the scheduler and the client see one task and one small result per partition
+    if isinstance(ddf, Made):
+        write = dask.delayed(_make_and_write, pure=False)
+        parts = [write(ddf.make, args, i, out, fmt, reject_columns, ctx.fingerprint, count_details, prepare,
+                       dask_key_name=f"write-{stage}-{i:05d}") for i, args in enumerate(ddf.args)]
+    else:
+        parts = ddf.map_partitions(_write_mapped, out, fmt, reject_columns, ctx.fingerprint, count_details,
+                                   prepare, meta=pd.DataFrame(), enforce_metadata=False, align_dataframes=False,
+                                   partition_info=True, token="write").to_delayed()
     listing = out.listing()
     done = {}
     if not ctx.force:
@@ -135,11 +186,7 @@ def write_dataset(ddf, ctx, *, stage: str, settings, reject_columns=None, extra:
                 done[i] = {**rec["stats"], "outputs": rec["files"]}
     if done:
         log.info("%s: %d of %d partitions already written; skipped", ctx.output, len(done), len(parts))
-    tasks = [
-        dask.delayed(write_partition, pure=False)(part, i, out, fmt, reject_columns, ctx.fingerprint,
-                                                   count_details, prepare, dask_key_name=f"write-{stage}-{i:05d}")
-        for i, part in enumerate(parts) if i not in done
-    ]
+    tasks = [part for i, part in enumerate(parts) if i not in done]
     if prepare is not None and tasks:
         collect = dask.delayed(_collect, pure=False)
         while len(tasks) > 1:

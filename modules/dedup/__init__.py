@@ -241,7 +241,8 @@ class Steps:
 
     def run(self, name: str, build, extra_dirs=()) -> dict:
         """Run step ``name`` unless complete. ``build(folder)`` returns delayed tasks that each write
-        one part and return a stats dict; the step's info (rows, per-part stats) is returned."""
+        one part and return a stats dict (or several, :func:`group_tasks`, and their list); the step's
+        info (rows, per-part stats) is returned."""
         started = time.perf_counter()
         folder = self.path(name)
         key = _step_key(folder.rel)
@@ -256,7 +257,9 @@ class Steps:
         self._clear(key, dirs)
         self.out.intend(key, [d + "/" for d in dirs])
         tasks = build(folder)
-        stats = list(self.ctx.run_compute(*tasks)) if tasks else []
+        stats = []
+        for s in self.ctx.run_compute(*tasks) if tasks else ():  # a task of several parts: their list
+            stats += s if isinstance(s, list) else [s]
         files = [f for s in stats for f in s.pop("outputs", [])]
         info = {"rows": int(sum(s.get("rows", 0) for s in stats)), "parts": stats}
         self.out.record_done(key, self.ctx.fingerprint, files, info=info)
@@ -338,6 +341,28 @@ def runs_of(routed: list[Routed]) -> list[list[int]]:
     return runs
 
 
+def group_tasks(routed: list[Routed], task, args: tuple, at_least: int | None) -> list:
+    """Delayed tasks that call ``task(routed[p], p, *args)`` (one part's stats) for every input
+    partition ``p``: one per run of partitions that share a shuffled group (:func:`runs_of`), split
+    further into at least ``at_least`` tasks where there are that many partitions (a step of little
+    data still runs on every thread). Each returns its parts' stats (:meth:`Steps.run` takes the
+    lists); the parts are the same however the partitions are split."""
+    import dask
+
+    runs = runs_of(routed)
+    want = min(len(routed), max(1, at_least or 1))
+    while len(runs) < want:  # halve the longest run until there are enough
+        k = max(range(len(runs)), key=lambda j: len(runs[j]))
+        run = runs.pop(k)
+        runs[k:k] = [run[:len(run) // 2], run[len(run) // 2:]]
+    each = dask.delayed(_each_partition, pure=False)
+    return [each(task, [routed[p] for p in run], run, args) for run in runs]
+
+
+def _each_partition(task, routed, partitions, args) -> list[dict]:
+    return [task(r, p, *args) for r, p in zip(routed, partitions)]
+
+
 def route_to_parts(ddf, column: str, nparts: int) -> list:
     """Delayed pandas frames, frame ``i`` holding the rows whose ``column`` (an integer in [0, nparts))
     is ``i``, without it (one range-partitioning shuffle: how rows meet a saved index's part ``i``)."""
@@ -406,6 +431,13 @@ class Inputs:
     def __len__(self) -> int:
         return len(self.pieces)
 
+    def only(self, i: int) -> Inputs:
+        """What a task of input partition ``i`` is given: this with that one piece, so that a task's
+        payload does not grow with the dataset's partition count (it did, as the whole list)."""
+        one = object.__new__(Inputs)
+        one.pieces, one.io, one.meta = {i: self.pieces[i]}, self.io, self.meta
+        return one
+
     def read(self, i: int) -> pd.DataFrame:
         """Input partition ``i``, exactly as ``read_dataset`` makes it (so row positions agree)."""
         from curate.stages.dataset import read_piece
@@ -423,12 +455,10 @@ def _mark_task(inputs: Inputs, i: int, routed: Routed, reason: str, offset: int 
 
 
 def removal_frame(inputs: Inputs, steps: Steps, duplicates_step: str, reason: str, offset: int = 0):
-    """The input dataset (same partitions) with the removed documents of ``duplicates_step`` marked and
+    """The input dataset (same partitions, as :class:`curate.stages.dataset.Made` ones) with the removed documents of ``duplicates_step`` marked and
     every document's ``dup_cluster_size``. Rows of documents numbered below input partition ``offset``
     (a saved index's, in an ``--against`` run) are not this dataset's and are left out."""
-    import dask
-    import dask.dataframe as dd
-
+    from curate.stages import dataset
     from curate.stages.dedup.keep import SIZE
 
     columns = ["doc", "kept_id", "removed", "size"]
@@ -438,7 +468,5 @@ def removal_frame(inputs: Inputs, steps: Steps, duplicates_step: str, reason: st
     rows = read_compact(folder, columns=columns)
     # the index's documents (numbered below offset) are routed to partitions no task reads
     routed = route_to_groups(rows, "doc", offset + len(inputs), compact_partitions(folder))[offset:]
-    mark = dask.delayed(_mark_task, pure=True)
-    parts = [mark(inputs, i, r, reason, offset) for i, r in enumerate(routed)]
     meta = inputs.meta.assign(**{SIZE: pd.Series([], dtype="Int64")})
-    return dd.from_delayed(parts, meta=meta, divisions=[None] * (len(parts) + 1), verify_meta=False)
+    return dataset.Made(_mark_task, [(inputs.only(i), i, r, reason, offset) for i, r in enumerate(routed)], meta)

@@ -257,7 +257,7 @@ class ExactDedupStage(Stage):
 
         policy = keeping.parse(settings.keep)
         task = dask.delayed(_hashes_task, pure=False)
-        return [task(inputs, i, folder, settings.hash, policy, inputs.pieces[i].path) for i in range(len(inputs))]
+        return [task(inputs.only(i), i, folder, settings.hash, policy, inputs.pieces[i].path) for i in range(len(inputs))]
 
     def _run(self, settings, ctx) -> dict:
         import dask

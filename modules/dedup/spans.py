@@ -402,7 +402,6 @@ class SpanDedupStage(Stage):
 
     def run(self, settings, ctx) -> dict:
         import dask
-        import dask.dataframe as dd
 
         from curate.stages import dataset
 
@@ -452,12 +451,11 @@ class SpanDedupStage(Stage):
         paths = dedup.list_parts(removals)
         audit = steps.folder(dedup.DUPLICATES)
         t = dask.delayed(_audit_task, pure=False)
-        info = steps.run("audit", lambda folder: [t(inputs, i, paths[i], audit, unit, settings.min_words)
+        info = steps.run("audit", lambda folder: [t(inputs.only(i), i, paths[i], audit, unit, settings.min_words)
                                                   for i in range(len(inputs))], extra_dirs=(audit,))
         extra.update(merge_stats(info["parts"]))
-        final = dask.delayed(_final_task, pure=True)
-        parts = [final(inputs, i, paths[i], unit, settings.min_words) for i in range(len(inputs))]
-        marked = dd.from_delayed(parts, meta=inputs.meta, divisions=[None] * (len(parts) + 1), verify_meta=False)
+        marked = dataset.Made(_final_task, [(inputs.only(i), i, paths[i], unit, settings.min_words)
+                                            for i in range(len(inputs))], inputs.meta)
         return dataset.write_dataset(marked, ctx, stage=self.name, settings=settings, reject_columns=("id",),
                                      extra={"dedup": extra, "steps": steps.timings}, records=steps.records())
 

@@ -375,7 +375,6 @@ class SubstringDedupStage(Stage):
 
     def run(self, settings, ctx) -> dict:
         import dask
-        import dask.dataframe as dd
 
         from curate.stages import dataset
         from curate.stages.dedup.spans import merge_stats
@@ -424,14 +423,13 @@ class SubstringDedupStage(Stage):
         def verify(folder):
             routed = dedup.route_to_parts(dedup.read_parts(steps.path("fetched")), "part", nparts)
             t = dask.delayed(_verify_task, pure=False)
-            return [t(inputs, i, f, run_paths[i], token_paths[i], local_paths[i], anchor_paths[i], folder, audit,
+            return [t(inputs.only(i), i, f, run_paths[i], token_paths[i], local_paths[i], anchor_paths[i], folder, audit,
                       settings) for i, f in enumerate(routed)]
 
         info = steps.run("verified", verify, extra_dirs=(audit,))
         extra.update(merge_stats(info["parts"]))
         paths = dedup.list_parts(steps.path("verified"))
-        final = dask.delayed(_final_task, pure=True)
-        parts = [final(inputs, i, paths[i], settings.min_words) for i in range(nparts)]
-        marked = dd.from_delayed(parts, meta=inputs.meta, divisions=[None] * (nparts + 1), verify_meta=False)
+        marked = dataset.Made(_final_task, [(inputs.only(i), i, paths[i], settings.min_words) for i in range(nparts)],
+                              inputs.meta)
         return dataset.write_dataset(marked, ctx, stage=self.name, settings=settings, reject_columns=("id",),
                                      extra={"dedup": extra, "steps": steps.timings}, records=steps.records())

@@ -386,10 +386,10 @@ class TokenizeStage(Stage):
 
         unit = "" if settings.prefix == "part" else settings.prefix
         out = Output.at(ctx.output, unit)
-        # delayed reads, not a Dask DataFrame: each partition is read and tokenized whole, and a small
-        # run does not pay dask.dataframe's import for it
-        schema, parts = dataset.read_partitions(ctx.input, ctx.io)
-        n = len(parts)
+        # pieces, not a Dask DataFrame: each partition is read and tokenized whole in one task, and a
+        # small run does not pay dask.dataframe's import for it
+        schema, pieces = dataset.read_pieces(ctx.input, ctx.io)
+        n = len(pieces)
         if settings.split:
             names = ("train", *[s for s in SPLIT_NAMES if s in settings.split])
             sets = tuple((s, s if settings.prefix == "part" else f"{settings.prefix}_{s}") for s in names)
@@ -413,12 +413,13 @@ class TokenizeStage(Stage):
         leakage, held = None, None
         if settings.hold_out_leakage and len(done) < n:
             # first pass: the held-out documents of every partition (a small share), indexed once
-            frames = ctx.run_compute(*[dask.delayed(held_out)(parts[i], plan.split, dask_key_name=f"held-out-{i:05d}")
-                                       for i in range(n)])
+            read = dask.delayed(dataset.read_piece)
+            frames = ctx.run_compute(*[dask.delayed(held_out)(read(pieces[i], ctx.io, schema), plan.split,
+                                                              dask_key_name=f"held-out-{i:05d}") for i in range(n)])
             index = leakage_index(frames, settings.leakage_threshold)
             held = len(index)
             leakage = dask.delayed(index, name="tokenize-leakage-index")  # one key every task shares
-        tasks = [dask.delayed(tokenize_partition, pure=False)(parts[i], i, plan, leakage,
+        tasks = [dask.delayed(_read_and_tokenize, pure=False)(pieces[i], ctx.io, schema, i, plan, leakage,
                                                                dask_key_name=f"tokenize-{i:05d}")
                  for i in range(n) if i not in done]
         computed = list(ctx.run_compute(*tasks)) if tasks else []
@@ -430,6 +431,12 @@ class TokenizeStage(Stage):
         return dataset.finish_output(ctx, stage="tokenize", settings=settings, partition_stats=stats,
                                      schema=None, started=started, extra=extra, unit=unit,
                                      run=plan.key)
+
+
+def _read_and_tokenize(piece, io, schema, i, plan, leakage) -> dict:
+    from curate.stages import dataset
+
+    return tokenize_partition(dataset.read_piece(piece, io, schema), i, plan, leakage)
 
 
 def _manifest_extra(desc, settings, plan, stats, warnings, resumed, dtype) -> dict:

@@ -13,9 +13,11 @@ from tests.conftest import write_jsonl
 pytestmark = pytest.mark.slow  # a local cluster
 
 PARTITIONS = 24
-#: tasks per input partition, at most (issue 50, point 1)
-BOUNDS = {"clean": 3, "filter": 3, "exact_dedup": 6, "fuzzy_dedup": 12, "tokenize": 3}
-WHOLE_JOB = 30
+#: tasks per input partition, at most (issue 50, point 1, asked for 3, 3, 6, 12, 3 and 30; a
+#: per-document stage runs one task per partition, exact dedup two, fuzzy dedup two and a few per
+#: step of compact rows, which weigh more on 24 tiny partitions than on a real input)
+BOUNDS = {"clean": 1.2, "filter": 1.2, "exact_dedup": 2.5, "fuzzy_dedup": 5, "tokenize": 1.2}
+WHOLE_JOB = 12
 
 
 def _inputs(folder):

@@ -37,6 +37,10 @@ class FakeClient:
     def set_metadata(self, key, value):
         self.published.append((key, value))
 
+    def gather(self, futures, errors="raise"):
+        self.gathers = getattr(self, "gathers", 0) + 1
+        return [f.result() for f in futures if f.status == "finished"]
+
 
 def test_tracker_counts_partitions_documents_and_drops():
     """Edge cases: a future that is not the writer's (counted as a partition only), an erred one."""
@@ -45,13 +49,16 @@ def test_tracker_counts_partitions_documents_and_drops():
     t.job("job.yaml", "/out", [("clean", "01-clean"), ("filter", "02-filter")])
     t.stage_finished(0, {"counts": {"in": 10, "out": 9, "dropped": {"empty_after_clean": 1}}}, False, 1.5)
     t.stage_started(1)
-    futures = [FakeFuture("write-filter-00000", {"in": 5, "out": 3, "dropped": {"word_count": 2}}),
-               FakeFuture("write-filter-00001", {"in": 4, "out": 4, "dropped": {}}),
+    futures = [FakeFuture(("read_parquet-filter-write-" + "0" * 32, 0), {"in": 5, "out": 3, "dropped": {"word_count": 2}}),
+               FakeFuture(("read_parquet-filter-write-" + "0" * 32, 1), {"in": 4, "out": 4, "dropped": {}}),
                FakeFuture("merge_samples-abc", {"in": 1000}),  # not a partition's counts
-               FakeFuture("write-filter-00002", None, status="error")]
+               FakeFuture(("read_parquet-filter-write-" + "0" * 32, 2), None, status="error")]
     t.watch(futures)
     for f in futures[:3]:
         f.callback(f)
+    assert t.state["progress"]["partitions_done"] == 3 and t.state["progress"]["documents"] == 0
+    t._fetch_pending()  # the writes' counts: fetched together, in one gather
+    assert client.gathers == 1
     p = t.state["progress"]
     assert (p["partitions_done"], p["partitions_total"], p["documents"]) == (3, 4, 9)
     assert live.dropped_so_far(t.state) == {"empty_after_clean": 1, "word_count": 2}

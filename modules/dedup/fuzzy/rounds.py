@@ -96,7 +96,7 @@ def refine_removals(steps, store, settings, joint, partitions: int):
         steps.run(f"{name}-pairs", lambda folder, u=undecided: _pairs_tasks(folder, u, width, hub))
         pairs = steps.path(f"{name}-pairs")
         steps.run(f"{name}-close", lambda folder, q=pairs: _close_tasks(folder, q, store, settings.threshold,
-                                                                     partitions))
+                                                                     partitions, steps.ctx.slots))
         close = steps.path(f"{name}-close")
         info = steps.run(name, lambda folder, u=undecided, c=close, k=k, last=last, t=two if k == 1 else None:
                          _decide_round_tasks(folder, u, c, k, last, meta, width, hub, t, settings.threshold))
@@ -117,12 +117,9 @@ def _pairs_tasks(folder, undecided, width, hub):
     return [task(part, folder, i, hub) for i, part in enumerate(by_comp.to_delayed())]
 
 
-def _close_tasks(folder, pairs, store, threshold, partitions):
-    import dask
-
+def _close_tasks(folder, pairs, store, threshold, partitions, slots):
     routed = dedup.route_to_groups(dedup.read_compact(pairs), "doc", partitions, dedup.compact_partitions(pairs))
-    task = dask.delayed(_close_task, pure=False)
-    return [task(part, p, store, threshold, folder) for p, part in enumerate(routed)]
+    return dedup.group_tasks(routed, _close_task, (store, threshold, folder), slots)
 
 
 def _decide_round_tasks(folder, undecided, close, k, last, meta, width, hub, two=None, threshold=None):

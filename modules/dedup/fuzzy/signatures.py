@@ -49,25 +49,34 @@ def read_signatures(path: str, num_perm: int) -> tuple[np.ndarray, np.ndarray]:
     import pyarrow.parquet as pq
 
     table = pq.read_table(path, columns=["doc", "sig"])
-    doc = table.column("doc").to_numpy()
-    col = table.column("sig").combine_chunks()
+    return table.column("doc").to_numpy(), _signatures(table.column("sig"), num_perm)
+
+
+def _signatures(column, num_perm: int) -> np.ndarray:
+    """uint32 (n, num_perm) of a ``sig`` column (fixed-size binary, little-endian)."""
+    col = column.combine_chunks()
     if len(col) == 0:
-        return doc, np.zeros((0, num_perm), dtype=np.uint32)
+        return np.zeros((0, num_perm), dtype=np.uint32)
     flat = np.frombuffer(col.buffers()[1], dtype="<u4")
-    return doc, flat[col.offset * num_perm:(col.offset + len(col)) * num_perm].reshape(-1, num_perm)
+    return flat[col.offset * num_perm:(col.offset + len(col)) * num_perm].reshape(-1, num_perm)
 
 
 def bucket_frame(path: str, settings: FuzzyDedupSettings, bands: int, rows: int) -> pd.DataFrame:
     """(bucket, doc): one row per document and band (``bands`` x ``rows`` resolved on the client)."""
+    return buckets_of(*read_signatures(path, settings.num_perm), bands, rows)
+
+
+def buckets_of(doc: np.ndarray, sig: np.ndarray, bands: int, rows: int) -> pd.DataFrame:
+    """:func:`bucket_frame` of signatures in memory."""
     from curate.stages.dedup.lsh import band_keys
 
-    doc, sig = read_signatures(path, settings.num_perm)
     keys = band_keys(sig, bands, rows)
     return pd.DataFrame({"bucket": keys.ravel(), "doc": np.repeat(doc.astype(np.int64), bands)})
 
 
-def _signatures_task(df, i, folder, sets_folder, settings, where=""):
-    """Signatures part ``i`` and, beside it, the partition's shingle sets (``sets_folder``)."""
+def _signatures_task(df, i, folder, sets_folder, settings, where="", buckets=None):
+    """Signatures part ``i`` and, beside it, the partition's shingle sets (``sets_folder``) and, given
+    ``buckets`` (folder, part number, bands, rows), its LSH band keys: one task, not two per partition."""
     from curate.stages.dedup import shingles
 
     table, values = signatures_and_sets(df, i, settings, where)
@@ -75,6 +84,12 @@ def _signatures_task(df, i, folder, sets_folder, settings, where=""):
     stats = dedup.save_table(table, folder, i)
     stats["outputs"] = stats.get("outputs", []) + [record]  # no rows: a raw file (curate verify counts Parquet's)
     stats["set_values"] = len(values)
+    if buckets is not None:
+        where_to, part, bands, rows = buckets
+        sig = _signatures(table.column("sig"), settings.num_perm)
+        keys = dedup.save_part(buckets_of(table.column("doc").to_numpy(), sig, bands, rows), where_to, part)
+        stats["outputs"] += keys.get("outputs", [])
+        stats["bucket_rows"] = keys["rows"]
     return stats
 
 

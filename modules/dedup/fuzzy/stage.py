@@ -19,14 +19,15 @@ from curate.stages.dedup.fuzzy.decide import _duplicates_task, _members_task, at
 from curate.stages.dedup.fuzzy.rounds import refine_removals
 from curate.stages.dedup.fuzzy.saved_index import save_index
 from curate.stages.dedup.fuzzy.settings import REASON, FuzzyDedupSettings
-from curate.stages.dedup.fuzzy.signatures import _buckets_task, _signatures_task
+from curate.stages.dedup.fuzzy.signatures import _signatures_task
 from curate.stages.dedup.fuzzy.verify import SetStore, _verify_task
 from curate.stages.stage import Stage
 
 
-def _signatures_of_input(inputs, i, partition, folder, sets, settings):
-    # the task reads its input partition itself: one task per partition, not a read and a signature
-    return _signatures_task(inputs.read(i), partition, folder, sets, settings, inputs.pieces[i].path)
+def _signatures_of_input(inputs, i, partition, folder, sets, settings, buckets):
+    # the task reads its input partition itself and writes its band keys: one task per partition, not
+    # a read, a signature and a bucket task
+    return _signatures_task(inputs.read(i), partition, folder, sets, settings, inputs.pieces[i].path, buckets)
 
 
 def _attach_group(routed, sig_paths, verified_paths):
@@ -92,19 +93,18 @@ class FuzzyDedupStage(Stage):
         steps = dedup.Steps(ctx, self.name)
 
         # this run's documents are numbered after the indexes': partition offset + i. The one step that
-        # reads texts: signatures and, beside them, the shingle sets every later comparison reads
-        sets = steps.side("shingles", "signatures")
+        # reads texts: signatures and, beside them, the shingle sets every later comparison reads and
+        # the band keys
+        sets, keys = steps.side("shingles", "signatures"), steps.side("buckets", "signatures")
         sig_task = dask.delayed(_signatures_of_input, pure=False)
-        steps.run("signatures", lambda folder: [sig_task(inputs, i, offset + i, folder, sets, settings)
-                                                for i in range(nparts)], extra_dirs=(sets,))
+        steps.run("signatures", lambda folder: [sig_task(inputs.only(i), i, offset + i, folder, sets, settings,
+                                                         (keys, i, bands, rows))
+                                                for i in range(nparts)], extra_dirs=(sets, keys))
         sig_files = dedup.list_parts(steps.path("signatures"))
         store = SetStore(joint, tuple(sig_files), sets)
 
-        bucket_task = dask.delayed(_buckets_task, pure=False)
-        steps.run("buckets", lambda folder: [bucket_task(path, i, folder, settings, bands, rows)
-                                             for i, path in enumerate(sig_files)])
-        buckets = dedup.read_compact(steps.path("buckets"))
-        width = dedup.compact_partitions(steps.path("buckets"))  # every shuffle of compact rows: by their bytes
+        buckets = dedup.read_compact(keys)
+        width = dedup.compact_partitions(keys)  # every shuffle of compact rows: by their bytes
         if bases:  # the indexes' centers of this run's bucket keys join the buckets as members
             def centers(folder):
                 task, tasks = dask.delayed(_matched_task, pure=False), []
@@ -135,8 +135,7 @@ class FuzzyDedupStage(Stage):
                 edges = steps.path("edges")
                 routed = dedup.route_to_groups(dedup.read_compact(edges), "u", offset + nparts,
                                                dedup.compact_partitions(edges))
-                task = dask.delayed(_verify_task, pure=False)
-                return [task(e, p, store, settings.threshold, folder) for p, e in enumerate(routed)]
+                return dedup.group_tasks(routed, _verify_task, (store, settings.threshold, folder), ctx.slots)
 
             steps.run("verified", verified)
             graph = ["verified"]

@@ -68,7 +68,7 @@ class SemanticDedupStage(Stage):
                 log.info("semantic_dedup: --embeddings given, the model is not used")
         else:
             task = delayed(embed.embed_task)
-            steps.run("embeddings", lambda folder: [task(inputs, i, folder, settings) for i in range(nparts)])
+            steps.run("embeddings", lambda folder: [task(inputs.only(i), i, folder, settings) for i in range(nparts)])
             emb = embed.embedding_parts(steps.path("embeddings"))
         documents, = ctx.run_compute(delayed(_rows)(tuple(emb)))
         k = cluster.clusters_for(max(documents, 1), settings.clusters)

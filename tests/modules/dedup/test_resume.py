@@ -29,7 +29,7 @@ TEXTS = ["the river runs past the old mill and the stone bridge into the valley 
 PARTS = [[{"id": "a0", "text": TEXTS[0]}, {"id": "a1", "text": TEXTS[1]}, {"id": "a2", "text": TEXTS[2]}],
          [{"id": "b0", "text": TEXTS[0]}, {"id": "b1", "text": TEXTS[1] + " and at noon"}]]
 
-KILL_AT_BUCKETS = """
+KILL_AFTER_SIGNATURES = """
 import os, signal, sys
 from curate.stages import dedup
 from curate.app.cli import main
@@ -37,7 +37,7 @@ from curate.app.cli import main
 run = dedup.Steps.run
 
 def run_or_die(self, name, *args, **kwargs):
-    if name == "buckets":  # the signatures step is done and journaled: die as a kill -9 would
+    if name == "edges":  # the signatures step is done and journaled: die as a kill -9 would
         os.kill(os.getpid(), signal.SIGKILL)
     return run(self, name, *args, **kwargs)
 
@@ -54,7 +54,7 @@ def test_a_killed_fuzzy_run_resumed_lists_the_rows_of_its_signatures(tmp_path):
     files = [write_jsonl(tmp_path / "in" / f"{k}.jsonl", part) for k, part in enumerate(PARTS)]
     out = tmp_path / "out"
     command = ["dedup", "fuzzy", "--input", *map(str, files), "--output", str(out), "--cluster", "threads"]
-    killed = subprocess.run([sys.executable, "-c", KILL_AT_BUCKETS, *command], cwd=ROOT, capture_output=True,
+    killed = subprocess.run([sys.executable, "-c", KILL_AFTER_SIGNATURES, *command], cwd=ROOT, capture_output=True,
                             text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     done = json.loads((side(out, "_state") / "step-_work-signatures.json").read_text())
@@ -63,7 +63,7 @@ def test_a_killed_fuzzy_run_resumed_lists_the_rows_of_its_signatures(tmp_path):
     curate(*command)
     manifest = json.loads((out / "_manifest.json").read_text())
     assert manifest["steps"]["signatures"]["skipped"] is True  # it was resumed, not redone
-    assert manifest["steps"]["buckets"]["skipped"] is False
+    assert manifest["steps"]["edges"]["skipped"] is False
     records = signature_records(manifest)
     # by hand: every document has shingles, so one signature row per document of its partition
     assert {path: r.get("rows") for path, r in records.items()} == {

@@ -1,0 +1,45 @@
+"""How per-partition steps of compact rows are split into tasks (``dedup.group_tasks``): every input
+partition's part exactly once, in order, in at least as many tasks as there are threads (never more
+than partitions), whatever the shuffled groups; and the same parts whatever the split."""
+
+import dask
+import numpy as np
+import pandas as pd
+import pytest
+
+from curate.stages import dedup
+
+
+def _routed(partitions: int, groups: int):
+    docs = np.array([(p << dedup.DOC_SHIFT) + k for p in range(partitions) for k in range(p % 3)], dtype=np.int64)
+    frame = pd.DataFrame({"doc": docs, "x": np.arange(len(docs))})
+    import dask.dataframe as dd
+
+    return dedup.route_to_groups(dd.from_pandas(frame, npartitions=2), "doc", partitions, groups), frame
+
+
+def _part(routed, p, tag):
+    rows = routed.rows()
+    return {"partition": p, "rows": len(rows), "docs": rows["doc"].tolist(), "tag": tag}
+
+
+@pytest.mark.parametrize("partitions,groups,at_least", [(7, 1, 2), (7, 1, 1), (7, 3, 2), (5, 1, 9), (1, 1, 4),
+                                                        (12, 2, 8)])
+def test_every_partition_once_in_order_in_enough_tasks(partitions, groups, at_least):
+    routed, frame = _routed(partitions, groups)
+    tasks = dedup.group_tasks(routed, _part, ("t",), at_least)
+    assert min(partitions, at_least) <= len(tasks) <= partitions
+    results = dask.compute(*tasks, scheduler="sync")
+    flat = [s for r in results for s in r]
+    assert [s["partition"] for s in flat] == list(range(partitions))
+    # brute force: partition p's rows are the frame's rows of documents numbered in p
+    for s in flat:
+        want = frame[(frame["doc"].to_numpy() >> dedup.DOC_SHIFT) == s["partition"]]["doc"].tolist()
+        assert s["docs"] == want and s["tag"] == "t"
+
+
+def test_the_split_never_changes_a_part():
+    routed, _ = _routed(9, 2)
+    one = [s for r in dask.compute(*dedup.group_tasks(routed, _part, ("t",), 1), scheduler="sync") for s in r]
+    many = [s for r in dask.compute(*dedup.group_tasks(routed, _part, ("t",), 9), scheduler="sync") for s in r]
+    assert one == many
