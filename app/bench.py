@@ -130,8 +130,10 @@ def write_csv(path: str, rows: list[dict], append: bool = False) -> None:
 #: what record_rows adds after the stage's times and counts (empty where the run did not measure it)
 RESOURCE_COLUMNS = ("cpu_seconds", "peak_worker_bytes", "shuffle_bytes", "output_bytes", "work_bytes",
                     "cores", "dask_tasks", "scheduler_cpu_seconds", "input_bytes", "client_cpu_seconds")
+#: the mean input partition size of the run (input bytes / the first stage's partitions): the last column
+PARTITION_COLUMN = "partition_bytes"
 #: every column record_rows writes after the labels: a label may not take one of these names
-MEASURED = ("stage", "seconds", "docs_in", "docs_out", *RESOURCE_COLUMNS)
+MEASURED = ("stage", "seconds", "docs_in", "docs_out", *RESOURCE_COLUMNS, PARTITION_COLUMN)
 
 
 def columns(labels: dict[str, str]) -> list[str]:
@@ -158,7 +160,10 @@ def record_rows(job_output: str, labels: dict[str, str]) -> list[dict]:
     After labels, stage, seconds, docs_in and docs_out: the stage's resources as the run measured them
     (``_reports/resources.json``, :mod:`curate.app.resources`; empty for a stage run without them),
     its output bytes and ``_work`` bytes (from the manifest's file list), and the job's input bytes
-    (on every row: what the calibration's sizes scale from). The total sums what adds up."""
+    (on every row: what the calibration's sizes scale from), and last the run's mean input partition
+    size, ``partition_bytes`` = input bytes / the first stage's manifest ``partitions`` (on every row;
+    empty when either is unknown: what the plan scales tasks and a worker's peak with). The total sums
+    what adds up."""
     from curate.app import resources
     from curate.app.run_folders import manifest_file
 
@@ -168,12 +173,15 @@ def record_rows(job_output: str, labels: dict[str, str]) -> list[dict]:
     source = resources.path_of(job_output)
     input_bytes = _measurement(record.get("input_bytes", ""), f"{source}: input_bytes")
     rows = []
+    partition_bytes = ""
     for name in sorted(os.listdir(job_output)):
         path = manifest_file(os.path.join(job_output, name))
         if not (name[:2].isdigit() and os.path.exists(path)):
             continue
         with open(path) as f:
             m = json.load(f)
+        if not rows:  # the first stage read the input: its partitions are the input's
+            partition_bytes = _partition_bytes(input_bytes, m.get("partitions"), f"{path}: partitions")
         files = [r for r in m.get("outputs", []) if isinstance(r, dict)]
         work = sum(int(r.get("bytes", 0)) for r in files if str(r.get("path", "")).startswith("_work/"))
         res = measured.get(name, {})
@@ -189,6 +197,8 @@ def record_rows(job_output: str, labels: dict[str, str]) -> list[dict]:
                      **{c: res[c] for c in RESOURCE_COLUMNS[5:8]},
                      "input_bytes": input_bytes,
                      "client_cpu_seconds": res["client_cpu_seconds"]})
+    for r in rows:
+        r[PARTITION_COLUMN] = partition_bytes
     if rows:
         total = {**labels, "stage": "total", "seconds": round(sum(r["seconds"] for r in rows), 3),
                  "docs_in": rows[0]["docs_in"], "docs_out": rows[-1]["docs_out"]}
@@ -200,8 +210,18 @@ def record_rows(job_output: str, labels: dict[str, str]) -> list[dict]:
                 total[c] = max(values)
             else:
                 total[c] = round(sum(values), 3) if isinstance(values[0], float) else sum(values)
+        total[PARTITION_COLUMN] = partition_bytes
         rows.append(total)
     return rows
+
+
+def _partition_bytes(input_bytes, partitions, where: str):
+    """The mean input partition size, rounded to a byte: "" when the input bytes or the partition count
+    is unknown (a manifest without ``partitions``, or 0 of them)."""
+    if input_bytes == "" or partitions is None:
+        return ""
+    _measurement(partitions, where)
+    return round(input_bytes / partitions) if partitions else ""
 
 
 def plot(stages: dict, path: str) -> None:

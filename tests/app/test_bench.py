@@ -91,19 +91,51 @@ def test_record_refuses_a_csv_with_another_header(finished, tmp_path, capsys):
     assert record(finished, tmp_path / "new.csv", "nodes=2", capsys)[0] == 0
 
 
-def test_record_refuses_a_csv_from_before_client_cpu_seconds(finished, tmp_path, capsys):
+@pytest.mark.parametrize("missing", [("partition_bytes",), ("client_cpu_seconds", "partition_bytes")],
+                         ids=["before partition_bytes", "before client_cpu_seconds"])
+def test_record_refuses_a_csv_from_before_a_column(finished, tmp_path, capsys, missing):
     target = tmp_path / "scaling.csv"
     assert record(finished, target, "nodes=1", capsys)[0] == 0
     rows = list(csv.reader(target.open(newline="")))
-    assert rows[0][-1] == "client_cpu_seconds"
-    with target.open("w", newline="") as f:  # what an older curate wrote: every row one column short
-        csv.writer(f).writerows(r[:-1] for r in rows)
+    assert rows[0][-2:] == ["client_cpu_seconds", "partition_bytes"]
+    with target.open("w", newline="") as f:  # what an older curate wrote: every row short of the last column(s)
+        csv.writer(f).writerows(r[:-len(missing)] for r in rows)
     before = target.read_bytes()
     code, err = record(finished, target, "nodes=2", capsys)
     assert code == 2 and "\n" not in err, err
     assert err == (f"curate: error: --csv {target}: written before curate bench record had the column(s) "
-                   "client_cpu_seconds; start a new CSV (its rows and these cannot share one header)")
+                   f"{', '.join(missing)}; start a new CSV (its rows and these cannot share one header)")
     assert target.read_bytes() == before
+
+
+def test_record_writes_the_mean_input_partition_size(finished, tmp_path, capsys):
+    """partition_bytes = the job's input bytes / the first stage's manifest partitions, on every row."""
+    from curate.app.run_folders import manifest_file
+
+    path = manifest_file(str(finished / "01-normalize"))
+    manifest = json.loads(open(path).read())
+    assert manifest["partitions"] >= 1
+    # a second stage with another partition count: not the one the input's partitions are read from
+    second = finished / "02-clean"
+    os.makedirs(os.path.dirname(manifest_file(str(second))), exist_ok=True)
+    with open(manifest_file(str(second)), "w") as f:
+        json.dump({**manifest, "partitions": 7}, f)
+    with open(path, "w") as f:
+        json.dump({**manifest, "partitions": 3}, f)
+    os.makedirs(finished / "_reports")
+    (finished / "_reports" / "resources.json").write_text(json.dumps({"input_bytes": 1000, "stages": {}}))
+    assert record(finished, tmp_path / "scaling.csv", "nodes=1", capsys)[0] == 0
+    rows = list(csv.DictReader((tmp_path / "scaling.csv").open()))
+    assert list(rows[0])[-1] == "partition_bytes"
+    assert [(r["stage"], r["input_bytes"], r["partition_bytes"]) for r in rows] == [
+        ("01-normalize", "1000", "333"), ("02-clean", "1000", "333"), ("total", "1000", "333")]
+    # unknown input bytes, or a manifest without partitions: empty
+    (finished / "_reports" / "resources.json").write_text(json.dumps({"stages": {}}))
+    assert {r["partition_bytes"] for r in bench.record_rows(str(finished), {})} == {""}
+    (finished / "_reports" / "resources.json").write_text(json.dumps({"input_bytes": 1000, "stages": {}}))
+    with open(path, "w") as f:
+        json.dump({k: v for k, v in manifest.items() if k != "partitions"}, f)
+    assert {r["partition_bytes"] for r in bench.record_rows(str(finished), {})} == {""}
 
 
 @pytest.mark.parametrize("label,says", [
