@@ -8,10 +8,13 @@ The model, per stage (docs/plan.md says it with an example):
   scheduler's share (tasks x per-task overhead) and the rest is taken as perfectly parallel.
 - On the target, ``r`` = target input bytes / calibration input bytes. The parallel part scales with
   ``r``. The serial part is split in two: the scheduler's share (the stage's Dask tasks x the per-task
-  overhead, 1 ms by default) scales with ``r`` too (partitions, hence tasks, grow with the input at a
-  fixed --blocksize); the rest (start-up, listing, planning) is taken as fixed.
+  overhead, 1 ms by default) scales with ``r`` x (the calibration's partition size / the target's, 1
+  when unknown): partitions, hence tasks, grow with the input and shrink with the partition size; the
+  rest (start-up, listing, planning) is taken as fixed.
 - Shuffle bytes, output and ``_work`` bytes and CPU-seconds scale with ``r``; the peak memory of a
-  worker does not (curate bounds it by partition size, not input size).
+  worker does not (curate bounds it by partition size, not input size): measured at two or more
+  partition sizes it is a line in the partition size, at one it is the measured peak (app/plan_partitions.py,
+  which also names per node count the smallest partition size at which no stage is scheduler-bound).
 - Network time = shuffle bytes / (nodes x link), 0 on one node; it overlaps the parallel part, so
   wall = serial + max(parallel, network).
 - The binding resource is memory when a worker's peak exceeds memory per node / workers per node,
@@ -29,6 +32,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from curate.app import plan_partitions as partitions
 from curate.stages.errors import SettingsError
 
 #: the scheduler's cost per task when nothing better is known (Dask's documented order of magnitude)
@@ -82,6 +86,7 @@ class PlanSettings:
     input_size: int | None = None  # bytes; None: the job's input (or the calibration's)
     threads_per_worker: int = 1
     task_overhead: float = TASK_OVERHEAD  # seconds of scheduler time per task
+    partition_size: int | None = None  # bytes per input partition; None: the calibration's
 
     def __post_init__(self):
         if not self.nodes or min(self.nodes) < 1:
@@ -101,6 +106,8 @@ class PlanSettings:
             raise SettingsError(f"--task-overhead must be a finite time >= 0; got {self.task_overhead}")
         if not math.isfinite(self.link):
             raise SettingsError(f"--link must be a finite bandwidth; got {self.link}")
+        if self.partition_size is not None and not (math.isfinite(self.partition_size) and self.partition_size > 0):
+            raise SettingsError(f"--partition-size must be a positive size; got {self.partition_size}")
 
     @property
     def workers_per_node(self) -> int:
@@ -114,7 +121,8 @@ class PlanSettings:
 class StageCalibration:
     name: str
     points: tuple[tuple[float, float], ...]  # (cores, best seconds), by cores
-    values: dict  # SCALED columns (mean over the points), peak_worker_bytes (max); absent: not measured
+    values: dict  # SCALED columns and partition_bytes (mean over the rows), peak_worker_bytes (max); absent: not measured
+    peaks: tuple[tuple[float, float], ...] = ()  # (partition bytes, largest peak at that size), by size
 
 
 @dataclass(frozen=True)
@@ -123,6 +131,7 @@ class Calibration:
     stages: dict  # stage folder name -> StageCalibration
     input_bytes: int | None
     notes: tuple[str, ...]
+    partition_bytes: float | None = None  # the mean of the rows' partition_bytes; None: no row has it
 
 
 def _number(row: dict, column: str) -> float | None:
@@ -182,6 +191,8 @@ def load_calibration(folder: str, cores_per_node: int) -> Calibration:
     best: dict[str, dict[float, float]] = {}
     seen: dict[str, dict[str, list[float]]] = {}
     input_bytes = None
+    sizes: list[float] = []
+    peaks: dict[str, dict[float, float]] = {}
     for row in rows:
         if (row.get("exit_code") or "0").strip() not in ("0", ""):
             continue  # a failed run's times say nothing about the stage
@@ -196,10 +207,16 @@ def load_calibration(folder: str, cores_per_node: int) -> Calibration:
             continue
         per = best.setdefault(row["stage"], {})
         per[cores] = min(per.get(cores, math.inf), secs)
-        for column in (*SCALED, "peak_worker_bytes"):
+        for column in (*SCALED, "peak_worker_bytes", "partition_bytes"):
             value = _number(row, column)
             if value is not None:
                 seen.setdefault(row["stage"], {}).setdefault(column, []).append(value)
+        size, peak = _number(row, "partition_bytes"), _number(row, "peak_worker_bytes")
+        if size:
+            sizes.append(size)
+            if peak is not None:
+                at = peaks.setdefault(row["stage"], {})
+                at[size] = max(at.get(size, 0.0), peak)
     if not best:
         raise SettingsError(f"--calibration {folder}: scaling.csv has no stage rows of a successful run")
     if input_bytes is None and os.path.isfile(os.path.join(folder, "scaling.json")):
@@ -218,8 +235,10 @@ def load_calibration(folder: str, cores_per_node: int) -> Calibration:
     for stage, per in best.items():
         values = {c: (max(v) if c == "peak_worker_bytes" else sum(v) / len(v))
                   for c, v in seen.get(stage, {}).items()}
-        stages[stage] = StageCalibration(stage, tuple(sorted(per.items())), values)
-    return Calibration(folder, stages, int(input_bytes) if input_bytes else None, tuple(sorted(notes)))
+        stages[stage] = StageCalibration(stage, tuple(sorted(per.items())), values,
+                                         tuple(sorted(peaks.get(stage, {}).items())))
+    return Calibration(folder, stages, int(input_bytes) if input_bytes else None, tuple(sorted(notes)),
+                       sum(sizes) / len(sizes) if sizes else None)
 
 
 def stage_for(calibration: Calibration, folder: str) -> StageCalibration:
@@ -255,9 +274,13 @@ def fit(points, tasks: float | None = None, task_overhead: float = TASK_OVERHEAD
     return a, b
 
 
-def predict_stage(cal: StageCalibration, s: PlanSettings, nodes: int, ratio: float) -> dict:
-    """One stage on ``nodes`` nodes with ``ratio`` times the calibration's input."""
+def predict_stage(cal: StageCalibration, s: PlanSettings, nodes: int, ratio: float,
+                  size: float | None = None) -> dict:
+    """One stage on ``nodes`` nodes with ``ratio`` times the calibration's input, in partitions of
+    ``size`` bytes (None: the calibration's)."""
     v = cal.values
+    size = size or v.get("partition_bytes")
+    per_partition = v["partition_bytes"] / size if size and v.get("partition_bytes") else 1.0
     a, b = fit(cal.points, v.get("dask_tasks"), s.task_overhead)
     cores = nodes * s.cores_per_node
     tasks = v.get("dask_tasks")
@@ -267,24 +290,26 @@ def predict_stage(cal: StageCalibration, s: PlanSettings, nodes: int, ratio: flo
         sched_cal = min(a, v["scheduler_cpu_seconds"] + v["client_cpu_seconds"])
     else:
         sched_cal = min(a, tasks * s.task_overhead) if tasks is not None else 0.0
-    serial = (a - sched_cal) + sched_cal * ratio
+    head = sched_cal * ratio * per_partition
+    serial = (a - sched_cal) + head
     parallel = b * ratio / cores
     shuffle = v["shuffle_bytes"] * ratio if "shuffle_bytes" in v else None
     network = shuffle / (nodes * s.link) if shuffle is not None and nodes > 1 else 0.0
     wall = serial + max(parallel, network)
-    peak = v.get("peak_worker_bytes")
+    peak, measured_at, peak_fit = partitions.peak_at(cal.peaks, v.get("peak_worker_bytes"), size)
     per_worker = s.memory_per_node / s.workers_per_node
     times = {"CPU": parallel, "network": network, "scheduler": serial}
     binding = "memory" if peak is not None and peak > per_worker else max(times, key=times.get)
     return {
         "stage": cal.name, "nodes": nodes, "cores": cores,
-        "serial_seconds": serial, "parallel_seconds": parallel, "network_seconds": network,
+        "serial_seconds": serial, "head_seconds": head, "parallel_seconds": parallel, "network_seconds": network,
         "wall_seconds": wall,
         "cpu_hours": (v["cpu_seconds"] if "cpu_seconds" in v else b) * ratio / 3600,
         "cpu_measured": "cpu_seconds" in v,
         "core_hours": wall * cores / 3600,
-        "dask_tasks": tasks * ratio if tasks is not None else None,
-        "peak_worker_bytes": peak, "memory_per_worker": per_worker,
+        "dask_tasks": tasks * ratio * per_partition if tasks is not None else None,
+        "partition_bytes": size, "peak_worker_bytes": peak, "peak_measured_at": measured_at, "peak_fit": peak_fit,
+        "memory_per_worker": per_worker,
         "max_workers_per_node": int(s.memory_per_node // peak) if peak else None,
         "shuffle_bytes": shuffle,
         "output_bytes": v["output_bytes"] * ratio if "output_bytes" in v else None,
@@ -299,15 +324,18 @@ def total_of(stages: list[dict]) -> dict:
         values = [p[key] for p in stages]
         return None if any(v is None for v in values) else sum(values)
 
-    peaks = [p["peak_worker_bytes"] for p in stages if p["peak_worker_bytes"] is not None]
+    peaks = [p for p in stages if p["peak_worker_bytes"] is not None]
+    top = max(peaks, key=lambda p: p["peak_worker_bytes"]) if peaks else None
     times = {"CPU": add("parallel_seconds"), "network": add("network_seconds"), "scheduler": add("serial_seconds")}
     memory = any(p["binding"] == "memory" for p in stages)
     return {"stage": "total", "nodes": stages[0]["nodes"], "cores": stages[0]["cores"],
-            **{k: add(k) for k in ("serial_seconds", "parallel_seconds", "network_seconds", "wall_seconds",
+            **{k: add(k) for k in ("serial_seconds", "head_seconds", "parallel_seconds", "network_seconds", "wall_seconds",
                                    "cpu_hours", "core_hours", "dask_tasks", "shuffle_bytes", "output_bytes",
                                    "work_bytes")},
             "cpu_measured": all(p["cpu_measured"] for p in stages),
-            "peak_worker_bytes": max(peaks) if peaks else None, "memory_per_worker": stages[0]["memory_per_worker"],
+            "partition_bytes": stages[0]["partition_bytes"],
+            "peak_worker_bytes": top["peak_worker_bytes"] if top else None,
+            "peak_measured_at": top["peak_measured_at"] if top else None, "memory_per_worker": stages[0]["memory_per_worker"],
             "max_workers_per_node": min((p["max_workers_per_node"] for p in stages if p["max_workers_per_node"]),
                                         default=None),
             "binding": "memory" if memory else max(times, key=times.get)}
@@ -335,22 +363,35 @@ def plan(calibration: Calibration, folders: list[str], s: PlanSettings, target_b
                      "the input")
     notes.append(f"scheduler: {s.task_overhead * 1000:g} ms per task; network: shuffle bytes / (nodes x "
                  f"{s.link * 8 / 1e9:g} Gbit/s), overlapping the parallel part")
+    known = calibration.partition_bytes
+    size = (s.partition_size or known) if known else None  # the target's partition size
+    notes += partitions.notes(cals, known, size, s.partition_size is not None)
+    per_worker = s.memory_per_node / s.workers_per_node
     plans = []
     for nodes in s.nodes:
-        stages = [predict_stage(cal, s, nodes, ratio) for cal in cals]
-        for folder, p in zip(folders, stages):
-            p["stage"] = folder
-        plans.append({"nodes": nodes, "stages": stages, "total": total_of(stages)})
+        def at(size, nodes=nodes):
+            stages = [predict_stage(cal, s, nodes, ratio, size) for cal in cals]
+            for folder, p in zip(folders, stages):
+                p["stage"] = folder
+            return stages
+
+        stages = at(size)
+        unbound = partitions.smallest_unbound(at, partitions.candidates(known), per_worker) if known else None
+        if unbound and unbound["bytes"] and (target_bytes or calibration.input_bytes):  # the input's partitions there
+            unbound["partitions"] = math.ceil((target_bytes or calibration.input_bytes) / unbound["bytes"])
+        plans.append({"nodes": nodes, "stages": stages, "total": total_of(stages), "partition_size": unbound})
     for p in plans:  # every number printed is finite and >= 0, or the plan is not printed
-        for q in [*p["stages"], p["total"]]:
-            for key, value in q.items():
+        for q in [*p["stages"], p["total"], {"stage": "partition size", **(p["partition_size"] or {})}]:
+            for key, value in [*q.items(), *(q.get("peak_fit") or {}).items()]:
                 if isinstance(value, float) and (not math.isfinite(value) or value < 0):
                     raise SettingsError(f"--calibration {calibration.folder}: stage {q['stage']} on {p['nodes']} "
                                         f"node(s) gives {key} = {value}: check its scaling.csv rows")
     return {"settings": {"nodes": list(s.nodes), "cores_per_node": s.cores_per_node,
                          "memory_per_node": s.memory_per_node, "link_bytes_per_second": s.link,
                          "threads_per_worker": s.threads_per_worker, "workers_per_node": s.workers_per_node,
-                         "task_overhead_seconds": s.task_overhead},
+                         "task_overhead_seconds": s.task_overhead, "partition_bytes": size},
             "calibration": {"folder": calibration.folder, "input_bytes": calibration.input_bytes,
+                            "partition_bytes": known,
+                            "peaks": {k: [list(p) for p in c.peaks] for k, c in calibration.stages.items()},
                             "points": {k: [list(p) for p in c.points] for k, c in calibration.stages.items()}},
             "input_bytes": target_bytes, "ratio": ratio, "assumptions": notes, "plans": plans}

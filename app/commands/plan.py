@@ -1,10 +1,10 @@
 """Predict a job's cost on a cluster from measured scaling points.
 
 ``curate plan JOB.yaml --calibration SCALING_DIR --nodes 8,64,512 --cores-per-node 32 --memory-per-node
-256GiB [--link 25gbit] [--input-size 10TB] [--json FILE]``: per stage and in total, the wall time,
+256GiB [--link 25gbit] [--input-size 10TB] [--partition-size 512MiB] [--json FILE]``: per stage and in total, the wall time,
 CPU-hours (used) and core-hours (allocated), each worker's peak memory, the bytes shuffled over the
 network, the disk for outputs and ``_work``, and the resource that binds (CPU, memory, network, the
-scheduler). SCALING_DIR holds ``scaling.csv`` (``curate bench scaling``, slurm/strong_scaling.sbatch).
+scheduler); per node count, the smallest partition size at which no stage is scheduler-bound. SCALING_DIR holds ``scaling.csv`` (``curate bench scaling``, slurm/strong_scaling.sbatch).
 ``--sample 1%`` instead runs the job on that share of its input files first (one calibration point:
 no serial fraction, see the output's assumptions). The model: docs/plan.md, app/plan.py.
 """
@@ -35,6 +35,9 @@ def add_arguments(p) -> None:
     p.add_argument("--input-size", default=None,
                    help="bytes of input to plan for, e.g. 10TB (default: the job's input on disk)")
     p.add_argument("--task-overhead", default="1ms", help="scheduler time per Dask task (default 1ms)")
+    p.add_argument("--partition-size", default=None, metavar="SIZE",
+                   help="bytes per input partition on the target, e.g. 512MiB (default: the calibration's "
+                        "partition_bytes)")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the predictions as JSON")
     # --sample's run; its --threads-per-worker is the target's too: workers per node = cores / threads
     add_cluster_arguments(p)
@@ -75,11 +78,14 @@ def settings_of(args):
         nodes=parse_nodes(args.nodes), cores_per_node=args.cores_per_node,
         memory_per_node=parse_bytes(args.memory_per_node, "--memory-per-node"), link=parse_link(args.link),
         input_size=parse_bytes(args.input_size, "--input-size") if args.input_size is not None else None,
-        threads_per_worker=args.threads_per_worker, task_overhead=_seconds(args.task_overhead))
+        threads_per_worker=args.threads_per_worker, task_overhead=_seconds(args.task_overhead),
+        partition_size=(parse_bytes(args.partition_size, "--partition-size") if args.partition_size is not None
+                        else None))
 
 
 def main(args) -> int:
     import contextlib
+    import dataclasses
     import json
     import tempfile
 
@@ -106,7 +112,7 @@ def main(args) -> int:
             notes.append(sample_run(job, share, folder, args))
         calibration = model.load_calibration(folder, s.cores_per_node)
         if calibration.input_bytes is None and job_bytes is not None and args.sample is None:
-            calibration = model.Calibration(calibration.folder, calibration.stages, job_bytes, calibration.notes)
+            calibration = dataclasses.replace(calibration, input_bytes=job_bytes)
             notes.append("the calibration does not record its input bytes: taken as the job's input on disk")
         for f in folders:  # a stage the calibration lacks is named first
             model.stage_for(calibration, f)
@@ -182,6 +188,41 @@ def _time(secs) -> str:
     return f"{secs / 3600:.1f}h"
 
 
+def _peak(q: dict) -> str:
+    """A worker's peak; marked * when it was measured at another partition size than the one planned."""
+    at, size = q.get("peak_measured_at"), q.get("partition_bytes")
+    other = at is not None and size is not None and abs(at - size) > 0.5
+    return _size(q["peak_worker_bytes"]) + ("*" if other and q["peak_worker_bytes"] is not None else "")
+
+
+def _measured(p: dict):
+    return next(q["peak_measured_at"] for q in p["stages"] if _peak(q).endswith("*"))
+
+
+def _partition_line(found: dict | None, per_worker: float, cores: int) -> str:
+    """The smallest partition size at which no stage is scheduler-bound, as one line."""
+    from curate.app.plan_partitions import CANDIDATES
+
+    if found is None:
+        return "partition size: none named (the calibration records no partition_bytes)"
+    if found["bytes"] is None:
+        return (f"partition size: none from {_size(CANDIDATES[0])} to {_size(CANDIDATES[-1])} keeps every stage "
+                "off the scheduler (a stage's head share exceeds its parallel part at each)")
+    peak = found["peak_worker_bytes"]
+    if peak is None:
+        said = "a worker's peak there is unknown (not measured)"
+    else:
+        at = found["peak_measured_at"]
+        measured = (f" (as measured at {_size(at)}: its growth with partition size was not measured)"
+                    if at is not None and abs(at - found["bytes"]) > 0.5 else "")
+        said = (f"a worker's peak there {_size(peak)}{measured}, "
+                f"{'within' if found['fits'] else 'above'} the {_size(per_worker)} per worker")
+    idle = (f" (only {found['partitions']:,} input partitions for {cores:,} cores: some idle, which the model does "
+            "not count)" if found.get("partitions") is not None and found["partitions"] < cores else "")
+    return (f"partition size: {_size(found['bytes'])} is the smallest at which no stage is scheduler-bound "
+            f"(head share <= parallel part){idle}; {said}")
+
+
 def format_plan(result: dict) -> str:
     lines = []
     st = result["settings"]
@@ -191,7 +232,7 @@ def format_plan(result: dict) -> str:
         rows = [("stage", "wall", "CPU-h", "core-h", "peak/worker", "shuffle", "network", "output", "_work", "binds")]
         for q in [*p["stages"], p["total"]]:
             rows.append((q["stage"], _time(q["wall_seconds"]), f"{q['cpu_hours']:.2f}", f"{q['core_hours']:.2f}",
-                         _size(q["peak_worker_bytes"]), _size(q["shuffle_bytes"]), _time(q["network_seconds"]),
+                         _peak(q), _size(q["shuffle_bytes"]), _time(q["network_seconds"]),
                          _size(q["output_bytes"]), _size(q["work_bytes"]), q["binding"]))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         table = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
@@ -202,6 +243,11 @@ def format_plan(result: dict) -> str:
                 lines.append(f"{q['stage']}: a worker's peak of {_size(q['peak_worker_bytes'])} exceeds the "
                              f"{_size(q['memory_per_worker'])} per worker: at most {q['max_workers_per_node']} "
                              "worker(s) per node (or a smaller --blocksize)")
+        if any(_peak(q).endswith("*") for q in p["stages"]):
+            lines.append(f"* a peak measured at partitions of {_size(_measured(p))}, not at the "
+                         f"{_size(p['total']['partition_bytes'])} planned: its growth with partition size was not "
+                         "measured")
+        lines.append(_partition_line(p["partition_size"], p["total"]["memory_per_worker"], p["total"]["cores"]))
         lines.append("")
     lines.append("assumptions:")
     lines += [f"- {n}" for n in result["assumptions"]]
