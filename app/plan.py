@@ -41,6 +41,9 @@ TASK_OVERHEAD = 0.001
 #: calibration columns that are summed up per stage and scale with the input
 SCALED = ("cpu_seconds", "shuffle_bytes", "output_bytes", "work_bytes", "dask_tasks", "scheduler_cpu_seconds",
           "client_cpu_seconds")
+#: of these, the ones that count partitions (tasks, the head's work): a row's value is taken to the
+#: calibration's mean partition size (x its partition_bytes / the mean) before the rows are averaged
+PER_PARTITION = ("dask_tasks", "scheduler_cpu_seconds", "client_cpu_seconds")
 
 
 # --------------------------------------------------------------------------- settings
@@ -189,7 +192,7 @@ def load_calibration(folder: str, cores_per_node: int) -> Calibration:
         raise SettingsError(f"--calibration {folder}: scaling.csv has no {sorted(missing)[0]!r} column")
     notes: set[str] = set()
     best: dict[str, dict[float, float]] = {}
-    seen: dict[str, dict[str, list[float]]] = {}
+    seen: dict[str, dict[str, list[tuple[float, float | None]]]] = {}  # values and their row's partition bytes
     input_bytes = None
     sizes: list[float] = []
     peaks: dict[str, dict[float, float]] = {}
@@ -207,11 +210,11 @@ def load_calibration(folder: str, cores_per_node: int) -> Calibration:
             continue
         per = best.setdefault(row["stage"], {})
         per[cores] = min(per.get(cores, math.inf), secs)
+        size, peak = _number(row, "partition_bytes") or None, _number(row, "peak_worker_bytes")
         for column in (*SCALED, "peak_worker_bytes", "partition_bytes"):
             value = _number(row, column)
             if value is not None:
-                seen.setdefault(row["stage"], {}).setdefault(column, []).append(value)
-        size, peak = _number(row, "partition_bytes"), _number(row, "peak_worker_bytes")
+                seen.setdefault(row["stage"], {}).setdefault(column, []).append((value, size))
         if size:
             sizes.append(size)
             if peak is not None:
@@ -232,13 +235,15 @@ def load_calibration(folder: str, cores_per_node: int) -> Calibration:
             raise SettingsError(f"--calibration {where}: input_bytes must be a positive number; got "
                                 f"{str(input_bytes)[:40]!r}")
     stages = {}
+    mean = sum(sizes) / len(sizes) if sizes else None
     for stage, per in best.items():
-        values = {c: (max(v) if c == "peak_worker_bytes" else sum(v) / len(v))
-                  for c, v in seen.get(stage, {}).items()}
+        values = {}
+        for c, pairs in seen.get(stage, {}).items():
+            v = [x * (at / mean if c in PER_PARTITION and at else 1.0) for x, at in pairs]
+            values[c] = max(v) if c == "peak_worker_bytes" else mean if c == "partition_bytes" else sum(v) / len(v)
         stages[stage] = StageCalibration(stage, tuple(sorted(per.items())), values,
                                          tuple(sorted(peaks.get(stage, {}).items())))
-    return Calibration(folder, stages, int(input_bytes) if input_bytes else None, tuple(sorted(notes)),
-                       sum(sizes) / len(sizes) if sizes else None)
+    return Calibration(folder, stages, int(input_bytes) if input_bytes else None, tuple(sorted(notes)), mean)
 
 
 def stage_for(calibration: Calibration, folder: str) -> StageCalibration:

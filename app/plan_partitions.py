@@ -88,9 +88,9 @@ def notes(cals, calibration_bytes, target_bytes, from_option: bool) -> list[str]
                 "scale with the input ratio alone, a worker's peak is the calibration's, and no partition size "
                 "is named")
         return [said + ("; --partition-size is not applied" if from_option else "")]
-    out = [f"partition size: {round(target_bytes):,} bytes "
-           f"({'--partition-size' if from_option else 'the calibration mean'}; the calibration's "
-           f"{round(calibration_bytes):,}): tasks and the head's share scale with the input ratio x the calibration's "
+    said = (f"{round(target_bytes):,} bytes (--partition-size; the calibration's mean {round(calibration_bytes):,})"
+            if from_option else f"the calibration's mean, {round(calibration_bytes):,} bytes")
+    out = [f"partition size: {said}: tasks and the head's share scale with the input ratio x the calibration's "
            "partition size / this one; the parallel work does not change with it"]
     one = [c.name for c in cals if len(c.peaks) == 1]
     fitted = [c.name for c in cals if len(c.peaks) >= 2]

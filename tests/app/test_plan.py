@@ -219,3 +219,165 @@ def test_every_refusal_of_point_3_is_one_line_with_exit_2(tmp_path):
         proc = curate(*args, check=False)
         assert proc.returncode == 2, (args, proc.stderr[-2000:])
         assert proc.stderr.count("\n") == 1 and message in proc.stderr, (args, proc.stderr)
+
+
+# --------------------------------------------------------------------------- partition size (app/plan_partitions.py)
+
+MiB = 2**20
+
+
+def _csv(folder, header, rows):
+    """A calibration folder with scaling.csv of ``header`` (comma-separated) and ``rows`` (tuples)."""
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "scaling.csv"), "w", newline="") as f:
+        csv.writer(f).writerows([header.split(","), *rows])
+    return str(folder)
+
+
+@pytest.mark.parametrize("measured", [False, True], ids=["tasks x overhead", "scheduler + client CPU"])
+def test_tasks_and_the_head_share_scale_with_the_partition_size(tmp_path, measured):
+    # 01-clean: (2 cores, 6 s), (4, 4 s): a = 2, b = 8. The head's share at the calibration's 1 MB
+    # partitions: 100 tasks x 1 ms = 0.1 s, or the measured 0.3 + 0.1 = 0.4 s
+    header = "workers,stage,seconds,dask_tasks,scheduler_cpu_seconds,client_cpu_seconds,partition_bytes,input_bytes"
+    head_cpu = (0.3, 0.1) if measured else ("", "")
+    folder = _csv(tmp_path / "cal", header, [(2, "01-clean", 6, 100, *head_cpu, 1e6, 1e8),
+                                             (4, "01-clean", 4, 100, *head_cpu, 1e6, 1e8)])
+    cal = model.load_calibration(folder, 4)
+    assert cal.partition_bytes == 1e6
+    head = 0.4 if measured else 0.1
+    for size, per_partition in [(None, 1.0), (4e6, 1 / 4), (0.5e6, 2.0)]:
+        s = model.PlanSettings(nodes=(2,), cores_per_node=4, memory_per_node=8 * GiB, partition_size=size)
+        (p,) = model.plan(cal, ["01-clean"], s, int(1e9), [])["plans"]  # 10x the input, 8 cores
+        (q,) = p["stages"]
+        assert q["head_seconds"] == pytest.approx(head * 10 * per_partition), size
+        assert q["serial_seconds"] == pytest.approx(2 - head + head * 10 * per_partition), size
+        assert q["dask_tasks"] == pytest.approx(100 * 10 * per_partition), size
+        assert q["parallel_seconds"] == pytest.approx(8 * 10 / 8), size  # the parallel work does not change
+        assert q["partition_bytes"] == (size or 1e6)
+
+
+def test_rows_at_two_partition_sizes_count_their_tasks_at_the_mean_size(tmp_path):
+    # 100 tasks at 1 MB partitions and 50 at 2 MB are both 200/3 tasks at the mean 1.5 MB
+    folder = _csv(tmp_path / "cal", "workers,stage,seconds,dask_tasks,partition_bytes",
+                  [(2, "01-clean", 6, 100, 1e6), (4, "01-clean", 4, 50, 2e6)])
+    cal = model.load_calibration(folder, 4)
+    assert cal.partition_bytes == 1.5e6
+    assert cal.stages["01-clean"].values["dask_tasks"] == pytest.approx(200 / 3)
+    assert cal.stages["01-clean"].values["partition_bytes"] == 1.5e6
+
+
+def test_the_peak_fit_is_the_least_squares_line_of_three_sizes():
+    from curate.app.plan_partitions import fit_peak
+
+    points = [(1.0, 10.0), (2.0, 13.0), (4.0, 22.0)]  # by hand: k = Sxy / Sxx = 19 / (42/9) = 57/14, p0 = 15 - k 7/3
+    p0, k = fit_peak(points)
+    assert (p0, k) == pytest.approx((5.5, 57 / 14))
+
+    def sse(a, b):
+        return sum((y - a - b * x) ** 2 for x, y in points)
+
+    grid = [(i * 0.05, j * 0.05) for i in range(0, 221) for j in range(0, 161)]  # p0 0..11, k 0..8
+    best = min(grid, key=lambda g: sse(*g))
+    assert sse(p0, k) <= sse(*best) + 1e-12
+    assert best == pytest.approx((p0, k), abs=0.2)  # the grid's best is the fit's neighbour
+    # clamped as fit() clamps: a peak that falls with the size is the mean; a line below 0 goes through 0
+    assert fit_peak([(1.0, 9.0), (2.0, 5.0), (4.0, 4.0)]) == pytest.approx((6.0, 0.0))
+    assert fit_peak([(1.0, 1.0), (2.0, 5.0)]) == pytest.approx((0.0, 11 / 5))
+
+
+def test_the_peak_at_another_partition_size_is_read_off_the_fit(tmp_path):
+    # the largest peak at each size counts (a repeat at 2 MB peaked lower)
+    folder = _csv(tmp_path / "cal", "workers,stage,seconds,peak_worker_bytes,partition_bytes",
+                  [(2, "01-clean", 6, 10e6, 1e6), (4, "01-clean", 4, 13e6, 2e6), (4, "01-clean", 4.5, 12e6, 2e6),
+                   (4, "01-clean", 4, 22e6, 4e6)])
+    cal = model.load_calibration(folder, 4)
+    assert cal.stages["01-clean"].peaks == ((1e6, 10e6), (2e6, 13e6), (4e6, 22e6))
+    s = model.PlanSettings(nodes=(1,), cores_per_node=4, memory_per_node=8 * GiB, partition_size=8_000_000)
+    result = model.plan(cal, ["01-clean"], s, None, [])
+    (q,) = result["plans"][0]["stages"]
+    assert q["peak_worker_bytes"] == pytest.approx(5.5e6 + 57 / 14 * 8e6)
+    assert q["peak_measured_at"] is None and q["peak_fit"]["sizes"] == 3
+    assert any("fitted as p0 + k x partition size" in n for n in result["assumptions"])
+
+
+def test_a_peak_measured_at_one_size_is_kept_and_said_so(tmp_path):
+    folder = _csv(tmp_path / "cal", "workers,stage,seconds,dask_tasks,peak_worker_bytes,partition_bytes,input_bytes",
+                  [(2, "01-clean", 6, 100, GiB, 64 * MiB, 10**9), (4, "01-clean", 4, 100, GiB, 64 * MiB, 10**9),
+                   (2, "02-exact_dedup", 3, 10, 2 * GiB, 64 * MiB, 10**9),
+                   (4, "02-exact_dedup", 2, 10, 2 * GiB, 64 * MiB, 10**9)])
+    out = tmp_path / "plan.json"
+    args = ["plan", _job(tmp_path), "--calibration", folder, "--nodes", "2", "--cores-per-node", "4",
+            "--memory-per-node", "16GiB", "--input-size", "10GB", "--json", out]
+    proc = curate(*args, "--partition-size", "256MiB")
+    says = ("peak memory per worker of 01-clean, 02-exact_dedup: measured at one partition size only, so its "
+            "growth with partition size was not measured and the peak at another size is unknown")
+    assert says in proc.stdout
+    (p,) = json.loads(out.read_text())["plans"]
+    assert [(q["peak_worker_bytes"], q["peak_measured_at"]) for q in p["stages"]] == [(GiB, 64 * MiB),
+                                                                                     (2 * GiB, 64 * MiB)]
+    assert "1 GiB*" in proc.stdout and "2 GiB*" in proc.stdout
+    assert "* a peak measured at partitions of 64 MiB, not at the 256 MiB planned" in proc.stdout
+    proc = curate(*args)  # at the calibration's own size the peak is the measured one: no mark
+    assert says in proc.stdout and "GiB*" not in proc.stdout
+
+
+def test_without_partition_bytes_the_plan_is_as_before_and_says_the_size_is_unknown(tmp_path):
+    out = tmp_path / "plan.json"
+    proc = curate("plan", _job(tmp_path), "--calibration", _calibration(str(tmp_path / "cal")), "--nodes", "2",
+                  "--cores-per-node", "4", "--memory-per-node", "16GiB", "--link", "8gbit", "--input-size", "10MB",
+                  "--partition-size", "1GiB", "--json", out)
+    assert "partition size: unknown (no calibration row has partition_bytes)" in proc.stdout
+    assert "--partition-size is not applied" in proc.stdout
+    (p,) = json.loads(out.read_text())["plans"]
+    assert p["partition_size"] is None
+    for got, want in zip([*p["stages"], p["total"]], _hand(16 * GiB)):  # the hand computation, unchanged
+        for key, value in want.items():
+            assert got[key] == pytest.approx(value), (got["stage"], key)
+
+
+def test_the_named_partition_size_matches_the_hand_computation(tmp_path):
+    # 01-clean at the calibration's 40 MiB (the mean of 20, 60 and 40, 40 MiB): (2 cores, 6 s), (4, 4 s), so
+    # a = 2, b = 8, and 1000 tasks x 1 ms = 1 s of head share. On c cores at partition size S:
+    # head = 1 s x r x 40 MiB / S <= parallel = 8 r / c  <=>  S >= 5 MiB x c.
+    # 02-exact_dedup has no tasks (never scheduler-bound) and a peak of 1 GiB at 20 MiB, 2 GiB at 60 MiB:
+    # peak(S) = 0.5 GiB + 25.6 x S.
+    header = "workers,stage,seconds,dask_tasks,peak_worker_bytes,partition_bytes,input_bytes"
+    folder = _csv(tmp_path / "cal", header, [
+        (2, "01-clean", 6, 1000, "", 40 * MiB, 10**9), (4, "01-clean", 4, 1000, "", 40 * MiB, 10**9),
+        (2, "02-exact_dedup", 3, "", GiB, 20 * MiB, 10**9), (4, "02-exact_dedup", 2, "", 2 * GiB, 60 * MiB, 10**9)])
+    out = tmp_path / "plan.json"
+    # 7 cores a node, 7 workers of 4 GiB each
+    proc = curate("plan", _job(tmp_path), "--calibration", folder, "--nodes", "1,2,200,1000", "--cores-per-node", "7",
+                  "--memory-per-node", "28GiB", "--input-size", "100GB", "--json", out)
+    plans = json.loads(out.read_text())["plans"]
+    named = [(p["nodes"], p["partition_size"]["bytes"]) for p in plans]
+    # 7 cores: 35 MiB -> 40 MiB (the calibration's own size, a candidate); 14: 70 -> 128 MiB; 1,400: 7,000 MiB ->
+    # 8 GiB; 7,000 cores: 35,000 MiB, above 16 GiB: none
+    assert named == [(1, 40 * MiB), (2, 128 * MiB), (200, 8 * GiB), (1000, None)]
+    peaks = [(p["partition_size"]["peak_worker_bytes"], p["partition_size"]["fits"]) for p in plans]
+    assert peaks[0] == (pytest.approx(1.5 * GiB), True)
+    assert peaks[1] == (pytest.approx(0.5 * GiB + 25.6 * 128 * MiB), True)  # 3.7 GiB of 4
+    assert peaks[2] == (pytest.approx(0.5 * GiB + 25.6 * 8 * GiB), False)
+    assert peaks[3] == (None, None)
+    assert plans[0]["partition_size"]["partitions"] == -(-10**11 // (40 * MiB))
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("partition size:")]
+    assert lines[0] == ("partition size: 40 MiB is the smallest at which no stage is scheduler-bound (head share <= "
+                        "parallel part); a worker's peak there 1.5 GiB, within the 4 GiB per worker")
+    assert lines[2].startswith("partition size: 8 GiB is the smallest") and "205.3 GiB, above the 4 GiB" in lines[2]
+    assert lines[3] == ("partition size: none from 16 MiB to 16 GiB keeps every stage off the scheduler (a stage's "
+                        "head share exceeds its parallel part at each)")
+
+
+@pytest.mark.parametrize("value, says", [("0", "must be positive"), ("-1MiB", "must be positive"),
+                                         ("nan", "must be a size"), ("inf", "must be a size"),
+                                         ("1e400", "must be a size"), ("big", "must be a size")])
+def test_a_partition_size_that_is_no_size_is_refused(tmp_path, capsys, value, says):
+    from curate.app.cli import main
+
+    cal = _calibration(str(tmp_path / "cal"))
+    assert main([str(a) for a in _plan_args(tmp_path, cal, f"--partition-size={value}")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--partition-size {says}" in err, err
+    for bad in (0, -1, float("nan"), float("inf")):
+        with pytest.raises(model.SettingsError, match="--partition-size must be a positive size"):
+            model.PlanSettings(nodes=(1,), cores_per_node=4, memory_per_node=GiB, partition_size=bad)
