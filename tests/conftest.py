@@ -49,6 +49,28 @@ def _sync_scheduler():
         yield
 
 
+@pytest.fixture(scope="session")
+def sample_job(tmp_path_factory) -> Path:
+    """jobs/sample.yaml run once for the session, in this process (``--cluster threads``), as the
+    reference several tests compare with or start from. Read it; copy it (``copy_job``) to change it."""
+    from curate.app import cli
+
+    out = tmp_path_factory.mktemp("sample-job") / "sample"
+    with pytest.MonkeyPatch.context() as mp, dask.config.set(scheduler="synchronous"):
+        mp.chdir(ROOT)
+        code = cli.main(["--log-level", "WARNING", "run", "jobs/sample.yaml", "--output", str(out),
+                         "--cluster", "threads"])
+    assert code == 0
+    return out
+
+
+def copy_job(src, dst) -> Path:
+    """Copy a job's output folder (its stages, their side folders and _reports) to change it."""
+    import shutil
+
+    return Path(shutil.copytree(src, dst, symlinks=True))
+
+
 def write_jsonl(path, records, raw_lines=()):
     """Write records (dicts) and then raw lines (str/bytes, written as given) to a JSONL file."""
     path = Path(path)
@@ -111,6 +133,24 @@ def curate(*args, check=True, timeout=600, env=None, **kw):
     if check and proc.returncode != 0:
         raise AssertionError(f"curate {' '.join(map(str, args))} exited {proc.returncode}\n{proc.stderr[-4000:]}")
     return proc
+
+
+def curate_here(*args, cwd=None) -> subprocess.CompletedProcess:
+    """``curate ARGS`` through ``cli.main`` in this process (stdout and stderr captured): a refusal or a
+    read-only command without the start of a process. Tests that check a command this way keep a real
+    process (``curate``) for at least one of its cases: what only a process shows (its exit, stray
+    lines at import) stays checked there."""
+    import contextlib
+    import io
+
+    from curate.app import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        if cwd is not None:
+            mp.chdir(cwd)
+        code = cli.main(list(map(str, args)))
+    return subprocess.CompletedProcess(["curate", *map(str, args)], code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture

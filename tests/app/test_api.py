@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 import curate
-from tests.conftest import ROOT, curate as curate_cli, read_output, write_jsonl
+from tests.conftest import ROOT, curate as curate_cli, curate_here, read_output, write_jsonl
 
 EXAMPLES = ROOT / "docs" / "examples"
 TEXTS = ["The quick brown fox jumps over the lazy dog near the river bank today.",
@@ -97,7 +97,7 @@ def test_unknown_stage_or_keyword_fails_before_any_work(tmp_path):
 
 def test_a_pipeline_refuses_an_output_it_does_not_own(data, plugins):
     (data / "job.yaml").write_text(f"name: other\ninput: {data / 'in' / '*.jsonl'}\nstages: [clean]\n")
-    curate_cli("run", data / "job.yaml", "--output", data / "out", "--cluster", "threads")
+    assert curate_here("run", data / "job.yaml", "--output", data / "out", "--cluster", "threads").returncode == 0
     before = {p: p.read_bytes() for p in (data / "out").rglob("*") if p.is_file()}
     with pytest.raises(curate.SettingsError) as e:
         curate.Pipeline([curate.Step("clean")], name="mine").run(str(data / "in" / "*.jsonl"), data / "out",
@@ -157,13 +157,13 @@ def test_dry_run_plans_without_a_cluster_or_a_write(data, plugins, tmp_path):
     lines = proc.stdout.splitlines()
     assert "nothing started, nothing written" in lines[0]
     assert [ln.split()[-1] for ln in lines[3:]] == ["run", "run", "run"]
-    curate_cli("run", job, "--output", data / "out", "--cluster", "threads")
+    assert curate_here("run", job, "--output", data / "out", "--cluster", "threads").returncode == 0
     listing = sorted((p, p.stat().st_mtime_ns) for p in (data / "out").rglob("*"))
-    proc = curate_cli("run", job, "--output", data / "out", "--dry-run")
+    proc = curate_here("run", job, "--output", data / "out", "--dry-run")
     assert [ln.split("  ")[-1].strip() for ln in proc.stdout.splitlines()[3:]] == ["skip (up to date)"] * 3
     # a later stage's settings change: it and what follows run, what precedes is skipped
     job.write_text(job.read_text().replace("exact_dedup: {}", "exact_dedup: {hash: xxh3}"))
-    plan = [ln.split("  ")[-1].strip() for ln in curate_cli("run", job, "--output", data / "out", "--dry-run")
+    plan = [ln.split("  ")[-1].strip() for ln in curate_here("run", job, "--output", data / "out", "--dry-run")
             .stdout.splitlines()[3:]]
     assert plan == ["skip (up to date)", "run (settings or inputs changed)", "run (settings or inputs changed)"]
     assert sorted((p, p.stat().st_mtime_ns) for p in (data / "out").rglob("*")) == listing

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from curate.app import cli
-from tests.conftest import CURATE, ROOT, copy_output, run_stage, side, write_jsonl
+from tests.conftest import CURATE, ROOT, copy_job, copy_output, run_stage, side, write_jsonl
 
 
 def files_of(*roots) -> dict[str, tuple[str, int]]:
@@ -111,13 +111,13 @@ def expected_changes(roots, erased: set[str], domain: str, seq_length: int, shar
 
 
 @pytest.mark.slow
-def test_sample_job_erase_ten_ids_and_a_domain(tmp_path, monkeypatch, capsys):
+def test_sample_job_erase_ten_ids_and_a_domain(tmp_path, monkeypatch, capsys, sample_job):
     import tiktoken
 
     monkeypatch.chdir(ROOT)
     job, packed, shards = tmp_path / "sample", tmp_path / "pack", tmp_path / "shards"
     quiet = ["--log-level", "WARNING"]
-    assert cli.main([*quiet, "run", "jobs/sample.yaml", "--output", str(job), "--cluster", "threads"]) == 0
+    copy_job(sample_job, job)  # jobs/sample.yaml run in threads, once for the session
     tokens = job / "09-tokenize"
     assert cli.main([*quiet, "pack", "--input", str(tokens), "--output", str(packed), "--seq-length", "2048",
                      "--cluster", "threads"]) == 0

@@ -42,7 +42,7 @@ def test_a_whole_job_from_s3_to_s3(s3, tmp_path):
     local = job_file(tmp_path, str(tmp_path / "in" / "*.jsonl"), str(tmp_path / "local"))
     out = curate("run", remote, "--workers", "2").stdout
     assert "curate: output in s3://fsspec-bkt/job/05-tokenize" in out
-    curate("run", local, "--workers", "1")
+    curate("run", local, "--cluster", "threads")  # the reference, in one process (the same bytes as a cluster's)
     s3.invalidate_cache()
     # every stage wrote to the bucket, each with manifest and _SUCCESS, and the job root too
     stages = ["01-clean", "02-exact_dedup", "03-fuzzy_dedup", "04-shuffle", "05-tokenize"]
@@ -66,7 +66,7 @@ def test_a_whole_job_from_s3_to_s3(s3, tmp_path):
     before = s3.cat_file("fsspec-bkt/job/05-tokenize/part_00000.bin")
     s3.rm_file("fsspec-bkt/job/05-tokenize/_SUCCESS")
     s3.rm_file("fsspec-bkt/job/04-shuffle/part-00001.parquet")
-    out = curate("run", remote, "--workers", "1").stdout
+    out = curate("run", remote, "--cluster", "threads").stdout  # the cluster's S3 access: the first run above
     assert [line.split()[1] for line in out.splitlines()[2:7]] == ["skipped"] * 3 + ["ran"] * 2
     s3.invalidate_cache()
     assert s3.cat_file("fsspec-bkt/job/05-tokenize/part_00000.bin") == before

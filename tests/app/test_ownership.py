@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from tests.conftest import ROOT, copy_output, curate, run_stage, side, write_jsonl
+from tests.conftest import ROOT, copy_output, curate, curate_here, run_stage, side, write_jsonl
 
 DOCS = [{"id": f"d{i}", "text": f"Document number {i} says hello  to everyone. " * (i % 4 + 1)} for i in range(12)]
 
@@ -22,7 +22,10 @@ def snapshot(folder):
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def cli(*args, cwd, check=False):
+def cli(*args, cwd, check=False, here=False):
+    """``curate ARGS`` in a real process from ``cwd``; ``here``: through cli.main in this process."""
+    if here:
+        return curate_here(*args, cwd=cwd)
     return subprocess.run([sys.executable, "-m", "curate", *map(str, args)], cwd=cwd, capture_output=True,
                           text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
@@ -42,9 +45,11 @@ def test_output_equal_to_or_around_an_input_is_refused_untouched(tmp_path):
                      "contains the input")
     run_stage("clean", {}, [tmp_path / "part-00000.jsonl"], tmp_path / "s1")
     s1 = (snapshot(tmp_path / "s1"), snapshot(side(tmp_path / "s1")))
-    one_line_refusal(cli("redact", "--input", "s1", "--output", "s1", cwd=tmp_path), "is the input directory")
-    one_line_refusal(cli("redact", "--input", "s1", "--output", "s1/sub", cwd=tmp_path), "inside the input directory")
-    one_line_refusal(cli("redact", "--input", "s1", "--output", ".", cwd=tmp_path), "contains the input directory")
+    one_line_refusal(cli("redact", "--input", "s1", "--output", "s1", cwd=tmp_path, here=True), "is the input directory")
+    one_line_refusal(cli("redact", "--input", "s1", "--output", "s1/sub", cwd=tmp_path, here=True),
+                     "inside the input directory")
+    one_line_refusal(cli("redact", "--input", "s1", "--output", ".", cwd=tmp_path, here=True),
+                     "contains the input directory")
     assert (snapshot(tmp_path / "s1"), snapshot(side(tmp_path / "s1"))) == s1
     assert {k: v for k, v in snapshot(tmp_path).items() if not k.startswith(("s1/", "s1.side/"))} == before
 
@@ -72,7 +77,7 @@ def test_a_stage_output_is_not_reused_by_another_stage_or_with_user_files(tmp_pa
                      "written by stage 'clean', not stage 'redact'")
     (tmp_path / "out" / "notes.md").write_text("mine")
     before = snapshot(tmp_path / "out")
-    one_line_refusal(cli("clean", "--input", src, "--output", tmp_path / "out", "--force", cwd=tmp_path),
+    one_line_refusal(cli("clean", "--input", src, "--output", tmp_path / "out", "--force", cwd=tmp_path, here=True),
                      "holds files curate did not write", "notes.md")
     assert snapshot(tmp_path / "out") == before
 
@@ -91,24 +96,25 @@ def test_two_prefixes_share_a_folder(tmp_path):
         "web_00000.idx", "web_00001.bin", "web_00001.docs.parquet", "web_00001.idx"]
     assert sorted(p.name for p in side(out).iterdir()) == ["_state.code", "_state.web"]  # each unit's journal
     for args in ([], ["--prefix", "web"], ["--prefix", "code"]):
-        proc = curate("verify", out, *args)
+        proc = (curate_here if args else curate)("verify", out, *args)
         assert "OK" in proc.stdout
-    assert "code: 1 files, 1 documents" in curate("verify", out, "--prefix", "code").stdout
-    curate("merge", out, "--prefix", "web", "--output", tmp_path / "merged" / "web")
-    merged = curate("verify", tmp_path / "merged" / "web").stdout
+    assert "code: 1 files, 1 documents" in curate_here("verify", out, "--prefix", "code").stdout
+    assert curate_here("merge", out, "--prefix", "web", "--output", tmp_path / "merged" / "web").returncode == 0
+    merged = curate_here("verify", tmp_path / "merged" / "web").stdout
     assert "OK" in merged and "web: 1 files, 12 documents" in merged
     # rerunning one prefix leaves the other alone; the output of another stage cannot join
     run_stage("tokenize", {"tokenizer": "tiktoken:cl100k_base", "prefix": "web", "append_eod": False},
               [str(tmp_path / "web" / "*.jsonl")], out)
-    assert (out / "code_00000.bin").exists() and curate("verify", out).returncode == 0
-    one_line_refusal(cli("clean", "--input", code, "--output", out, cwd=tmp_path), "holds the output of stage 'tokenize'")
+    assert (out / "code_00000.bin").exists() and curate_here("verify", out).returncode == 0
+    one_line_refusal(cli("clean", "--input", code, "--output", out, cwd=tmp_path, here=True),
+                     "holds the output of stage 'tokenize'")
 
 
 def slow_job(tmp_path):
     """A job that takes a few seconds on a real local cluster (enough to be caught running)."""
     for k in range(2):
         write_jsonl(tmp_path / "data" / f"f{k}.jsonl", [{"id": f"{k}-{i}", "text": f"doc  {k} {i} " * 30}
-                                                        for i in range(4000)])
+                                                        for i in range(2000)])
     job = tmp_path / "job.yaml"
     job.write_text(f"input: [{tmp_path / 'data'}/*.jsonl]\nstages:\n  - clean: {{}}\n  - shuffle: {{partitions: 2}}\n")
     return job
@@ -203,15 +209,15 @@ def tok(token_sets, tmp_path):
     return copy_output(token_sets / "a" / "out", tmp_path / "a")
 
 
-def problems(path, *args):
-    proc = curate("verify", path, *args, check=False)
+def problems(path, *args, here=False):
+    proc = curate_here("verify", path, *args) if here else curate("verify", path, *args, check=False)
     assert (proc.returncode == 0) == (not proc.stderr.strip()), proc.stderr
     return proc.returncode, proc.stderr.strip().splitlines()[:-1]
 
 
 def test_verify_passes_a_clean_set(tok):
     assert problems(tok) == (0, [])
-    assert problems(tok, "--checksums") == (0, [])
+    assert problems(tok, "--checksums", here=True) == (0, [])
 
 
 def test_verify_catches_a_stray_copy_of_a_pair(tok):
@@ -230,9 +236,9 @@ def test_verify_catches_a_pair_copied_from_another_run(tok):
 
 
 def test_verify_catches_a_merge_written_inside_the_set(tok, tmp_path):
-    proc = curate("merge", tok, "--output", tok / "merged", check=False)
+    proc = curate_here("merge", tok, "--output", tok / "merged")
     assert proc.returncode == 2 and "inside the input set" in proc.stderr
-    curate("merge", tok, "--output", tmp_path / "m" / "merged")
+    assert curate_here("merge", tok, "--output", tmp_path / "m" / "merged").returncode == 0
     for ext in ("bin", "idx"):
         shutil.copy(tmp_path / "m" / f"merged.{ext}", tok / f"merged.{ext}")
     code, lines = problems(tok)
@@ -240,7 +246,7 @@ def test_verify_catches_a_merge_written_inside_the_set(tok, tmp_path):
                                    "run's pair or a merge written inside the set)"]
     for ext in ("bin", "idx"):  # a stray of the set itself is refused by merge too
         os.rename(tok / f"merged.{ext}", tok / f"part_00009.{ext}")
-    proc = curate("merge", tok, "--output", tmp_path / "m2" / "x", check=False)
+    proc = curate_here("merge", tok, "--output", tmp_path / "m2" / "x")
     assert proc.returncode == 1 and "part_00009.bin: stray pair" in proc.stderr
 
 
@@ -252,7 +258,7 @@ def test_verify_catches_a_bit_flip_and_a_zeroed_bin(tok):
     code, lines = problems(tok)
     assert code == 1 and [line.split(": ")[:2] for line in lines] == [
         [f"{tok}/part_00000.bin", "checksum"], [f"{tok}/part_00001.bin", "checksum"]]
-    proc = curate("merge", tok, "--output", tok.parent / "m", check=False)
+    proc = curate_here("merge", tok, "--output", tok.parent / "m")
     assert proc.returncode == 1 and "checksum" in proc.stderr and not (tok.parent / "m.bin").exists()
 
 
@@ -280,11 +286,11 @@ def test_reader_and_verify_catch_an_extra_and_a_missing_part(tmp_path):
     shutil.copy(tmp_path / "s" / "part-00001.parquet", tmp_path / "s" / "part-00002.parquet")
     proc = cli("redact", "--input", tmp_path / "s", "--output", tmp_path / "r", cwd=tmp_path)
     assert proc.returncode == 1 and "part-00002.parquet is not listed in _manifest.json" in proc.stderr
-    assert problems(tmp_path / "s")[1] == [f"{tmp_path / 's'}/part-00002.parquet: unlisted: no manifest here names "
+    assert problems(tmp_path / "s", here=True)[1] == [f"{tmp_path / 's'}/part-00002.parquet: unlisted: no manifest here names "
                                            "this file (a stray or foreign file)"]
     os.remove(tmp_path / "s" / "part-00002.parquet")
     os.remove(tmp_path / "s" / "part-00000.parquet")
-    proc = cli("redact", "--input", tmp_path / "s", "--output", tmp_path / "r", cwd=tmp_path)
+    proc = cli("redact", "--input", tmp_path / "s", "--output", tmp_path / "r", cwd=tmp_path, here=True)
     assert proc.returncode == 1 and "part-00000.parquet is listed in _manifest.json but missing" in proc.stderr
-    assert problems(tmp_path / "s")[1] == [f"{tmp_path / 's'}/part-00000.parquet: missing: listed in _manifest.json"]
+    assert problems(tmp_path / "s", here=True)[1] == [f"{tmp_path / 's'}/part-00000.parquet: missing: listed in _manifest.json"]
     assert not (tmp_path / "r").exists()

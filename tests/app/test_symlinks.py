@@ -13,7 +13,7 @@ import pytest
 
 from curate.stages.output import is_side
 from tests.app.test_ownership import cli, one_line_refusal, snapshot
-from tests.conftest import curate, run_stage, side, write_jsonl
+from tests.conftest import curate, curate_here, run_stage, side, write_jsonl
 
 TOKENIZE = {"tokenizer": "tiktoken:cl100k_base"}
 
@@ -66,8 +66,8 @@ def refused_untouched(tmp_path, out, link, decoy, runs):
     """Each command of ``runs`` (--force, a rerun, a rerun with fewer inputs) refuses with one line
     naming the link, verify names it, and the decoy stays what it was."""
     before = snapshot(decoy)
-    for args in runs:
-        proc = cli(*args, "--workers", "1", cwd=tmp_path)
+    for i, args in enumerate(runs):  # the first in a real process, the others through cli.main in this one
+        proc = cli(*args, "--workers", "1", cwd=tmp_path, here=i > 0)
         assert snapshot(decoy) == before, proc.args
         one_line_refusal(proc, f"{link}: a symbolic link (to {decoy}) inside the output")
     proc = curate("verify", out, check=False)
@@ -138,7 +138,7 @@ def test_merge_never_writes_through_a_link(tmp_path, name, folder):
     inputs = two_inputs(tmp_path)
     run_stage("tokenize", TOKENIZE, inputs, tmp_path / "tok")
     merged = tmp_path / "merged"
-    curate("merge", tmp_path / "tok", "--output", merged / "all")
+    assert curate_here("merge", tmp_path / "tok", "--output", merged / "all").returncode == 0
     link, decoy = (side(merged, name) if is_side(name) else merged / name), tmp_path / "decoy"
     if folder:
         link_to_decoy(link, decoy)
@@ -150,8 +150,8 @@ def test_merge_never_writes_through_a_link(tmp_path, name, folder):
             os.remove(link)
         os.symlink(decoy / link.name, link)
     before = snapshot(decoy)
-    for _ in range(2):  # a rerun, and one after the refusal
-        proc = cli("merge", tmp_path / "tok", "--output", merged / "all", cwd=tmp_path)
+    for again in range(2):  # a rerun (in a real process), and one after the refusal (through cli.main here)
+        proc = cli("merge", tmp_path / "tok", "--output", merged / "all", cwd=tmp_path, here=again > 0)
         assert snapshot(decoy) == before
         one_line_refusal(proc, f"{link}: a symbolic link", f"inside the output {merged}")
     proc = curate("verify", merged, check=False)  # a linked manifest is read: verify fails on its content

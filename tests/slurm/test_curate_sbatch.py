@@ -104,11 +104,8 @@ def test_nodes_reach_only_each_other(mini):
 
 
 @pytest.mark.timeout(1800)  # two full sample runs; minutes on a busy CI machine
-def test_sample_on_three_nodes_secure_and_survives_a_killed_worker(mini, tmp_path):
-    local = tmp_path / "local"
-    proc = subprocess.run([*CURATE, "run", "jobs/sample.yaml", "--output", str(local)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+def test_sample_on_three_nodes_secure_and_survives_a_killed_worker(mini, tmp_path, sample_job):
+    local = sample_job  # jobs/sample.yaml run in this process (the session's, shared with other tests)
 
     out, log, marker = tmp_path / "out", tmp_path / "job.log", tmp_path / "attacker-ran"
     job = mini.sbatch("-N", "3", "--ntasks-per-node=2", "--overcommit", f"--output={log}", "slurm/curate.sbatch",

@@ -239,19 +239,30 @@ def indexes(data, tmp_path_factory):
     return folder
 
 
-def refused(tmp_path, words, *args, touched=()):
+def refused(tmp_path, words, *args, touched=(), capsys=None):
+    """The refusal through the CLI: exit 2, one line, nothing written, ``touched`` untouched. In a real
+    process; or, given ``capsys``, through ``cli.main`` in this one (the same code path, without a
+    process start per case: each test keeps at least one case in a real process)."""
     out = tmp_path / "out"
     before = {p: _listing(p) for p in touched}
-    proc = curate("dedup", *args, "--output", out, check=False)
-    assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.strip().count("\n") == 0, proc.stderr
-    assert words in proc.stderr, proc.stderr
+    if capsys is None:
+        proc = curate("dedup", *args, "--output", out, check=False)
+        code, err = proc.returncode, proc.stderr
+    else:
+        from curate.app.cli import main
+
+        capsys.readouterr()
+        code = main(["dedup", *map(str, args), "--output", str(out)])
+        err = capsys.readouterr().err
+    assert code == 2, err
+    assert err.strip().count("\n") == 0, err
+    assert words in err, err
     assert not out.exists()
     for p, listing in before.items():
         assert _listing(p) == listing
 
 
-def test_refusals(data, indexes, tmp_path):
+def test_refusals(data, indexes, tmp_path, capsys):
 
     a, b = map(str, data["A"]), map(str, data["B"])
     a, b = list(a), list(b)
@@ -287,24 +298,24 @@ def test_refusals(data, indexes, tmp_path):
     cases.append(("exact", newer, "index format 2 (written by curate 0.1.0); this curate 0.1.0 reads format 1"))
     # the other kind
     cases.append(("fuzzy", exact, "an index of exact dedup, not of fuzzy dedup"))
-    for kind, idx, words in cases:
-        refused(tmp_path, words, kind, "--input", *b, "--against", idx, touched=[idx])
+    for i, (kind, idx, words) in enumerate(cases):  # the first in a real process, the others in this one
+        refused(tmp_path, words, kind, "--input", *b, "--against", idx, touched=[idx], capsys=capsys if i else None)
     # other settings: each difference named
     refused(tmp_path, "made with other settings: hash 'md5' (this run: 'xxh3')",
-            "exact", "--input", *b, "--against", exact, "--hash", "xxh3", touched=[exact])
+            "exact", "--input", *b, "--against", exact, "--hash", "xxh3", touched=[exact], capsys=capsys)
     refused(tmp_path, "made with other settings: num_perm 128 (this run: 64), bands 21 (this run: 16), rows 6 "
             "(this run: 4), ngram 5 (this run: 3)",
             "fuzzy", "--input", *b, "--against", fuzzy, "--num-perm", "64", "--bands", "16", "--rows", "4",
-            "--ngram", "3", touched=[fuzzy])
+            "--ngram", "3", touched=[fuzzy], capsys=capsys)
     # the dataset itself, the same index twice, writing the index read, the output inside the index
-    refused(tmp_path, "an index of this run's own input", "fuzzy", "--input", *a, "--against", fuzzy, touched=[fuzzy])
-    refused(tmp_path, "the same index as", "exact", "--input", *b, "--against", exact, exact, touched=[exact])
+    refused(tmp_path, "an index of this run's own input", "fuzzy", "--input", *a, "--against", fuzzy, touched=[fuzzy], capsys=capsys)
+    refused(tmp_path, "the same index as", "exact", "--input", *b, "--against", exact, exact, touched=[exact], capsys=capsys)
     refused(tmp_path, "--save-index " + str(exact) + ": also read by --against",
-            "exact", "--input", *b, "--against", exact, "--save-index", exact, touched=[exact])
+            "exact", "--input", *b, "--against", exact, "--save-index", exact, touched=[exact], capsys=capsys)
     refused(tmp_path, "--save-index " + str(tmp_path / "out" / "idx") + ": overlaps the output",
-            "exact", "--input", *b, "--save-index", tmp_path / "out" / "idx")
+            "exact", "--input", *b, "--save-index", tmp_path / "out" / "idx", capsys=capsys)
     refused(tmp_path, "--save-index " + str(indexes / "outA") + ": written by stage 'exact_dedup'",
-            "exact", "--input", *b, "--save-index", indexes / "outA", touched=[indexes / "outA"])
+            "exact", "--input", *b, "--save-index", indexes / "outA", touched=[indexes / "outA"], capsys=capsys)
 
 
 def test_an_index_holding_another_is_refused_beside_it(data, indexes, tmp_path):
@@ -341,7 +352,7 @@ def test_in_a_job_a_later_stage_is_checked_before_any_work(data, indexes, tmp_pa
 
 
 @pytest.mark.parametrize("kind", ["exact", "fuzzy"])
-def test_a_save_index_on_a_link_is_refused(data, indexes, tmp_path, kind):
+def test_a_save_index_on_a_link_is_refused(data, indexes, tmp_path, kind, capsys):
     """Issue 29, point 9: ``--save-index`` on a link is refused as the run's other outputs are (before
     any work, exit 2, one line naming the path, the link's target untouched). The most tempting target
     is a finished index of the same kind: it is curate's own, so only the link check stands in the way."""
@@ -357,15 +368,17 @@ def test_a_save_index_on_a_link_is_refused(data, indexes, tmp_path, kind):
     for name, target in links.items():
         os.symlink(target, tmp_path / name)
         for given in (tmp_path / name, f"{tmp_path / name}/"):  # a trailing '/' must not follow the link
+            # the first in a real process, the others through cli.main in this one
+            first = given == tmp_path / "to-empty-folder"
             refused(tmp_path, f"--save-index {given}: a symbolic link (to {target})", kind, "--input", *b,
-                    "--save-index", given, touched=[decoy, indexes / kind])
+                    "--save-index", given, touched=[decoy, indexes / kind], capsys=None if first else capsys)
     assert not (tmp_path / "nowhere").exists() and not any((tmp_path / "empty").iterdir())
     # a link below the index folder: a table's folder led elsewhere
     holder = tmp_path / "holder"
     holder.mkdir()
     os.symlink(decoy, holder / ("hashes" if kind == "exact" else "buckets"))
     refused(tmp_path, f"--save-index {holder}: {holder / ('hashes' if kind == 'exact' else 'buckets')} is a "
-            f"symbolic link (to {decoy})", kind, "--input", *b, "--save-index", holder, touched=[decoy, holder])
+            f"symbolic link (to {decoy})", kind, "--input", *b, "--save-index", holder, touched=[decoy, holder], capsys=capsys)
     # a regular file where the index would go
     refused(tmp_path, f"--save-index {decoy / 'notes.txt'}: exists and is not a directory", kind, "--input", *b,
-            "--save-index", decoy / "notes.txt", touched=[decoy])
+            "--save-index", decoy / "notes.txt", touched=[decoy], capsys=capsys)

@@ -14,7 +14,7 @@ import pytest
 
 from curate.stages.dedup import index
 from curate.stages.output import file_checksum
-from tests.conftest import copy_output, curate, write_jsonl
+from tests.conftest import copy_output, curate, curate_here, write_jsonl
 
 WORDS = "river valley stone bread oven flour library shelf loan quiet garden rain seed harvest".split()
 
@@ -31,11 +31,11 @@ def made(tmp_path_factory):
     write_jsonl(d / "A" / "b.jsonl", docs("b", 6, 3))
     write_jsonl(d / "B" / "a.jsonl", docs("c", 4))
     write_jsonl(d / "B" / "b.jsonl", docs("d", 4, 5))
-    for kind in ("exact", "fuzzy"):
-        curate("dedup", kind, "--input", str(d / "A" / "*.jsonl"), "--output", str(d / f"out-{kind}"),
-               "--save-index", str(d / f"ix-{kind}"), "--cluster", "threads")
-        curate("dedup", kind, "--input", str(d / "B" / "*.jsonl"), "--output", str(d / f"outB-{kind}"),
-               "--save-index", str(d / f"ixB-{kind}"), "--cluster", "threads")
+    for kind in ("exact", "fuzzy"):  # through cli.main in this process: the indexes are what the tests start from
+        for snap, name in (("A", ""), ("B", "B")):
+            proc = curate_here("dedup", kind, "--input", str(d / snap / "*.jsonl"), "--output", str(d / f"out{name}-{kind}"),
+                               "--save-index", str(d / f"ix{name}-{kind}"), "--cluster", "threads")
+            assert proc.returncode == 0, proc.stderr
     return d
 
 
@@ -58,9 +58,12 @@ def resign(folder, edit=None, files=True, digests=True):
     path.write_text(json.dumps(m, indent=2))
 
 
-def against(made, kind, ix):
-    return curate("dedup", kind, "--input", str(made / "B" / "*.jsonl"), "--output", str(made / "new"),
-                  "--against", str(ix), "--cluster", "threads", check=False)
+def against(made, kind, ix, here=True):
+    """The dedup of B against ``ix`` through cli.main in this process; ``here=False``: in a real process
+    (test_a_part_swapped_in_from_another_index_is_refused keeps one)."""
+    args = ("dedup", kind, "--input", str(made / "B" / "*.jsonl"), "--output", str(made / "new"),
+            "--against", str(ix), "--cluster", "threads")
+    return curate_here(*args) if here else curate(*args, check=False)
 
 
 def refused_with(proc, *words):
@@ -100,7 +103,7 @@ def test_a_part_swapped_in_from_another_index_is_refused(made, tmp_path):
     copy_output(made / "ix-exact", ix)
     shutil.copy(made / "ixB-exact" / "hashes" / "part-00000.parquet", ix / "hashes" / "part-00000.parquet")
     resign(ix, digests=False)
-    refused_with(against(made, "exact", ix), "content", "files were swapped or edited")
+    refused_with(against(made, "exact", ix, here=False), "content", "files were swapped or edited")
 
 
 def test_a_changed_kind_is_refused(made, tmp_path):
