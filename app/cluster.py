@@ -61,6 +61,26 @@ from curate.app.cluster_settings import (
 
 log = logging.getLogger("curate.cluster")
 
+#: Dask's periodic self-observation, made less frequent: every server (scheduler, worker, nanny,
+#: client) checks its event loop every 20 ms and samples its system every 500 ms, and every worker
+#: profiles its threads every 10 ms. Idle, that cost a scheduler and two workers about 5% of a core,
+#: which on a head node of a quarter core is a fifth of it, and every worker pays it for the whole
+#: run. Defaults only: a user's Dask config or DASK_* variables still decide (turn the profiler back
+#: on with DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=True for the performance report's profile).
+LEAN_DASK = {"distributed": {
+    "worker": {"profile": {"enabled": False}},
+    "admin": {"tick": {"interval": "500ms"}, "system-monitor": {"interval": "2s", "gil": {"enabled": False}}},
+}}
+
+
+def lean_dask() -> None:
+    """Apply :data:`LEAN_DASK` as Dask's defaults in this process (its local workers get them with the
+    rest of the config; each MPI rank applies them itself)."""
+    import dask
+    import distributed  # noqa: F401  (its defaults first, so that these replace them)
+
+    dask.config.update_defaults(LEAN_DASK)
+
 
 def _memory_per_worker(n: int, requested: str | None):
     if requested:
@@ -90,9 +110,11 @@ def connect(settings: ClusterSettings):
         with dask.config.set(scheduler=dask.threaded.get, num_workers=threads):
             yield None
     elif settings.mode == "local":
+        lean_dask()
         with _local(settings) as client:
             yield client
     elif settings.mode == "mpi":
+        lean_dask()
         with _mpi(settings) as client:
             yield client
     else:

@@ -160,9 +160,9 @@ def test_sample_run_calibrates_from_one_point(tmp_path):
 def test_the_docs_example_is_what_the_command_prints():
     from tests.conftest import ROOT
 
-    proc = curate("plan", "tests/data/plan/common_crawl.yaml", "--calibration", "tests/data/plan", "--nodes",
+    proc = curate("plan", "tests/data/plan/common_crawl.yaml", "--calibration", "tests/data/plan/sweep", "--nodes",
                   "8,64,512", "--cores-per-node", "32", "--memory-per-node", "256GiB", "--link", "25gbit",
-                  "--input-size", "10TB")
+                  "--input-size", "10TB", "--partition-size", "128MiB")
     assert f"```\n{proc.stdout.rstrip()}\n```" in (ROOT / "docs" / "plan.md").read_text()
 
 
