@@ -79,7 +79,12 @@ def lean_dask() -> None:
     import dask
     import distributed  # noqa: F401  (its defaults first, so that these replace them)
 
-    dask.config.update_defaults(LEAN_DASK)
+    user = dask.config.collect()  # the user's YAML files and DASK_* variables, without the defaults
+    mine = {"distributed": {
+        part: {k: v for k, v in values.items() if k not in user.get("distributed", {}).get(part, {})}
+        for part, values in LEAN_DASK["distributed"].items()}}
+    # a user's own value wins even where it equals Dask's default (which update_defaults would replace)
+    dask.config.update_defaults(mine)
 
 
 def _memory_per_worker(n: int, requested: str | None):

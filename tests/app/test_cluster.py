@@ -230,3 +230,21 @@ def test_ctrl_c_is_one_line_and_exit_130_with_the_workers_gone(tmp_path, mode):
     assert text.rstrip().splitlines()[-1] == "curate: interrupted"
     _gone, alive = psutil.wait_procs(children, timeout=15)
     assert not alive, [c.pid for c in alive]
+
+
+def test_lean_dask_thins_out_dask_self_observation_and_a_users_config_still_decides():
+    """``LEAN_DASK``: defaults only. In a fresh process: applied, and a DASK_* variable wins."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    code = ("import dask; from curate.app import cluster; cluster.lean_dask(); g = dask.config.get; "
+            "print(g('distributed.worker.profile.enabled'), g('distributed.admin.tick.interval'), "
+            "g('distributed.admin.system-monitor.interval'))")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DASK_")}
+    run = lambda extra: subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,  # noqa: E731
+                                       env={**env, "PYTHONPATH": str(ROOT), **extra}, timeout=120)
+    assert run({}).stdout.split() == ["False", "500ms", "2s"]
+    mine = run({"DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "True"})
+    assert mine.stdout.split()[0] == "True", mine.stderr
