@@ -29,21 +29,11 @@ def read_dataset(specs, io_settings: IOSettings | None = None, rejects_dir: str 
     )
 
 
-def read_partitions(specs, io_settings: IOSettings | None = None) -> tuple[pd.DataFrame, list]:
-    """(schema, one ``dask.delayed`` read per piece): the partitions of :func:`read_dataset`, the same
-    frames, for a stage that only maps whole partitions (tokenize). Without dask.dataframe, whose import
-    (it brings dask.array and scipy.fft) was a third of a small tokenize run's CPU time."""
-    import dask
-
-    io_settings = io_settings or IOSettings()
-    pieces, schema = _pieces_and_schema(specs, io_settings)
-    read = dask.delayed(read_piece)
-    return schema, [read(p, io_settings=io_settings, schema=schema) for p in pieces]
-
-
 def read_pieces(specs, io_settings: IOSettings | None = None) -> tuple[pd.DataFrame, list[Piece]]:
-    """(schema, pieces): what :func:`read_partitions` reads, for a task that reads its piece itself
-    (``read_piece(piece, io_settings, schema)``) and so is one task per partition, not two."""
+    """(schema, pieces) of the inputs, for a stage that maps whole partitions without
+    dask.dataframe (tokenize: its import, which brings dask.array and scipy.fft, was a third of a
+    small run's CPU): each task reads its piece itself (``read_piece(piece, io_settings, schema)``),
+    one task per partition."""
     pieces, schema = _pieces_and_schema(specs, io_settings or IOSettings())
     return schema, pieces
 

@@ -151,7 +151,7 @@ with ``--save-index`` on an ``--against`` run hold their bases, so a chain of sn
 """
 
 from curate.stages.dedup.fuzzy.settings import REASON, FuzzyDedupSettings  # noqa: I001 (dependency order)
-from curate.stages.dedup.fuzzy.signatures import bucket_frame, read_signatures, signature_table, signatures_and_sets
+from curate.stages.dedup.fuzzy.signatures import buckets_of, read_signatures, signature_table, signatures_and_sets
 from curate.stages.dedup.fuzzy.candidates import ANCHORS, bucket_centers, star_edges
 from curate.stages.dedup.fuzzy.verify import PAIR_SET_VALUES, SetStore, close_pairs, pair_jaccard
 from curate.stages.dedup.fuzzy.against import (
@@ -168,7 +168,7 @@ from curate.stages.dedup.fuzzy.stage import FuzzyDedupStage
 __all__ = [
     "ANCHORS", "CANDIDATES", "MAX_REFINE_ROUNDS", "MEMBER_COLUMNS", "PAIR_BUDGET", "PAIR_SET_VALUES",
     "REASON", "FuzzyDedupSettings", "FuzzyDedupStage", "Joint", "SetStore", "anchor_edges", "attach_ids",
-    "attach_members", "bucket_centers", "bucket_frame", "candidate_pairs", "candidate_ranks", "candidates_per_member",
+    "attach_members", "bucket_centers", "buckets_of", "candidate_pairs", "candidate_ranks", "candidates_per_member",
     "close_pairs",
     "component_duplicates", "decide", "decide_pairs", "decide_round", "doc_hash", "expanded_members",
     "group_sizes", "index_docs", "matched_centers", "pair_jaccard", "pick_candidates", "pick_representatives",

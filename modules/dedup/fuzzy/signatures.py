@@ -61,13 +61,8 @@ def _signatures(column, num_perm: int) -> np.ndarray:
     return flat[col.offset * num_perm:(col.offset + len(col)) * num_perm].reshape(-1, num_perm)
 
 
-def bucket_frame(path: str, settings: FuzzyDedupSettings, bands: int, rows: int) -> pd.DataFrame:
-    """(bucket, doc): one row per document and band (``bands`` x ``rows`` resolved on the client)."""
-    return buckets_of(*read_signatures(path, settings.num_perm), bands, rows)
-
-
 def buckets_of(doc: np.ndarray, sig: np.ndarray, bands: int, rows: int) -> pd.DataFrame:
-    """:func:`bucket_frame` of signatures in memory."""
+    """(bucket, doc): one row per document and band (``bands`` x ``rows`` resolved on the client)."""
     from curate.stages.dedup.lsh import band_keys
 
     keys = band_keys(sig, bands, rows)
@@ -91,7 +86,3 @@ def _signatures_task(df, i, folder, sets_folder, settings, where="", buckets=Non
         stats["outputs"] += keys.get("outputs", [])
         stats["bucket_rows"] = keys["rows"]
     return stats
-
-
-def _buckets_task(path, i, folder, settings, bands, rows):
-    return dedup.save_part(bucket_frame(path, settings, bands, rows), folder, i)
