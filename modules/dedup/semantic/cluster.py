@@ -3,10 +3,10 @@
 * ``sample`` (per embeddings part): the documents whose seeded 64-bit hash of the id falls below
   ``fit_sample / documents`` of the hash range: deterministic, about ``fit_sample`` of them, the same
   for any partitioning (a hash of the id, not of the document number, which follows the partitioning).
-* ``centroids`` (one task): spherical k-means on the sample: k-means++ seeding (numpy's generator of
-  ``--seed``), then Lloyd rounds on unit vectors, each centroid the normalised mean of its members, until
-  no member moves or ``MAX_ROUNDS``; an empty cluster is re-seeded with the member farthest from its
-  centroid. Written to ``_work/centroids/part-00000.parquet`` (cluster, vector).
+* ``centroids`` (one task): spherical k-means on the sample: k-means++ seeding in batches (numpy's
+  generator of ``--seed``), then Lloyd rounds on unit vectors, each centroid the normalised mean of its
+  members, until no member moves, the mean cosine gains less than ``TOL`` of itself, or ``MAX_ROUNDS``;
+  an empty cluster is re-seeded with the member farthest from its centroid. Written to ``_work/centroids/part-00000.parquet`` (cluster, vector).
 * ``clusters`` (per embeddings part): each document's cluster (the largest cosine to a centroid; ties:
   the lower cluster), ``distance`` = 1 - that cosine, and its ``key`` in the cluster's order
   (``--keep``; ranked by key, then id, then document number). The rows, with their vectors, sorted by
@@ -29,7 +29,11 @@ from curate.stages.dedup.semantic.embed import VECTOR, vector_column, vectors_of
 
 log = logging.getLogger(__name__)
 
-MAX_ROUNDS = 50
+#: Lloyd rounds at most (NeMo Curator's max_iter) and the relative gain of the objective that ends them
+MAX_ROUNDS = 100
+TOL = 1e-4
+#: batches of the k-means++ seeding (each a product of the sample with k / SEED_ROUNDS seeds)
+SEED_ROUNDS = 16
 #: rows of the cluster-sorted parts' row groups (what a comparison task skips or reads)
 ROW_GROUP = 4096
 #: rows of one similarity matrix against the centroids (memory: CHUNK x clusters floats)
@@ -78,37 +82,52 @@ def _sims(x: np.ndarray, centroids: np.ndarray):
 
 
 def _seed(x: np.ndarray, k: int, rng) -> np.ndarray:
-    """k-means++ on unit vectors (squared distance 2 - 2 cos); duplicates of one point are never two seeds
-    while there are other points."""
+    """k-means++ seeding in SEED_ROUNDS batches (squared distance 2 - 2 cos on unit vectors): each batch
+    draws its seeds without replacement in proportion to the squared distance to the nearest seed so far,
+    so the cost is one (rows x k) product, as one Lloyd round, rather than k passes over the sample.
+    Duplicates of one point are never two seeds while there are other points."""
     centers = np.empty((k, x.shape[1]), dtype=np.float32)
-    first = int(rng.integers(len(x)))
-    centers[0] = x[first]
+    centers[0] = x[int(rng.integers(len(x)))]
     d2 = np.maximum(2.0 - 2.0 * (x @ centers[0]).astype(np.float64), 0.0)
-    for j in range(1, k):
-        total = d2.sum()
-        pick = int(rng.integers(len(x))) if total <= 0 else int(np.searchsorted(np.cumsum(d2), rng.random() * total))
-        centers[j] = x[min(pick, len(x) - 1)]
-        d2 = np.minimum(d2, np.maximum(2.0 - 2.0 * (x @ centers[j]).astype(np.float64), 0.0))
+    have, batch = 1, max(1, -(-k // SEED_ROUNDS))
+    while have < k:
+        far = np.flatnonzero(d2 > 0)
+        if not len(far):  # every point is a seed already: the rest are copies (re-seeded by fit)
+            picks = rng.integers(len(x), size=k - have)
+        else:
+            p = d2[far] / d2[far].sum()
+            picks = far[rng.choice(len(far), size=min(batch, k - have, len(far)), replace=False, p=p)]
+            _, first = np.unique(x[picks], axis=0, return_index=True)  # one seed per distinct point
+            picks = picks[np.sort(first)]
+        centers[have:have + len(picks)] = x[picks]
+        d2 = np.minimum(d2, np.maximum(2.0 - 2.0 * (x @ x[picks].T).max(1).astype(np.float64), 0.0))
+        have += len(picks)
     return centers
 
 
-def fit(x: np.ndarray, k: int, seed: int, rounds: int = MAX_ROUNDS) -> tuple[np.ndarray, int]:
-    """Spherical k-means of unit rows ``x``: (unit centroids (k, dim) float32, Lloyd rounds run)."""
+def fit(x: np.ndarray, k: int, seed: int, rounds: int = MAX_ROUNDS, tol: float = TOL) -> tuple[np.ndarray, int]:
+    """Spherical k-means of unit rows ``x``: (unit centroids (k, dim) float32, Lloyd rounds run). Rounds
+    end at ``rounds``, when no member moves, or when the mean cosine to the centroids grew by less than
+    ``tol`` of itself (cuML's relative tolerance on the objective)."""
+    from scipy import sparse
+
     from curate.stages.dedup.semantic.encoders import normalise
 
     rng = np.random.default_rng(seed)
     k = max(1, min(k, len(x)))
     centroids = normalise(_seed(x, k, rng))
-    labels = None
+    labels, score = None, -np.inf
     done = 0
     while done < rounds:
         done += 1
         new, cos = _sims(x, centroids)
-        if labels is not None and np.array_equal(new, labels):
+        now = float(cos.astype(np.float64).mean())
+        if labels is not None and (np.array_equal(new, labels) or now - score <= tol * abs(score)):
             break
-        labels = new
-        sums = np.zeros_like(centroids)
-        np.add.at(sums, labels, x)
+        labels, score = new, now
+        # the members' sums as one sparse (k x rows) product: no per-row scatter
+        sums = np.asarray(sparse.csr_matrix((np.ones(len(x), np.float32), (labels, np.arange(len(x)))),
+                                            shape=(k, len(x))) @ x, dtype=np.float32)
         counts = np.bincount(labels, minlength=k)
         for empty in np.flatnonzero(counts == 0):  # the member farthest from its centroid starts it anew
             far = int(np.argmin(cos))
