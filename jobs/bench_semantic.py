@@ -2,6 +2,7 @@
 
     .venv/bin/python jobs/bench_semantic.py embed [--docs 5000]
     .venv/bin/python jobs/bench_semantic.py stage [--docs 2000] [--semhash /tmp/semhash-venv] [--eps 0.01]
+    .venv/bin/python jobs/bench_semantic.py scale --docs 1000000 [--files 100] [--workers 2] [--memory-limit 2GiB]
 
 Nothing is downloaded: the model is potion-base-8M-shaped (30,000 tokens x 256, float32) with random
 vectors and a WordLevel tokenizer over synthetic words, saved in model2vec's folder format under
@@ -19,6 +20,11 @@ vectors and a WordLevel tokenizer over synthetic words, saved in model2vec's fol
   seconds of the dedup itself (model loaded, imports done), documents per CPU-second, recall of the
   planted copies (a copy counts when it or its original is removed) and removals below the threshold
   (removed documents with no kept document at cosine >= 1 - eps, brute force over all pairs).
+- ``scale``: ``curate dedup semantic`` (defaults) on a local cluster of --workers at --memory-limit over
+  --docs documents in --files JSONL files (written once under --workdir), the CLI in a subprocess whose
+  process tree is sampled every 0.2 s. Printed: wall, CPU-seconds of the tree, peak RSS per process,
+  worker restarts, and the largest worker's peak in each step (embeddings, sample, centroids, clusters,
+  duplicates, then the removal and write), a step's samples being those before its "step NAME" log line.
 """
 
 from __future__ import annotations
@@ -166,6 +172,103 @@ def bench_stage(args) -> None:
               f"removed {r['removed']:5d} recall {r['recall']:.4f} below threshold {r['below_threshold']}")
 
 
+def write_scale_input(folder: str, docs: int, files: int) -> str:
+    """--docs documents in --files JSONL files (10% near and 5% exact copies within a file), once."""
+    import pandas as pd
+
+    stamp = os.path.join(folder, "params.json")
+    want = {"docs": docs, "files": files}
+    if os.path.isfile(stamp) and json.load(open(stamp)) == want:
+        return folder
+    os.makedirs(folder, exist_ok=True)
+    per = -(-docs // files)
+    for f in range(files):
+        n = min(per, docs - f * per)
+        texts, _ = make_docs(n, seed=100 + f)
+        pd.DataFrame({"id": [f"d{f * per + i:08d}" for i in range(n)], "text": texts}).to_json(
+            os.path.join(folder, f"docs-{f:04d}.jsonl"), orient="records", lines=True)
+    with open(stamp, "w") as fh:
+        json.dump(want, fh)
+    return folder
+
+
+def bench_scale(args) -> None:
+    import re
+    import shutil
+    import threading
+
+    import psutil
+
+    model = make_model(os.path.join(args.workdir, "potion-shaped"))
+    data = write_scale_input(os.path.join(args.workdir, f"scale-{args.docs}-{args.files}"), args.docs, args.files)
+    out = os.path.join(args.workdir, f"scale-out-{args.docs}")
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(out + ".side", ignore_errors=True)
+    cmd = [sys.executable, "-m", "curate", "--log-level", "INFO", "dedup", "semantic", "--input", data,
+           "--output", out, "--model", model, "--cluster", "local", "--workers", str(args.workers),
+           "--memory-limit", args.memory_limit]
+    load = os.getloadavg()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    marks: list[tuple[float, str]] = []  # (time, step) as each step's line arrives
+    lines: list[str] = []
+
+    def read():
+        for line in proc.stdout:
+            lines.append(line)
+            m = re.search(r"step (\w+): \d+ rows", line)
+            if m:
+                marks.append((time.perf_counter(), m.group(1)))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    root = psutil.Process(proc.pid)
+    samples: list[tuple[float, int]] = []  # (time, largest worker RSS)
+    peaks: dict[int, tuple[str, int]] = {}
+    workers: set[int] = set()
+    while proc.poll() is None:
+        try:
+            tree = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            break
+        largest = 0
+        for q in tree:
+            try:
+                rss, cmdline = q.memory_info().rss, " ".join(q.cmdline())
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+            kind = "main" if q.pid == proc.pid else ("worker" if "spawn_main" in cmdline else "other")
+            if kind == "worker" and "resource_tracker" not in cmdline:
+                workers.add(q.pid)
+                largest = max(largest, rss)
+            peaks[q.pid] = (kind, max(rss, peaks.get(q.pid, (kind, 0))[1]))
+        samples.append((time.perf_counter(), largest))
+        time.sleep(0.2)
+    wall = time.perf_counter() - t0
+    reader.join(timeout=5)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    tree_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if proc.returncode:
+        raise SystemExit("".join(lines[-20:]))
+    steps, start = [], t0
+    for end, name in marks + [(time.perf_counter(), "removal+write")]:
+        inside = [rss for ts, rss in samples if start <= ts <= end]
+        steps.append((name, round(end - start, 1), max(inside, default=0) >> 20))
+        start = end
+    restarts = max(0, len(workers) - args.workers)
+    print(f"{args.docs} documents in {args.files} files, {args.workers} workers at {args.memory_limit}; "
+          f"load before {load[0]:.2f} {load[1]:.2f}, after {os.getloadavg()[0]:.2f}")
+    print(f"wall {wall:.1f} s, CPU {tree_cpu:.1f} s ({args.docs / tree_cpu:.0f} docs/CPU-s), restarts {restarts}")
+    print("peaks MiB:", sorted(((k, v >> 20) for k, v in peaks.values()), key=lambda kv: -kv[1]))
+    for name, seconds, peak in steps:
+        print(f"  {name:14s} {seconds:8.1f} s   largest worker {peak:6d} MiB")
+    with open(out + ".bench.json", "w") as fh:
+        json.dump({"docs": args.docs, "files": args.files, "wall": wall, "cpu": tree_cpu, "restarts": restarts,
+                   "peaks_mib": sorted(((k, v >> 20) for k, v in peaks.values()), key=lambda kv: -kv[1]),
+                   "steps": steps, "load_before": load, "load_after": os.getloadavg()}, fh)
+
+
 def curate_output_ids(out: str):
     import glob
 
@@ -203,9 +306,14 @@ def main() -> int:
     s.add_argument("--docs", type=int, default=2000)
     s.add_argument("--eps", type=float, default=0.01)
     s.add_argument("--semhash", default="/tmp/semhash-venv")
+    c = sub.add_parser("scale")
+    c.add_argument("--docs", type=int, default=250_000)
+    c.add_argument("--files", type=int, default=100)
+    c.add_argument("--workers", type=int, default=2)
+    c.add_argument("--memory-limit", default="2GiB")
     args = p.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
-    (bench_embed if args.what == "embed" else bench_stage)(args)
+    {"embed": bench_embed, "stage": bench_stage, "scale": bench_scale}[args.what](args)
     return 0
 
 
