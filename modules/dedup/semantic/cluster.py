@@ -7,11 +7,13 @@
   generator of ``--seed``), then Lloyd rounds on unit vectors, each centroid the normalised mean of its
   members, until no member moves, the mean cosine gains less than ``TOL`` of itself, or ``MAX_ROUNDS``;
   an empty cluster is re-seeded with the member farthest from its centroid. Written to ``_work/centroids/part-00000.parquet`` (cluster, vector).
-* ``clusters`` (per embeddings part): each document's cluster (the largest cosine to a centroid; ties:
-  the lower cluster), ``distance`` = 1 - that cosine, and its ``key`` in the cluster's order
-  (``--keep``; ranked by key, then id, then document number). The rows, with their vectors, sorted by
-  (cluster, key, id, doc) in row groups of ``ROW_GROUP`` rows, so the comparison of a range of clusters
-  reads only the row groups that hold them; beside them ``_work/sizes/``: (cluster, rows) per part.
+* ``clusters`` (per embeddings part): each document's cluster, its home (the largest cosine to a
+  centroid; ties: the lower cluster), ``distance`` = 1 - that cosine, and its ``key`` in the ``--keep``
+  order (ranked by key, then id, then document number); with ``--probes P`` also a ``witness`` row in
+  each of its P - 1 next nearest clusters, with the home's distance and key. The rows, with their
+  vectors, sorted by (cluster, key, id, doc) in row groups of ``ROW_GROUP`` rows, so the comparison of a
+  range of clusters reads only the row groups that hold them; beside them ``_work/sizes/``: (cluster,
+  rows, members) per part.
 """
 
 from __future__ import annotations
@@ -165,32 +167,61 @@ def keys(ids, distance: np.ndarray, keep: str, seed: int) -> np.ndarray:
     return np.zeros(len(distance))  # smallest-id: the id decides
 
 
-def assign_table(table: pa.Table, centroids: np.ndarray, keep: str, seed: int, partition: int) -> pa.Table:
-    """The rows of an embeddings part with cluster, distance and key, sorted by (cluster, key, id, doc)."""
+def _top(x: np.ndarray, centroids: np.ndarray, probes: int):
+    """(clusters, cosines), each (rows, probes): the ``probes`` nearest centroids of each row, nearest
+    first (ties: the lower cluster), CHUNK rows of similarities at a time."""
+    p = min(probes, len(centroids))
+    best = np.zeros((len(x), p), dtype=np.int32)
+    cos = np.zeros((len(x), p), dtype=np.float32)
+    for s in range(0, len(x), CHUNK):
+        sims = x[s:s + CHUNK] @ centroids.T
+        if p == 1:
+            top = sims.argmax(1)[:, None]
+        else:  # stable: equal cosines keep the lower cluster first
+            top = np.argsort(-sims, axis=1, kind="stable")[:, :p]
+        best[s:s + CHUNK] = top
+        cos[s:s + CHUNK] = np.take_along_axis(sims, top, axis=1)
+    return best, cos
+
+
+def assign_table(table: pa.Table, centroids: np.ndarray, keep: str, seed: int, partition: int,
+                 probes: int = 1) -> pa.Table:
+    """The rows of an embeddings part with cluster, distance and key, sorted by (cluster, key, id, doc):
+    each document once in its nearest cluster (its home) and, with ``probes`` > 1, as a ``witness`` row
+    in each of its next nearest clusters. The distance and key are the home's in every row, so all rows
+    of one document share one place in the ``--keep`` order."""
     docs = table.column("doc").to_numpy()
     if len(docs) and np.any((docs >> dedup.DOC_SHIFT) != partition):
         raise ValueError(f"embeddings part {partition} holds documents of another partition: the embeddings "
                          "folder does not line up with this input (same input, same --blocksize)")
     x = vectors_of(table)
-    cluster, cos = _sims(x, centroids)
-    distance = (np.float32(1) - cos).astype(np.float32)
+    top, cos = _top(x, centroids, probes)
+    distance = (np.float32(1) - cos[:, 0]).astype(np.float32)
     ids = table.column("id").to_pylist()
-    out = pa.table({"doc": table.column("doc"), "id": table.column("id"),
-                    "cluster": pa.array(cluster, pa.int32()), "distance": pa.array(distance),
-                    "key": pa.array(keys(ids, distance, keep, seed)), "weight": table.column("weight"),
-                    VECTOR: table.column(VECTOR)})
+    key = pa.array(keys(ids, distance, keep, seed))
+    parts = []
+    for p in range(top.shape[1]):
+        parts.append(pa.table({"doc": table.column("doc"), "id": table.column("id"),
+                               "cluster": pa.array(top[:, p], pa.int32()), "distance": pa.array(distance),
+                               "key": key, "weight": table.column("weight"),
+                               "witness": pa.array(np.full(len(x), p > 0)), VECTOR: table.column(VECTOR)}))
+    out = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
     order = pc.sort_indices(out, sort_keys=[("cluster", "ascending"), ("key", "ascending"),
                                             ("id", "ascending"), ("doc", "ascending")])
     return out.take(order)
 
 
-def assign_task(path: str, centroids_path: str, keep: str, seed: int, folder, sizes, i: int, k: int) -> dict:
-    table = assign_table(pq.read_table(path), read_centroids(centroids_path), keep, seed, i)
+def assign_task(path: str, centroids_path: str, keep: str, seed: int, folder, sizes, i: int, k: int,
+                probes: int = 1) -> dict:
+    table = assign_table(pq.read_table(path), read_centroids(centroids_path), keep, seed, i, probes)
     stats = _save_grouped(table, folder, i)
-    counts = np.bincount(table.column("cluster").to_numpy(), minlength=k)
-    nz = np.flatnonzero(counts)
+    cluster = table.column("cluster").to_numpy()
+    rows = np.bincount(cluster, minlength=k)
+    members = np.bincount(cluster[~table.column("witness").to_numpy(zero_copy_only=False)], minlength=k)
+    nz = np.flatnonzero(rows)
     sized = dedup.save_table(pa.table({"cluster": pa.array(nz.astype(np.int32)),
-                                       "rows": pa.array(counts[nz].astype(np.int64))}), sizes, i)
+                                       "rows": pa.array(rows[nz].astype(np.int64)),
+                                       "members": pa.array(members[nz].astype(np.int64))}), sizes, i)
     stats["outputs"] = stats.get("outputs", []) + sized.get("outputs", [])
     return stats
 
@@ -204,10 +235,13 @@ def _save_grouped(table: pa.Table, folder, i: int) -> dict:
     return dedup.save_table(table, folder, i)
 
 
-def cluster_sizes(size_paths, k: int) -> np.ndarray:
-    """Rows of every cluster, over all parts."""
-    total = np.zeros(k, dtype=np.int64)
+def cluster_sizes(size_paths, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, members) of every cluster over all parts: rows count the witness rows too (what a
+    comparison reads), members only the documents whose home it is."""
+    rows, members = np.zeros(k, dtype=np.int64), np.zeros(k, dtype=np.int64)
     for p in size_paths:
         t = pq.read_table(p)
-        np.add.at(total, t.column("cluster").to_numpy(), t.column("rows").to_numpy())
-    return total
+        c = t.column("cluster").to_numpy()
+        np.add.at(rows, c, t.column("rows").to_numpy())
+        np.add.at(members, c, t.column("members").to_numpy())
+    return rows, members

@@ -13,6 +13,15 @@ number). With ``t`` = float32(1 - eps) and ``cos`` the float32 dot product of un
   It removes a subset of what ``nemo`` removes (a member whose only close earlier members were removed
   stays), and it too keeps no two close members.
 
+With ``--probes`` > 1 (``nemo`` only) a cluster's rows are its members and its *witnesses*: documents
+whose home is another cluster but for which this one is among the ``probes`` nearest. Rows of both kinds
+take their place in the cluster's order by their home key; a member is removed when an earlier row of
+either kind is that close, a witness is decided only at home (here it only ends the chains that reach
+it). So a document is removed when an earlier document of its home cluster, or an earlier one that
+probes it, is within eps: a pair that a cluster boundary splits is still found when the earlier of the
+two probes the later one's home. A member removed for a witness is a ``via`` row; its final kept id and
+the weight it brings to the kept document are resolved by the next steps (:mod:`.resolve`).
+
 Either way a block of at most ``block_size`` members is compared with earlier blocks (every member, or
 the kept ones) ``block_size`` columns at a time and with itself: no matrix is larger than block_size^2,
 whatever the cluster's size. Block boundaries are counted from the cluster's first member, so the
@@ -135,50 +144,73 @@ def read_range(paths, a: int, b: int) -> pa.Table:
 
 
 def compare_range(table: pa.Table, t, block: int, rule: str):
-    """The decisions of every cluster of ``table``: (duplicates frame, audit frame, cosines of removed)."""
+    """The decisions of every cluster of ``table`` (member and witness rows, see the module doc):
+    (duplicates frame, audit frame, links frame, cosines of removed members)."""
     import pandas as pd
 
     from curate.stages.dataset import STRING
 
     table = table.sort_by([("cluster", "ascending"), ("key", "ascending"), ("id", "ascending"),
                            ("doc", "ascending")])
+    n = table.num_rows
     cluster = table.column("cluster").to_numpy()
     ids = np.array(table.column("id").to_pylist(), dtype=object)
     docs = table.column("doc").to_numpy()
     weight = table.column("weight").to_numpy()
+    witness = (table.column("witness").to_numpy(zero_copy_only=False) if "witness" in table.column_names
+               else np.zeros(n, dtype=bool))
     x = vectors_of(table, VECTOR)
     bounds = np.flatnonzero(np.diff(cluster)) + 1
-    starts, ends = np.concatenate([[0], bounds]), np.concatenate([bounds, [len(cluster)]])
-    removed = np.zeros(len(cluster), dtype=bool)
-    kept = np.arange(len(cluster))
-    nearest = np.arange(len(cluster))
-    cosine = np.zeros(len(cluster), dtype=np.float32)
+    starts, ends = np.concatenate([[0], bounds]), np.concatenate([bounds, [n]])
+    removed = np.zeros(n, dtype=bool)
+    kept = np.arange(n)
+    nearest = np.arange(n)
+    cosine = np.zeros(n, dtype=np.float32)
     for a, b in zip(starts.tolist(), ends.tolist()):
         if b - a < 2:
             continue
         r, k, nr, cs = decide(x[a:b], t, block, rule)
         removed[a:b], kept[a:b], nearest[a:b], cosine[a:b] = r, k + a, nr + a, cs
-    size = np.zeros(len(cluster), dtype=np.int64)
-    np.add.at(size, kept, weight)  # each kept member stands for itself and what was removed for it
-    listed = removed | (size > weight)
+    if witness.any():  # a witness is decided at its home: here it only ends the chains that reach it
+        removed &= ~witness
+        cosine[witness] = 0
+        kept = np.arange(n)
+        for i in np.flatnonzero(removed):  # nearest[i] < i, in i's cluster: its chain end is known
+            kept[i] = kept[nearest[i]]
+    member = ~witness
+    size = np.zeros(n, dtype=np.int64)
+    np.add.at(size, kept[member], weight[member])  # a kept member stands for itself and what chains to it
+    via = removed & witness[kept]  # removed for a document decided elsewhere: resolved by the next step
+    listed = member & (removed | (size > weight))
     rows = np.flatnonzero(listed)
     dups = pd.DataFrame({
         "doc": docs[rows], "id": pd.array(ids[rows], dtype=STRING),
         "kept_id": pd.array(ids[kept[rows]], dtype=STRING), "removed": removed[rows],
         "size": np.where(removed[rows], 0, size[rows]), "cosine": cosine[rows],
-        "cluster": cluster[rows].astype(np.int32)})
+        "cluster": cluster[rows].astype(np.int32), "kept_doc": docs[kept[rows]], "via": via[rows],
+        "rank": np.zeros(len(rows), dtype=np.int8)})
     gone = np.flatnonzero(removed)
     audit = pd.DataFrame({
         "id": pd.array(ids[gone], dtype=STRING), "kept_id": pd.array(ids[kept[gone]], dtype=STRING),
         "cosine": cosine[gone], "cluster": cluster[gone].astype(np.int32),
-        "nearest_id": pd.array(ids[nearest[gone]], dtype=STRING)})
-    return dups, audit, cosine[gone]
+        "nearest_id": pd.array(ids[nearest[gone]], dtype=STRING), "doc": docs[gone], "via": via[gone]})
+    # what the next step needs: each removed member whose chain ends at a witness, and each witness
+    # that members chain to (the weight they bring to whatever keeps it)
+    carriers = np.flatnonzero(witness & (size > 0))
+    link_rows = np.concatenate([np.flatnonzero(via), carriers])
+    links = pd.DataFrame({
+        "doc": docs[link_rows], "id": pd.array(ids[link_rows], dtype=STRING),
+        "end_doc": docs[kept[link_rows]], "end_id": pd.array(ids[kept[link_rows]], dtype=STRING),
+        "carry": np.where(witness[link_rows], size[link_rows], 0).astype(np.int64)})
+    return dups, audit, links, cosine[gone]
 
 
-def compare_task(paths, a: int, b: int, t, block: int, rule: str, eps: float, folder, audit, j: int) -> dict:
-    dups, trail, cos = compare_range(read_range(paths, a, b), t, block, rule)
+def compare_task(paths, a: int, b: int, t, block: int, rule: str, eps: float, folder, candidates, links,
+                 j: int) -> dict:
+    dups, trail, linked, cos = compare_range(read_range(paths, a, b), t, block, rule)
     stats = dedup.save_part(dups, folder, j)
-    stats["outputs"] = stats.get("outputs", []) + dedup.save_part(trail, audit, j).get("outputs", [])
+    stats["outputs"] = (stats.get("outputs", []) + dedup.save_part(trail, candidates, j).get("outputs", [])
+                        + dedup.save_part(linked, links, j).get("outputs", []))
     stats["removed"] = int(len(trail))
     edges = np.linspace(1.0 - eps, 1.0, COSINE_BINS + 1)
     stats["cosines"] = np.histogram(np.clip(cos, edges[0], 1.0), bins=edges)[0].tolist()

@@ -44,6 +44,11 @@ class SemanticDedupSettings:
         "help": "nemo: removed when close to any earlier member, kept or not (NeMo Curator's); greedy: "
                 "removed only when close to an earlier kept member (keeps no two close, removes no more)",
         "choices": RULES})
+    probes: int | None = field(default=None, metadata={
+        "help": "clusters a document is compared in: its nearest (where it is decided) and the next nearest "
+                "ones, where it is an earlier witness for their members, so a pair split by a cluster boundary "
+                "is still found; 1 is NeMo Curator's within-cluster comparison (default: 2 with --rule nemo, "
+                "1 with greedy, which compares only within the cluster)", "metavar": "P"})
     seed: int = field(default=42, metadata={"help": "seed of the fit sample, k-means and --keep random",
                                             "metavar": "S"})
     max_tokens: int = field(default=512, metadata={
@@ -68,6 +73,11 @@ class SemanticDedupSettings:
         check_range(self, "max_tokens", 1)
         check_range(self, "batch_size", 1)
         check_range(self, "block_size", 16, 1 << 16)
+        if self.probes is None:
+            object.__setattr__(self, "probes", 2 if self.rule == "nemo" else 1)
+        check_range(self, "probes", 1, 8)
+        if self.rule == "greedy" and self.probes > 1:
+            raise SettingsError("probes: --rule greedy decides within one cluster only; use --probes 1")
         if not 0.0 <= self.eps < 1.0:
             raise SettingsError(f"eps must be in [0, 1); got {self.eps!r}")
         if self.embeddings:

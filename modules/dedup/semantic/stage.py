@@ -7,7 +7,7 @@ import logging
 import numpy as np
 
 from curate.stages import dedup
-from curate.stages.dedup.semantic import cluster, compare, embed
+from curate.stages.dedup.semantic import cluster, compare, embed, resolve
 from curate.stages.dedup.semantic.settings import REASON, SemanticDedupSettings
 from curate.stages.errors import SettingsError
 from curate.stages.stage import Stage
@@ -86,25 +86,32 @@ class SemanticDedupStage(Stage):
                 return []
             centroids = dedup.list_parts(steps.path("centroids"))[0]
             task = delayed(cluster.assign_task)
-            return [task(p, centroids, settings.keep, settings.seed, folder, sizes_folder, i, k)
+            return [task(p, centroids, settings.keep, settings.seed, folder, sizes_folder, i, k, settings.probes)
                     for i, p in enumerate(emb)]
 
         steps.run("clusters", clusters, extra_dirs=(sizes_folder,))
         parts = tuple(dedup.list_parts(steps.path("clusters")))
-        sizes, = ctx.run_compute(delayed(cluster.cluster_sizes)(tuple(dedup.list_parts(sizes_folder)), k))
+        (rows, sizes), = ctx.run_compute(delayed(cluster.cluster_sizes)(tuple(dedup.list_parts(sizes_folder)), k))
         dim = embed.part_dim(emb[0]) if emb else 1
         budget = max(settings.block_size, dedup.COMPACT_BYTES // (4 * dim + 64))
-        ranges = compare.plan_ranges(sizes, budget) if parts else []
+        ranges = compare.plan_ranges(rows, budget) if parts else []
         audit = steps.folder(dedup.DUPLICATES)
+        candidates, links = steps.side("candidates", "duplicates"), steps.side("links", "duplicates")
 
         def duplicates(folder):
             task = delayed(compare.compare_task)
             if not ranges:  # no documents: one empty part, so the removal step has a table to read
-                return [delayed(_empty_task)(folder, audit)]
+                return [delayed(_empty_task)(folder, candidates, links)]
             return [task(parts, a, b, settings.threshold, settings.block_size, settings.rule, settings.eps,
-                         folder, audit, j) for j, (a, b) in enumerate(ranges)]
+                         folder, candidates, links, j) for j, (a, b) in enumerate(ranges)]
 
-        info = steps.run("duplicates", duplicates, extra_dirs=(audit,))
+        info = steps.run("duplicates", duplicates, extra_dirs=(candidates, links))
+        found = tuple(dedup.list_parts(steps.path("duplicates")))
+        steps.run("resolve", lambda folder: [delayed(resolve.resolve_task)(
+            found, tuple(dedup.list_parts(links)), folder)])
+        resolved = dedup.list_parts(steps.path("resolve"))[0]
+        steps.run("audit", lambda folder: [delayed(resolve.audit_task)(c, resolved, audit, j) for j, c in
+                                           enumerate(dedup.list_parts(candidates))], extra_dirs=(audit,))
         removed = sum(p.get("removed", 0) for p in info["parts"])
         cosines = np.sum([p["cosines"] for p in info["parts"] if "cosines" in p], axis=0).tolist() \
             if removed else [0] * compare.COSINE_BINS
@@ -114,16 +121,16 @@ class SemanticDedupStage(Stage):
             "dimensions": dim, "documents": documents, "clusters_requested": settings.clusters,
             "clusters": k, "fit_sample": centroid_info.get("sample", 0),
             "kmeans_rounds": centroid_info.get("rounds", 0), "eps": settings.eps, "keep": settings.keep,
-            "rule": settings.rule, "removed": removed, "cluster_sizes": size_histogram(sizes),
+            "rule": settings.rule, "probes": settings.probes, "removed": removed, "cluster_sizes": size_histogram(sizes),
             "removed_cosines": {"edges": np.linspace(1 - settings.eps, 1, compare.COSINE_BINS + 1).round(6).tolist(),
                                 "counts": cosines}},
             "steps": steps.timings}
-        marked = dedup.removal_frame(inputs, steps, "duplicates", REASON)
+        marked = dedup.removal_frame(inputs, steps, ("duplicates", "resolve"), REASON)
         return dataset.write_dataset(marked, ctx, stage=self.name, settings=settings, reject_columns=("id",),
                                      extra=extra, records=steps.records())
 
 
-def _empty_task(folder, audit) -> dict:
+def _empty_task(folder, candidates, links) -> dict:
     import pyarrow as pa
 
     from curate.stages.dedup.semantic.compare import compare_range
@@ -131,8 +138,9 @@ def _empty_task(folder, audit) -> dict:
     empty = pa.table({"doc": pa.array([], pa.int64()), "id": pa.array([], pa.string()),
                       "cluster": pa.array([], pa.int32()), "distance": pa.array([], pa.float32()),
                       "key": pa.array([], pa.float64()), "weight": pa.array([], pa.int64()),
-                      embed.VECTOR: pa.array([], pa.list_(pa.float32(), 1))})
-    dups, trail, _ = compare_range(empty, 1.0, 16, "nemo")
+                      "witness": pa.array([], pa.bool_()), embed.VECTOR: pa.array([], pa.list_(pa.float32(), 1))})
+    dups, trail, linked, _ = compare_range(empty, 1.0, 16, "nemo")
     stats = dedup.save_part(dups, folder, 0)
-    stats["outputs"] = stats.get("outputs", []) + dedup.save_part(trail, audit, 0).get("outputs", [])
+    stats["outputs"] = (stats.get("outputs", []) + dedup.save_part(trail, candidates, 0).get("outputs", [])
+                        + dedup.save_part(linked, links, 0).get("outputs", []))
     return stats

@@ -13,19 +13,20 @@ from curate.stages.dedup.semantic.settings import SemanticDedupSettings
 from curate.stages.errors import SettingsError
 from tests.conftest import read_output, run_stage, side, write_jsonl
 from tests.modules.dedup.semantic_models import static_model, tiny_bert
-from tests.modules.dedup.test_semantic_rules import brute_greedy, brute_nemo
+from tests.modules.dedup.test_semantic_rules import brute_greedy
 
 VOCAB = [f"w{i}" for i in range(300)]
 
 
-def corpus(n=160, seed=0):
-    """(id, text): random 40-word documents, a third of them near or exact copies of earlier ones."""
+def corpus(n=160, seed=0, changes=(0, 3), share=0.35):
+    """(id, text): random 40-word documents, ``share`` of them near or exact copies of earlier ones
+    (``changes`` words changed: 0-2 by default)."""
     rng = np.random.default_rng(seed)
     docs = []
     for i in range(n):
-        if i > 10 and rng.random() < 0.35:
+        if i > 10 and rng.random() < share:
             words = docs[int(rng.integers(0, len(docs)))][1].split()
-            for _ in range(int(rng.integers(0, 3))):  # 0-2 words changed
+            for _ in range(int(rng.integers(*changes))):
                 words[int(rng.integers(len(words)))] = VOCAB[int(rng.integers(len(VOCAB)))]
         else:
             words = [VOCAB[int(j)] for j in rng.integers(0, len(VOCAB), 40)]
@@ -46,28 +47,41 @@ def two_files(tmp_path):
 
 
 def expected(out, rule, eps):
-    """Brute force over the stage's own embeddings and clusters: {removed id: kept id}."""
+    """Brute force over the stage's own embeddings and clusters: {removed id: kept id}. ``nemo``: a
+    document is removed when its cosine to an earlier one (the ``--keep`` order over all documents) is at
+    least 1 - eps, where the earlier one shares its home cluster or probes it (a witness row there); its
+    kept id follows the nearest earlier ones back. ``greedy``: within each home cluster."""
     rows = pd.concat([pd.read_parquet(p) for p in sorted((side(out, "_work") / "clusters").glob("part-*"))])
     t = np.float32(1 - eps)
+    home = rows[~rows["witness"]].sort_values(["key", "id", "doc"])
+    probes = rows[rows["witness"]].groupby("doc")["cluster"].agg(set).to_dict()
     want = {}
-    for _, members in rows.sort_values(["cluster", "key", "id", "doc"]).groupby("cluster", sort=True):
-        x = np.stack(members["vector"].to_numpy()).astype(np.float32)
-        ids = members["id"].tolist()
-        if rule == "nemo":
-            removed, nearest = brute_nemo(x, t)
-            kept = np.arange(len(x))
-            for i in np.flatnonzero(removed):
-                kept[i] = kept[nearest[i]]
-        else:
+    if rule == "greedy":
+        for _, members in home.groupby("cluster", sort=True):
+            x = np.stack(members["vector"].to_numpy()).astype(np.float32)
+            ids = members["id"].tolist()
             removed, kept = brute_greedy(x, t)
-        want.update({ids[i]: ids[kept[i]] for i in np.flatnonzero(removed)})
+            want.update({ids[i]: ids[kept[i]] for i in np.flatnonzero(removed)})
+        return want
+    x = np.stack(home["vector"].to_numpy()).astype(np.float32)
+    ids, docs, cl = home["id"].tolist(), home["doc"].tolist(), home["cluster"].to_numpy()
+    sims = x @ x.T
+    kept = np.arange(len(x))
+    for i in range(len(x)):
+        scope = [j for j in range(i) if cl[j] == cl[i] or cl[i] in probes.get(docs[j], ())]
+        if scope:
+            j = scope[int(np.argmax(sims[i, scope]))]
+            if sims[i, j] >= t:
+                kept[i] = kept[j]
+                want[ids[i]] = ids[kept[i]]
     return want
 
 
 @pytest.mark.parametrize("rule", ["nemo", "greedy"])
 def test_removals_are_brute_force_over_the_same_embeddings_and_clusters(two_files, tmp_path, model, rule):
     out = tmp_path / "out"
-    settings = {"model": str(model), "clusters": 4, "eps": 0.03, "rule": rule, "block_size": 16}
+    settings = {"model": str(model), "clusters": 12 if rule == "nemo" else 4, "eps": 0.03, "rule": rule,
+                "block_size": 16}
     manifest = run_stage("semantic_dedup", settings, two_files, out)
     audit = pd.read_parquet(side(out, "_duplicates"))
     assert list(audit.columns) == ["id", "kept_id", "cosine", "cluster", "nearest_id"]
@@ -83,8 +97,9 @@ def test_removals_are_brute_force_over_the_same_embeddings_and_clusters(two_file
     sizes = dict(zip(kept["id"], kept["dup_cluster_size"]))
     assert sum(sizes.values()) == 160
     info = manifest["dedup"]
-    assert info["clusters"] == 4 and info["documents"] == 160 and info["removed"] == len(want)
-    assert sum(info["cluster_sizes"]["counts"]) == 4 and sum(info["removed_cosines"]["counts"]) == len(want)
+    k = settings["clusters"]
+    assert info["clusters"] == k and info["documents"] == 160 and info["removed"] == len(want)
+    assert sum(info["cluster_sizes"]["counts"]) == k and sum(info["removed_cosines"]["counts"]) == len(want)
     # the embeddings: an output of their own, unit vectors of the stored type
     emb = pq.read_table(side(out, "_work") / "embeddings" / "part-00001.parquet")
     assert emb.column_names == ["doc", "id", "weight", "vector"] and emb.num_rows == 70
@@ -94,13 +109,41 @@ def test_removals_are_brute_force_over_the_same_embeddings_and_clusters(two_file
     centroids = np.stack(pd.read_parquet(side(out, "_work") / "centroids")["vector"].to_numpy())
     rows = pd.read_parquet(side(out, "_work") / "clusters")
     sims = np.stack(rows["vector"].to_numpy()) @ centroids.T
-    assert (rows["cluster"].to_numpy() == sims.argmax(1)).all()
+    home = ~rows["witness"].to_numpy()
+    assert home.sum() == 160 and (rows["cluster"].to_numpy()[home] == sims[home].argmax(1)).all()
+    # --probes 2 (nemo's default): each document is also a witness in its second nearest cluster
+    second = np.argsort(-sims, axis=1, kind="stable")[:, 1]
+    assert (~home).sum() == (160 if rule == "nemo" else 0)
+    assert (rows["cluster"].to_numpy()[~home] == second[~home]).all()
     # the run report shows the semantic numbers
     from curate.app import report_data, report_html
 
     data = report_data.collect(str(out), verify=False)
     assert data["stages"][0]["semantic"]["removed"] == len(want)
     assert "semantic clusters" in report_html.render(data)
+
+
+def test_pairs_split_by_a_cluster_boundary_are_found_through_witnesses(tmp_path, model):
+    rows = [{"id": i, "text": t} for i, t in corpus(160, seed=0, changes=(4, 10), share=0.5)]
+    files = [write_jsonl(tmp_path / "in" / "a.jsonl", rows[:90]), write_jsonl(tmp_path / "in" / "b.jsonl", rows[90:])]
+    base = {"model": str(model), "clusters": 16, "eps": 0.15, "block_size": 16}
+    manifest = run_stage("semantic_dedup", base, files, tmp_path / "two")
+    links = pd.concat([pd.read_parquet(p) for p in sorted((side(tmp_path / "two", "_work") / "links").glob("part-*"))])
+    assert (links["carry"] == 0).sum() >= 3 and (links["carry"] > 0).sum() >= 2  # removals via a witness
+    want = expected(tmp_path / "two", "nemo", 0.15)
+    audit = pd.read_parquet(side(tmp_path / "two", "_duplicates"))
+    assert dict(zip(audit["id"], audit["kept_id"])) == want and manifest["dedup"]["removed"] == len(want)
+    kept = read_output(tmp_path / "two")
+    assert set(kept["id"]).isdisjoint(want) and set(want.values()) <= set(kept["id"])
+    # every document is counted once, by the kept document its chain ends at
+    assert kept["dup_cluster_size"].sum() == 160
+    ends = pd.Series(list(want.values())).value_counts()
+    sizes = dict(zip(kept["id"], kept["dup_cluster_size"]))
+    assert all(sizes[k] == 1 + n for k, n in ends.items())
+    # --probes 1 is NeMo Curator's within-cluster rule: it finds a subset
+    run_stage("semantic_dedup", {**base, "probes": 1}, files, tmp_path / "one")
+    within = pd.read_parquet(side(tmp_path / "one", "_duplicates"))
+    assert set(within["id"]) < set(want)
 
 
 def test_block_size_and_saved_embeddings_give_the_same_bytes(two_files, tmp_path, model):
@@ -166,6 +209,10 @@ def test_model_folder_refusals(tmp_path, model, monkeypatch):
         SemanticDedupSettings()
     with pytest.raises(SettingsError, match="eps"):
         SemanticDedupSettings(model=str(model), eps=1.5)
+    assert SemanticDedupSettings(model=str(model)).probes == 2
+    assert SemanticDedupSettings(model=str(model), rule="greedy").probes == 1
+    with pytest.raises(SettingsError, match="probes: --rule greedy"):
+        SemanticDedupSettings(model=str(model), rule="greedy", probes=2)
     import importlib.util
 
     real = importlib.util.find_spec
