@@ -175,12 +175,13 @@ def _top(x: np.ndarray, centroids: np.ndarray, probes: int):
     cos = np.zeros((len(x), p), dtype=np.float32)
     for s in range(0, len(x), CHUNK):
         sims = x[s:s + CHUNK] @ centroids.T
-        if p == 1:
-            top = sims.argmax(1)[:, None]
-        else:  # stable: equal cosines keep the lower cluster first
-            top = np.argsort(-sims, axis=1, kind="stable")[:, :p]
-        best[s:s + CHUNK] = top
-        cos[s:s + CHUNK] = np.take_along_axis(sims, top, axis=1)
+        rows = np.arange(len(sims))
+        for q in range(p):  # p argmax passes (the lower cluster on equal cosines), not a sort of every row
+            top = sims.argmax(1)
+            best[s:s + CHUNK, q] = top
+            cos[s:s + CHUNK, q] = sims[rows, top]
+            if q + 1 < p:
+                sims[rows, top] = -np.inf
     return best, cos
 
 
