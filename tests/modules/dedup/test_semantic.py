@@ -13,7 +13,7 @@ from curate.stages.dedup.semantic.settings import SemanticDedupSettings
 from curate.stages.errors import SettingsError
 from tests.conftest import read_output, run_stage, side, write_jsonl
 from tests.modules.dedup.semantic_models import static_model, tiny_bert
-from tests.modules.dedup.test_semantic_rules import brute_greedy
+from tests.modules.dedup.test_semantic_rules import brute_greedy, brute_nemo
 
 VOCAB = [f"w{i}" for i in range(300)]
 
@@ -140,10 +140,16 @@ def test_pairs_split_by_a_cluster_boundary_are_found_through_witnesses(tmp_path,
     ends = pd.Series(list(want.values())).value_counts()
     sizes = dict(zip(kept["id"], kept["dup_cluster_size"]))
     assert all(sizes[k] == 1 + n for k, n in ends.items())
-    # --probes 1 is NeMo Curator's within-cluster rule: it finds a subset
+    # --probes 1 is NeMo Curator's within-cluster rule (its per-cluster loop in numpy): a subset
     run_stage("semantic_dedup", {**base, "probes": 1}, files, tmp_path / "one")
     within = pd.read_parquet(side(tmp_path / "one", "_duplicates"))
-    assert set(within["id"]) < set(want)
+    rows = pd.read_parquet(side(tmp_path / "one", "_work") / "clusters")
+    nemo = {}
+    for _, members in rows.sort_values(["cluster", "key", "id", "doc"]).groupby("cluster"):
+        x = np.stack(members["vector"].to_numpy()).astype(np.float32)
+        removed, _ = brute_nemo(x, np.float32(1 - 0.15))
+        nemo.update(dict.fromkeys(members["id"].to_numpy()[removed]))
+    assert set(within["id"]) == set(nemo) and set(nemo) < set(want)
 
 
 def test_block_size_and_saved_embeddings_give_the_same_bytes(two_files, tmp_path, model):
