@@ -1,5 +1,6 @@
 """Side by side with the peers: the same inputs and settings, whole processes alternated.
 
+    .venv/bin/python jobs/bench_peers.py pipeline --datatrove VENV [--pages 8000]   (jobs/bench_peers_pipeline.py)
     .venv/bin/python jobs/bench_peers.py [--datatrove VENV] [--rensa VENV] [--nemo VENV]
         [--stages minhash-core,minhash-text,fuzzy,exact] [--docs 100000] [--workers 2] [--repeat 3]
         [--workdir /tmp/curate-bench-peers]
@@ -511,6 +512,11 @@ def table(rows) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "pipeline":  # the whole pipeline: its own module
+        sys.path.insert(0, os.path.join(ROOT, "jobs"))
+        from bench_peers_pipeline import main as pipeline
+
+        sys.exit(pipeline(sys.argv[2:]))
     if len(sys.argv) > 1 and sys.argv[1] == "_one":
         impl, stage, work, workers = sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
         print(json.dumps(ONE[impl](stage, work, workers)))
