@@ -109,6 +109,7 @@ class GuardedStream:
     """Decompressed bytes of a file; a break in the file ends the stream and is kept in ``error``."""
 
     def __init__(self, raw, codec: str | None, head: bytes = b"", resync: bool = False):
+        self.codec = codec
         self._raw = raw
         self._head = head  # bytes already read from ``raw`` to sniff the format
         self._codec = _CODECS[codec] if codec else None
@@ -130,6 +131,24 @@ class GuardedStream:
         self.member_starts: list[int] = []
         self._done = False
         self.error: Exception | None = None
+
+    def source(self) -> tuple[bytes, object]:
+        """The compressed file as it stands, for a reader that decompresses it itself (FastWARC):
+        the bytes read to sniff its format, then the file object. Only before the first read;
+        :meth:`resume` hands the rest back."""
+        assert not self._produced and not self._raw_pos, "the stream has been read"
+        head, self._head = self._head, b""
+        return head, self._raw
+
+    def resume(self, raw, raw_pos: int, out_pos: int, member_starts: list[int]) -> None:
+        """Go on from where another reader of :meth:`source` stopped: ``raw`` holds the file's bytes
+        from compressed offset ``raw_pos`` on, a member start whose first byte is decompressed offset
+        ``out_pos``; ``member_starts`` are the members before it. Every offset stays one of the whole
+        file (``tell``, ``member_starts``, ``damage``), as if this stream had read it all."""
+        self.__init__(raw, self.codec, b"", self._resync)
+        self._raw_pos = self._fed_to = self._member_at = raw_pos
+        self._pos = self._produced = out_pos
+        self.member_starts = member_starts
 
     def read(self, size=-1) -> bytes:
         size = CHUNK if size is None or size < 0 else size

@@ -24,7 +24,9 @@ stream breaks off with no member after the break (the records before it are kept
 
 The file is streamed (:func:`curate.stages.extract.archive.open_stream`, from a path or any binary
 file-like object) and framed by :class:`curate.stages.extract.warcreader.WarcReader`, which checks every
-record's end and resynchronises after a bad one; one record's payload is in memory at a time.
+record's end and resynchronises after a bad one, or, where its records are proved well framed, read by
+FastWARC (:mod:`curate.stages.extract.warcfast`: the same records, faster); a record's payload or two
+are in memory at a time.
 """
 
 from __future__ import annotations
@@ -53,7 +55,8 @@ from curate.stages.extract.html import (
 )
 from curate.stages.extract.language import SAMPLE_CHARS, detect, identify, identify_lid176
 from curate.stages.extract.sandbox import check_limits, memory_field, timeout_field
-from curate.stages.extract.warcreader import WarcReader, header, parse_http
+from curate.stages.extract.warcfast import warc_reader
+from curate.stages.extract.warcreader import header, parse_http
 from curate.stages.stage import Stage, check_choice, check_range, parse_bytes
 
 WARC_SUFFIXES = (".warc", ".warc.gz")
@@ -333,7 +336,7 @@ def _extract_records(raw, settings, on_error, stream, page, max_bytes, meta) -> 
     rows: list[dict] = []
     starts: list[int] = []  # the uncompressed offset of each row's record, ascending
     with stream:
-        reader = WarcReader(stream, max_bytes, stream.member_starts if stream.compressed else None)
+        reader = warc_reader(stream, max_bytes)
         for item in reader:
             if stream.damage and on_error != "skip":  # the run fails: no need to extract the rest
                 break

@@ -13,6 +13,11 @@ record (before the first, or between a record's CRLF CRLF and the next header) a
 (:func:`curate.stages.extract.archive.open_stream` with ``resync``): the reader only sees a member
 start where decompression went on, and frames the record cut short there like any other.
 
+Where the file is well formed, :mod:`curate.stages.extract.warcfast` reads it with FastWARC (its
+C-speed inflate is most of the gain) and proves that each record is exactly what this reader would
+have made of the same bytes; it hands the stream to this reader from the first record it cannot
+prove, so the checks above decide every record either way.
+
 Memory is bounded: a block over ``max_block`` bytes is skipped in chunks, never held (only its
 first ``HTTP_PEEK`` bytes are kept, for the HTTP status and content type); a header is at most
 ``MAX_HEADER`` bytes. One known ambiguity: an oversized block that itself contains a WARC record
@@ -60,16 +65,14 @@ def parse_headers(data: bytes) -> dict | None:
     last = None
     for line in data.decode("utf-8", "replace").split("\r\n")[1:]:
         name, sep, value = line.partition(":")
-        if not sep or not name.strip():
-            if line[:1] in (" ", "\t") and last is not None:  # a folded continuation line
-                headers[last] += " " + line.strip()
-                continue
-            return None
-        if name[:1] in (" ", "\t") and last is not None:  # a folded line that holds a colon
+        key = name.strip()
+        if sep and key and (last is None or name[0] not in " \t"):
+            headers[key] = value.strip()
+            last = key
+        elif line[:1] in (" ", "\t") and last is not None:  # a folded continuation line (colon or not)
             headers[last] += " " + line.strip()
-            continue
-        last = name.strip()
-        headers[last] = value.strip()
+        else:
+            return None
     return headers
 
 
@@ -118,12 +121,13 @@ class WarcReader:
 
     ``member_starts``: a list the stream keeps growing with the decompressed offset of each gzip
     member (:class:`curate.stages.extract.archive.GuardedStream`), or None for an uncompressed file.
+    ``start``: the stream offset of the first byte ``read`` returns (a stream resumed mid-file).
     """
 
-    def __init__(self, stream, max_block: int, member_starts: list[int] | None = None):
+    def __init__(self, stream, max_block: int, member_starts: list[int] | None = None, start: int = 0):
         self._stream = stream
         self._buf = bytearray()
-        self._base = 0  # stream offset of _buf[0]
+        self._base = start  # stream offset of _buf[0]
         self._eof = False
         self._max_block = max_block
         self._members = member_starts
