@@ -142,7 +142,7 @@ def datatrove_counts(base: str) -> dict:
     data = sum(os.path.getsize(p) for p in glob.glob(os.path.join(base, "tokens", "*.ds")))
     docs = 0
     for p in glob.glob(os.path.join(base, "tokens", "*.ds.index")):
-        docs += len(np.fromfile(p, dtype=np.uint64)) - 1  # document ends after a leading 0
+        docs += len(np.fromfile(p, dtype=np.uint64))  # one end offset per document
     steps = {}
     for name in ("1-extract-filter", "3-exact-filter", "6-tokenize"):
         path = os.path.join(base, "logs", name, "stats.json")
