@@ -22,7 +22,10 @@ import threading
 
 STOPS = (signal.SIGINT, signal.SIGTERM)
 #: the libraries whose logging a stopping run silences
-QUIETED = ("distributed", "tornado", "asyncio")
+#: (distributed's logging config gives some child loggers a level of their own, so they are named too:
+#: its sync() can log a NameError from its cancel callback through "tornado.application" when the
+#: signal lands before its future exists)
+QUIETED = ("distributed", "distributed.client", "distributed.gc", "tornado", "tornado.application", "asyncio")
 
 #: the signal received, if any (reset by :func:`handled`)
 _received: int | None = None

@@ -135,3 +135,20 @@ def test_a_stop_while_the_report_is_written_says_every_stage_finished(tmp_path, 
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("curate: interrupted while the run's reports were written; every stage had finished"), err
     assert (tmp_path / "out" / "01-clean" / "_SUCCESS").exists()
+
+
+def test_at_a_signal_the_libraries_loggers_with_their_own_levels_are_quieted_too():
+    import logging
+
+    import distributed  # noqa: F401  (its logging config gives tornado.application and others a level)
+
+    from curate.app import signals
+
+    names = ("tornado.application", "distributed.client", "distributed.utils", "asyncio")
+    before = {n: logging.getLogger(n).level for n in signals.QUIETED}
+    try:
+        signals._quiet_libraries()
+        assert all(logging.getLogger(n).getEffectiveLevel() == logging.CRITICAL for n in names)
+    finally:
+        for n, level in before.items():
+            logging.getLogger(n).setLevel(level)
