@@ -306,7 +306,8 @@ class ExactDedupStage(Stage):
                 p.get("removed_for_index", 0) for p in info["parts"])}
         if saving:
             extra["dedup"]["saved_index"] = self._save_index(settings, ctx, steps, bases, len(inputs), record)
-        marked = dedup.removal_frame(inputs, steps, "duplicates", self.reason)
+        from curate.stages.dedup import removal
+        marked = removal.removal_frame(inputs, steps, "duplicates", self.reason)
         return dataset.write_dataset(marked, ctx, stage=self.name, settings=settings,
                                      reject_columns=("id",), extra=extra, records=steps.records())
 

@@ -245,6 +245,7 @@ class FuzzyDedupStage(Stage):
                 "removed_for_index": sum(p.get("removed_for_index", 0) for p in info["parts"])}
         if settings.save_index:
             extra["dedup"]["saved_index"] = save_index(settings, ctx, steps, joint, bases, inputs, sig_files, record)
-        marked = dedup.removal_frame(inputs, steps, "duplicates", REASON, offset)
+        from curate.stages.dedup import removal
+        marked = removal.removal_frame(inputs, steps, "duplicates", REASON, offset)
         return dataset.write_dataset(marked, ctx, stage=self.name, settings=settings,
                                      reject_columns=("id",), extra=extra, records=steps.records())

@@ -125,7 +125,8 @@ class SemanticDedupStage(Stage):
             "removed_cosines": {"edges": np.linspace(1 - settings.eps, 1, compare.COSINE_BINS + 1).round(6).tolist(),
                                 "counts": cosines}},
             "steps": steps.timings}
-        marked = dedup.removal_frame(inputs, steps, ("duplicates", "resolve"), REASON)
+        from curate.stages.dedup import removal
+        marked = removal.removal_frame(inputs, steps, ("duplicates", "resolve"), REASON)
         return dataset.write_dataset(marked, ctx, stage=self.name, settings=settings, reject_columns=("id",),
                                      extra=extra, records=steps.records())
 
