@@ -204,12 +204,10 @@ def _pages(files: list[str]) -> int:
 
 # --------------------------------------------------------------------------- whole processes: curate vs datatrove
 
-DATATROVE_SCRIPT = '''
-import sys
-from datatrove.executor import LocalPipelineExecutor
+#: datatrove's side of the extraction (0.10.1 ships no resiliparse extractor): a BaseExtractor calling
+#: the same extract_plain_text as curate, with the same arguments (bench_peers_pipeline.py uses it too)
+DATATROVE_EXTRACTOR = '''
 from datatrove.pipeline.extractors.base import BaseExtractor
-from datatrove.pipeline.readers import WarcReader
-from datatrove.pipeline.writers import JsonlWriter
 
 
 class Resiliparse(BaseExtractor):
@@ -220,14 +218,21 @@ class Resiliparse(BaseExtractor):
 
     def extract(self, text):
         from resiliparse.extract.html2text import extract_plain_text
-        return extract_plain_text(text, **%r)
+        return extract_plain_text(text, **ARGS)
+'''.replace("ARGS", repr(RESILIPARSE_ARGS))
 
+DATATROVE_SCRIPT = '''
+import sys
+from datatrove.executor import LocalPipelineExecutor
+from datatrove.pipeline.readers import WarcReader
+from datatrove.pipeline.writers import JsonlWriter
+''' + DATATROVE_EXTRACTOR + '''
 
 if __name__ == "__main__":
     src, out, logs, tasks, workers = sys.argv[1:6]
     LocalPipelineExecutor(pipeline=[WarcReader(src, glob_pattern="*.warc.gz"), Resiliparse(), JsonlWriter(out)],
                           tasks=int(tasks), workers=int(workers), logging_dir=logs).run()
-'''.replace("%r", repr(RESILIPARSE_ARGS))
+'''
 
 
 def run_tree(cmd: list[str], env=None) -> dict:

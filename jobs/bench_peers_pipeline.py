@@ -38,6 +38,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "jobs"))
+from bench_extract_peers import DATATROVE_EXTRACTOR  # noqa: E402
 
 FILTERS = """description: C4 and FineWeb quality rules, C4's curly-bracket rule off (as the datatrove side)
 filters:
@@ -67,23 +68,13 @@ from datatrove.executor import LocalPipelineExecutor
 from datatrove.pipeline.dedup import MinhashDedupBuckets, MinhashDedupCluster, MinhashDedupFilter, MinhashDedupSignature
 from datatrove.pipeline.dedup.exact_dedup import ExactDedupConfig, ExactDedupFilter, ExactDedupSignature, ExactFindDedups
 from datatrove.pipeline.dedup.minhash import MinhashConfig
-from datatrove.pipeline.extractors.base import BaseExtractor
 from datatrove.pipeline.filters import C4QualityFilter, FineWebQualityFilter
 from datatrove.pipeline.readers import JsonlReader, WarcReader
 from datatrove.pipeline.tokens import DocumentTokenizer
 from datatrove.pipeline.writers import JsonlWriter
 
 
-class Resiliparse(BaseExtractor):
-    name = "resiliparse"
-
-    def __init__(self):
-        super().__init__(timeout=60)
-
-    def extract(self, text):
-        from resiliparse.extract.html2text import extract_plain_text
-        return extract_plain_text(text, **%r)
-
+''' + DATATROVE_EXTRACTOR + '''
 
 if __name__ == "__main__":
     src, base, tokenizer, files, workers = sys.argv[1:6]
@@ -154,7 +145,7 @@ def datatrove_counts(base: str) -> dict:
 
 
 def main(argv=None) -> int:
-    from bench_extract_peers import RESILIPARSE_ARGS, run_tree
+    from bench_extract_peers import run_tree
 
     p = argparse.ArgumentParser(prog="bench_peers.py pipeline", description=__doc__.split("\n")[0])
     p.add_argument("--datatrove", required=True, help="a venv with datatrove[processing]==0.10.1")
@@ -177,7 +168,7 @@ def main(argv=None) -> int:
         f.write(FILTERS)
     script = os.path.join(args.workdir, "datatrove_pipeline.py")
     with open(script, "w") as f:
-        f.write(DATATROVE.replace("%r", repr(RESILIPARSE_ARGS)))
+        f.write(DATATROVE)
     python = os.path.join(args.datatrove, "bin", "python")
     curate_bin = os.path.join(os.path.dirname(sys.executable), "curate")
     runs: dict[str, list[dict]] = {"curate": [], "datatrove": []}
