@@ -15,11 +15,13 @@ import glob as globlib
 import os
 import re
 from dataclasses import dataclass
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from curate.stages.errors import DataError, SettingsError
 from curate.stages.paths import glob_files
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _BLANK_RUNS = re.compile(r"\n{3,}")
 #: what tidy_text changes: a line ending in a space or tab, or three newlines in a row (the regex
@@ -94,6 +96,8 @@ def raw_inputs(specs, suffixes: tuple[str, ...], what: str) -> list[RawFile]:
 
 def frame(rows: list[dict], meta: pd.DataFrame) -> pd.DataFrame:
     """Rows (dicts) as a frame with exactly ``meta``'s columns and dtypes."""
+    import pandas as pd  # here: the extraction sandbox's child imports this package and never needs pandas
+
     df = pd.DataFrame.from_records(rows, columns=list(meta.columns)) if rows else meta.iloc[:0].copy()
     return df.astype(meta.dtypes.to_dict())
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping
 
 from curate.stages.extract import tidy_text
 
@@ -178,22 +179,43 @@ NON_SPACED = frozenset({"THAI", "CHINESE", "JAPANESE", "KOREAN"})
 
 
 @functools.cache
-def stoplists(with_latin: bool = False) -> dict[str, frozenset[str]]:
+def stoplists(with_latin: bool = False) -> Stoplists:
     """jusText's stop lists keyed by cld2's upper-case language name, as NeMo Curator keys them.
 
     Latin is left out unless asked for (NeMo removes it: it "yields a lot of low quality
     documents"). Thai, Chinese and Japanese have no jusText list: they are non-spaced languages,
     whose pages are kept without a stop-word test (:data:`NON_SPACED`)."""
-    import justext
+    return Stoplists(with_latin)
 
-    lists = {}
-    for name in justext.get_stoplists():
-        if name == "Latin" and not with_latin:
-            continue
-        lists[_CLD2_NAMES.get(name, name.upper())] = justext.get_stoplist(name)
-    for name in NON_SPACED:
-        lists.setdefault(name, frozenset())
-    return lists
+
+class Stoplists(Mapping):
+    """The stop lists, each read when a page first needs it: reading all of them took 0.24 CPU-s,
+    paid by every sandbox child, of which a run on one language needs one list."""
+
+    def __init__(self, with_latin: bool):
+        import justext
+
+        self._names: dict[str, str | None] = {
+            _CLD2_NAMES.get(name, name.upper()): name
+            for name in justext.get_stoplists() if name != "Latin" or with_latin}
+        for name in NON_SPACED:
+            self._names.setdefault(name, None)
+        self._lists: dict[str, frozenset[str]] = {}
+
+    def __getitem__(self, key: str) -> frozenset[str]:
+        found = self._lists.get(key)
+        if found is None:
+            import justext
+
+            name = self._names[key]
+            found = self._lists[key] = frozenset() if name is None else frozenset(justext.get_stoplist(name))
+        return found
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
 
 
 def extract_justext(html: str, stoplist: frozenset[str] | None = None, keep_all: bool = False) -> str:

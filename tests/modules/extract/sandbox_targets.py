@@ -85,7 +85,7 @@ def announced_hanging_page(settings, payload, charset):
 def memory_error_page(settings, payload, charset):
     """The real page extraction, with the extractor itself running out of memory on marked pages
     (as resiliparse or lxml do under the bound: a MemoryError from inside the library)."""
-    from curate.stages.extract import warc
+    from curate.stages.extract import page as warc  # where the page extraction lives
 
     if b"EAT-MEMORY" in payload:
         def exhausted(*args, **kwargs):
