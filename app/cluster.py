@@ -87,6 +87,22 @@ def lean_dask() -> None:
     dask.config.update_defaults(mine)
 
 
+def warm_workers(modules: tuple[str, ...]) -> None:
+    """Workers started from here on import ``modules`` as they start (:mod:`curate.app.worker_warm`):
+    Dask's ``distributed.worker.preload`` gets that module, after any preload of the user's."""
+    import dask
+
+    from curate.app import worker_warm
+
+    dask.config.set({worker_warm.KEY: list(modules)})  # empty: a later cluster in this process warms nothing
+    if not modules:
+        return
+    preload = list(dask.config.get("distributed.worker.preload", default=[]) or [])
+    if worker_warm.__name__ not in preload:
+        preload.append(worker_warm.__name__)
+    dask.config.set({"distributed.worker.preload": preload})
+
+
 def _memory_per_worker(n: int, requested: str | None):
     if requested:
         return requested
@@ -116,10 +132,12 @@ def connect(settings: ClusterSettings):
             yield None
     elif settings.mode == "local":
         lean_dask()
+        warm_workers(settings.worker_imports)
         with _local(settings) as client:
             yield client
     elif settings.mode == "mpi":
         lean_dask()
+        warm_workers(settings.worker_imports)
         with _mpi(settings) as client:
             yield client
     else:

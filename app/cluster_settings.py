@@ -23,6 +23,8 @@ class ClusterSettings:
     #: why ``auto`` became this mode (:func:`resolve_auto`), logged when the cluster starts: after the
     #: refusals and the lock, so that a refusal stays one line
     auto_reason: str | None = None
+    #: modules each worker imports as it starts (:mod:`curate.app.worker_warm`): the job's
+    worker_imports: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.workers is not None and self.workers < 1:

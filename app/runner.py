@@ -16,6 +16,7 @@ work, the job's plan, ``--dry-run``).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import time
@@ -222,6 +223,11 @@ def execute_job(job: Job, output: str, cluster=None, client=None, force: bool = 
 
         first = job_plan(job, output, stop_after)[0]
         cluster = resolve_auto(cluster, input_bytes(first[1].name, first[2], job.io))
+    if cluster is not None and not cluster.worker_imports:
+        from curate.app.worker_warm import job_imports
+
+        cluster = dataclasses.replace(cluster, worker_imports=job_imports(
+            registry.get(spec.name) for spec in job.stages))
     early = client is not None or cluster is None or cluster.mode != "mpi"
     with job_lock(job, output) if early else contextlib.nullcontext(), \
             _cluster(cluster, client) as c, performance_report(output, "run", c):

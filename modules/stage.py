@@ -94,6 +94,9 @@ class Stage:
     reads: ClassVar[tuple[str, ...]] = ("documents",)
     #: what it writes, of :data:`KINDS` (:meth:`output_kind`)
     writes: ClassVar[str] = "documents"
+    #: modules its tasks import lazily that a worker should import as it starts, before its first task
+    #: (the stage's own module is always imported; see :mod:`curate.app.worker_warm`)
+    worker_imports: ClassVar[tuple[str, ...]] = ()
 
     def output_kind(self, settings, read: str | None) -> str | None:
         """What the stage writes from an input of kind ``read`` (None: unknown), None when not known

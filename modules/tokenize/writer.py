@@ -310,6 +310,7 @@ def completed(plan: Plan, n: int) -> dict[int, dict]:
 
 
 class TokenizeStage(Stage):
+    worker_imports = ("tiktoken",)
     name = "tokenize"
     needs = ("text", "id")
 

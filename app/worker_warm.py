@@ -1,0 +1,49 @@
+"""A new worker imports what the job's tasks will need while it waits for its first task.
+
+A worker process starts with little imported; its first task then pays pandas, pyarrow, Dask's
+DataFrame module and the stage's own modules (numba's kernels for fuzzy dedup): about 2 CPU-seconds,
+on every worker, inside the first stage. The client meanwhile spends seconds importing and planning
+before that task exists. So a worker is given this module as a Dask preload
+(``distributed.worker.preload``, set by :func:`curate.app.cluster.connect` for local and MPI
+clusters) and imports the job's modules in a thread as soon as it starts; a task that needs a module
+still being imported waits on Python's import lock for it. Only imports: no child process, no model,
+no data (the extraction sandbox's child still starts with the first page).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+
+log = logging.getLogger("curate.worker")
+
+#: the Dask config key naming the modules (set by the client, read by each worker)
+KEY = "curate.worker-imports"
+#: what every job's tasks import: the partitions' types, Parquet, the task graphs' own functions
+COMMON = ("pandas", "pyarrow.parquet", "dask.dataframe", "curate.stages.dataset.write")
+
+
+def job_imports(stages) -> tuple[str, ...]:
+    """The modules the tasks of these stage classes import: COMMON, each stage's module and the
+    modules it names in ``worker_imports``."""
+    names = list(COMMON)
+    for cls in stages:
+        names += [cls.__module__, *getattr(cls, "worker_imports", ())]
+    return tuple(dict.fromkeys(names))
+
+
+def dask_setup(worker=None) -> None:
+    import dask
+
+    modules = tuple(dask.config.get(KEY, default=()) or ())
+    if modules:
+        threading.Thread(target=import_all, args=(modules,), name="curate-worker-imports", daemon=True).start()
+
+
+def import_all(modules) -> None:
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception as e:  # not lost: the task that imports it raises the same error, in its context
+            log.debug("worker warm-up: importing %s failed: %s", name, e)
