@@ -3,10 +3,11 @@
     .venv/bin/python jobs/bench_peers.py pipeline --datatrove /tmp/dt [--pages 8000] [--files 4]
         [--workers 2] [--repeat 2] [--workdir /tmp/curate-bench-pipeline]
 
-WARC -> resiliparse plain text -> C4 + FineWeb quality rules (C4's curly-bracket rule off on both sides)
--> exact dedup -> MinHash dedup (5-grams, 14 bands x 8 rows, no verification: datatrove's defaults)
--> cl100k_base token files (the same tokenizer.json, converted from tiktoken, on both sides; an
-end-of-document token after each document). Pages are generated once (``make_bench_input.py``).
+WARC -> resiliparse plain text -> C4's line edit -> C4 + FineWeb quality rules (C4's curly-bracket
+rule off on both sides) -> exact dedup -> MinHash dedup (5-grams, 14 bands x 8 rows, no verification:
+datatrove's defaults) -> cl100k_base token files (the same tokenizer.json, converted from tiktoken, on
+both sides; an end-of-document token after each document). Pages are generated once
+(``make_bench_input.py``).
 
 curate: one ``curate run`` of that job (local cluster of --workers). datatrove: its
 ``LocalPipelineExecutor`` stages (--files tasks, --workers processes): reader + extractor + filters +
@@ -21,8 +22,14 @@ datatrove's own counters per step, to be explained in ``docs/performance.md``.
 Where the two make different decisions on purpose:
 - curate's extraction drops paragraphs under NeMo's stop-word density (0.32) by default; datatrove keeps
   every paragraph, so curate runs with ``min_stopword_density: 0`` and ``language_id: none`` here;
-- datatrove's ``C4QualityFilter`` also edits the text: it removes lines without terminal punctuation,
-  with "javascript", with policy words, and citations; curate's ``c4_*`` filters only decide.
+- datatrove's ``C4QualityFilter`` also edits the text (only the lines C4 keeps, stripped, without
+  citations); curate's ``c4_*`` filters only decide, and the edit is ``clean`` with ``c4_lines: true``.
+  datatrove does nothing to the text between extraction and its filters, so that clean has ftfy,
+  Unicode normalisation, control-character removal and whitespace normalisation off: only C4's line
+  edit changes the text. What still differs: words per line are counted after the citations are
+  removed (TensorFlow Datasets' C4; datatrove counts before), a line with ``{`` and a policy phrase stays
+  in curate's text (kept for ``c4_curly_bracket``, off here; datatrove removes it), and curate counts
+  C4's sentences with a regex where datatrove uses NLTK's punkt.
 """
 
 from __future__ import annotations
@@ -56,6 +63,8 @@ output: {output}
 io: {{format: parquet, on_error: skip}}
 stages:
   - extract_warc: {{algorithm: resiliparse, language_id: none, min_stopword_density: 0}}
+  - clean: {{c4_lines: true, fix_text: false, normalization: none, remove_control_chars: false,
+             normalize_whitespace: false}}
   - filter: {{config: {filters}}}
   - exact_dedup: {{}}
   - fuzzy_dedup: {{num_perm: 112, bands: 14, rows: 8, false_positive_check: false}}
@@ -119,7 +128,7 @@ def make_pages(work: str, pages: int, files: int) -> str:
 
 
 def curate_counts(out: str) -> dict:
-    with open(os.path.join(out, "05-tokenize", "_manifest.json")) as f:
+    with open(glob.glob(os.path.join(out, "*-tokenize", "_manifest.json"))[0]) as f:
         totals = json.load(f)["totals"]
     with open(os.path.join(out, "_manifest.json")) as f:
         stages = {s["name"]: s["counts"] for s in json.load(f)["stages"]}

@@ -11,8 +11,16 @@ In order, on each document:
 2. Unicode normalisation (``normalization``, NFC by default).
 3. Control characters removed (C0 and C1 except tab and newline, and the byte-order mark);
    ``\\r\\n`` and ``\\r`` become ``\\n`` (first of all, so ftfy sees the lines as they are).
-4. Optional line-level boilerplate removal (``remove_boilerplate_lines``): whole lines matching
-   ``boilerplate_patterns`` (by default C4's: "javascript", cookie and policy notices).
+4. Optional line-level edits, on lines whose breaks are now final and before anything below changes
+   what a line ends with or how many words it has (C4 read extracted text as it came):
+   ``c4_lines``, C4's line edit (TensorFlow Datasets' ``c4_utils.clean_page``, datatrove's
+   ``C4QualityFilter``): each line stripped and without citations, kept only if it is a C4 line (ends
+   with . ? ! " ' but not ..., 3+ words counted after the citations go, no word over 1000 characters)
+   mentioning neither "javascript" nor a policy phrase; the lines split where Python's ``splitlines``
+   splits. C4 drops the whole page for a C4 line with "lorem ipsum", or with ``{`` and no javascript:
+   those lines stay, so that ``c4_lorem_ipsum`` and ``c4_curly_bracket`` after clean still drop the
+   page. Then ``remove_boilerplate_lines``: whole lines matching ``boilerplate_patterns`` (by default
+   C4's: "javascript", cookie and policy notices).
 5. Optional modifiers, each an option, in this order (NeMo Curator's document modifiers):
    ``remove_urls`` (``https?://\\S+|www\\.\\S+``, any case, as NeMo's ``UrlRemover``);
    ``remove_markdown`` (headings' ``#``, ``**bold**``, ``__bold__``, ``*italic*``, ``_italic_``,
@@ -28,7 +36,9 @@ In order, on each document:
    and runs of spaces inside lines are kept (code blocks need them).
 
 Documents that end up empty are dropped with the reason ``empty_after_clean``. Steps 2-5 are
-Arrow kernels over the whole column.
+Arrow kernels over the whole column. For C4's text exactly, ``c4_lines`` with ``fix_text``,
+``normalization`` and ``remove_control_chars`` off: C4 did none of them (whitespace normalisation
+leaves C4's lines as they are).
 """
 
 from __future__ import annotations
@@ -40,7 +50,7 @@ import pandas as pd
 
 from curate.stages.dataset import STRING, mark_dropped
 from curate.stages.errors import SettingsError
-from curate.stages.filters.heuristic import C4_POLICY_SUBSTRINGS
+from curate.stages.filters.c4_fineweb import C4_POLICY_SUBSTRINGS, c4_line_rules
 from curate.stages.stage import MapStage, check_choice, check_range
 
 #: C4's line rules: a line mentioning javascript or one of C4's policy phrases (the list the C4 filters use)
@@ -52,6 +62,8 @@ SAFE = "\u2018\u2019\u201c\u201d\u2013\u2014\u2026\u2022"
 #: lines ftfy could change: a character outside printable ASCII, tab and SAFE, or an HTML entity
 NEEDS_FTFY = "[^\\t\\x20-\\x7e" + "".join(f"\\x{{{ord(c):04x}}}" for c in SAFE) + "]"
 CONTROL = r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\x{feff}]"
+#: where Python's str.splitlines (so C4) splits a line, other than \n and \r (already \n here)
+LINE_BREAKS = r"[\x0b\x0c\x1c-\x1e\x{85}\x{2028}\x{2029}]"
 
 
 @dataclass(frozen=True)
@@ -72,6 +84,10 @@ class CleanSettings:
     normalize_whitespace: bool = field(default=True, metadata={
         "help": "strip trailing spaces, squeeze blank lines, trim the document"})
     max_blank_lines: int = field(default=1, metadata={"help": "longest run of blank lines kept", "metavar": "N"})
+    c4_lines: bool = field(default=False, metadata={
+        "help": "keep only the lines C4 keeps: ending in . ? ! \" ' (not ...), at least 3 words, no word over "
+                "1000 characters, no 'javascript', no policy phrase; citations like [1], [edit], [citation "
+                "needed] removed"})
     remove_boilerplate_lines: bool = field(default=False, metadata={
         "help": "remove whole lines matching --boilerplate-patterns"})
     boilerplate_patterns: tuple[str, ...] = field(default=C4_BOILERPLATE, metadata={
@@ -174,6 +190,8 @@ def clean_text(text: pd.Series, settings: CleanSettings) -> pd.Series:
         arr = pc.utf8_normalize(arr, settings.normalization)
     if settings.remove_control_chars:
         arr = pc.replace_substring_regex(arr, CONTROL, "")
+    if settings.c4_lines and len(arr):
+        arr = keep_c4_lines(arr)
     if settings.remove_boilerplate_lines:
         words = "|".join(f"(?:{p})" for p in settings.boilerplate_patterns)
         arr = pc.replace_substring_regex(arr, rf"(?im)^[^\n]*(?:{words})[^\n]*(?:\n|\z)", "")
@@ -184,6 +202,22 @@ def clean_text(text: pd.Series, settings: CleanSettings) -> pd.Series:
         arr = pc.replace_substring_regex(arr, "\n{" + str(keep + 1) + ",}", "\n" * keep)
         arr = pc.utf8_rtrim_whitespace(pc.replace_substring_regex(arr, r"^\s*\n", ""))
     return pd.Series(pd.arrays.ArrowStringArray(arr), index=text.index, dtype=STRING)
+
+
+def keep_c4_lines(arr):
+    """C4's line edit (the rule in the module docstring, step 4), over the whole column."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    lists = pc.split_pattern(pc.replace_substring_regex(arr, LINE_BREAKS, "\n"), "\n")
+    doc = pc.list_parent_indices(lists).to_numpy()
+    c4 = c4_line_rules(pc.utf8_trim_whitespace(pc.list_flatten(lists)))
+    # the lorem ipsum and { lines are the page rules' business: kept for the c4_* filters to see
+    keep = c4["lorem"] | c4["curly"] | (c4["candidate"] & ~c4["javascript"] & ~c4["policy"])
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(doc[keep], minlength=len(arr)))])
+    kept = pa.LargeListArray.from_arrays(pa.array(offsets, pa.int64()), c4["text"].filter(pa.array(keep)))
+    # as C4: the lines joined, then the page stripped (a citation at its start leaves a space)
+    return pc.utf8_trim_whitespace(pc.binary_join(kept, pa.scalar("\n", pa.large_string())))
 
 
 URL = r"(?i)https?://\S+|www\.\S+"
@@ -262,7 +296,7 @@ def clean(df: pd.DataFrame, settings: CleanSettings) -> pd.DataFrame:
 class CleanStage(MapStage):
     name = "clean"
     Settings = CleanSettings
-    help = "ftfy, Unicode NFC, control characters, whitespace and optional boilerplate lines"
+    help = "ftfy, Unicode NFC, control characters, whitespace; optional C4 and boilerplate lines"
 
     def transform(self, df, settings):
         return clean(df, settings)

@@ -62,7 +62,7 @@ class _Variant:
 
 
 #: C4's line-removal list (``_POLICY_SUBSTRINGS`` in TensorFlow Datasets' c4_utils), used by the C4
-#: filters and by ``clean --remove-boilerplate-lines``
+#: filters and by ``clean --c4-lines`` and ``clean --remove-boilerplate-lines``
 C4_POLICY_SUBSTRINGS = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies",
                         "use cookies")
 
@@ -76,32 +76,53 @@ def alternation(strings) -> str:
     return "(?:" + "|".join(re2_escape(s) for s in strings) + ")"
 
 
-def _c4_lines(t: Texts) -> dict:
-    """C4's line rules, shared by the three C4 filters: which lines count, and each filter's own flag."""
+#: the Wikipedia citations C4 removes from a line: ``\p{Nd}`` is what C4's Python ``\d`` matches (any
+#: decimal digit), RE2's ``\d`` is ASCII only
+C4_CITATIONS = r"\[\p{Nd}*\]|\[edit\]|\[citation needed\]"
+
+
+def c4_line_rules(stripped) -> dict:
+    """C4's line rules (TensorFlow Datasets' ``c4_utils.clean_page``) on an Arrow array of lines already
+    stripped of surrounding whitespace, shared by the C4 filters and ``clean --c4-lines``.
+
+    ``text`` is each line without its citations; ``candidate`` marks the lines C4 reads on (no word
+    over 1000 characters, checked before the citations go; ends with . ? ! " ' but not ...; 3+ words,
+    counted after); ``lorem``, ``javascript``, ``curly``, ``policy`` are candidates with each rule's
+    phrase, ``curly`` only where javascript did not already remove the line (C4's order)."""
     import pyarrow.compute as pc
 
-    lines = t.lines
-    text = pc.replace_substring_regex(lines.stripped, r"\[\d*\]|\[edit\]|\[citation needed\]", "")
-    lower = pc.utf8_lower(text)
-    length = pc.utf8_length(text).to_numpy()
-    nwords = pc.list_value_length(pc.utf8_split_whitespace(text)).to_numpy()
-    nwords = np.where(length == 0, 0, nwords)
+    text = pc.replace_substring_regex(stripped, C4_CITATIONS, "")
+    # Python's lower() makes İ "i" + a combining dot, Arrow a plain "i": "JAVASCRİPT" is not C4's javascript
+    lower = pc.utf8_lower(pc.replace_substring(text, "\u0130", "i\u0307"))
+    # trimmed: a citation at the start leaves a space, where Arrow's split (not str.split) finds an empty word
+    words = pc.utf8_trim_whitespace(text)
+    nwords = pc.list_value_length(pc.utf8_split_whitespace(words)).to_numpy()
+    nwords = np.where(pc.utf8_length(words).to_numpy() == 0, 0, nwords)
 
     def has(arr, pattern):
         return pc.match_substring_regex(arr, pattern).to_numpy(zero_copy_only=False)
 
     ends = has(text, END_MARKS + "$") & ~has(text, r"\.\.\.$")
-    long_word = np.zeros(len(lines), dtype=bool)
-    for i in np.flatnonzero(length > 1000):  # rare: only lines longer than any allowed word
-        long_word[i] = any(len(w) > 1000 for w in text[int(i)].as_py().split())
+    long_word = np.zeros(len(stripped), dtype=bool)
+    for i in np.flatnonzero(pc.utf8_length(stripped).to_numpy() > 1000):  # rare: longer than any allowed word
+        long_word[i] = any(len(w) > 1000 for w in stripped[int(i)].as_py().split())
     candidate = ends & (nwords >= 3) & ~long_word
-    lorem = candidate & has(lower, "lorem ipsum")
     javascript = candidate & has(lower, "javascript")
-    curly = candidate & ~javascript & has(text, r"\{")
-    policy = candidate & has(lower, alternation(C4_POLICY_SUBSTRINGS))
-    kept = candidate & ~javascript & ~policy  # C4's filter with filter_curly_bracket=False counts { lines
-    sentences = np.maximum(pc.count_substring_regex(text, r"[.!?]+[\"')\]]*(?:\s|$)").to_numpy(), 1)
-    return {"lines": lines, "lorem": lorem, "curly": curly, "sentences": np.where(kept, sentences, 0)}
+    return {"text": text, "candidate": candidate, "lorem": candidate & has(lower, "lorem ipsum"),
+            "javascript": javascript, "curly": candidate & ~javascript & has(text, r"\{"),
+            "policy": candidate & has(lower, alternation(C4_POLICY_SUBSTRINGS))}
+
+
+def _c4_lines(t: Texts) -> dict:
+    """C4's line rules, shared by the three C4 filters: which lines count, and each filter's own flag."""
+    import pyarrow.compute as pc
+
+    lines = t.lines
+    c4 = c4_line_rules(lines.stripped)
+    kept = c4["candidate"] & ~c4["javascript"] & ~c4["policy"]  # C4 without its curly rule counts { lines
+    sentences = np.maximum(pc.count_substring_regex(c4["text"], r"[.!?]+[\"')\]]*(?:\s|$)").to_numpy(), 1)
+    return {"lines": lines, "lorem": c4["lorem"], "curly": c4["curly"],
+            "sentences": np.where(kept, sentences, 0)}
 
 
 @dataclass(frozen=True)
