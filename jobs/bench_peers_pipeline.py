@@ -1,7 +1,7 @@
 """The same pipeline in curate and in datatrove 0.10.1, on the same pages (issue 48, point 1).
 
     .venv/bin/python jobs/bench_peers.py pipeline --datatrove /tmp/dt [--pages 8000] [--files 4]
-        [--workers 2] [--repeat 2] [--workdir /tmp/curate-bench-pipeline]
+        [--workers 2] [--repeat 2] [--workdir /tmp/curate-bench-pipeline] [--only curate|datatrove]
 
 WARC -> resiliparse plain text -> C4's line edit -> C4 + FineWeb quality rules (C4's curly-bracket
 rule off on both sides) -> exact dedup -> MinHash dedup (5-grams, 14 bands x 8 rows, no verification:
@@ -163,6 +163,8 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--workdir", default="/tmp/curate-bench-pipeline")
+    p.add_argument("--only", choices=("curate", "datatrove"), default=None,
+                   help="run one side only (to re-measure it; no ratios printed)")
     args = p.parse_args(argv)
     os.makedirs(args.workdir, exist_ok=True)
     pages = make_pages(args.workdir, args.pages, args.files)
@@ -184,6 +186,8 @@ def main(argv=None) -> int:
     load = os.getloadavg()
     for r in range(args.repeat):
         for name in (["curate", "datatrove"] if r % 2 == 0 else ["datatrove", "curate"]):
+            if args.only not in (None, name):
+                continue
             out = os.path.join(args.workdir, f"out-{name}")
             shutil.rmtree(out, ignore_errors=True)
             if name == "curate":
@@ -204,10 +208,12 @@ def main(argv=None) -> int:
     print(f"{args.pages} pages in {args.files} files, {args.workers} workers; load average before "
           f"{load[0]:.2f} {load[1]:.2f}, after {os.getloadavg()[0]:.2f}")
     med = {n: {k: statistics.median(x[k] for x in rs) for k in ("wall", "cpu", "pages", "token_bytes")}
-           for n, rs in runs.items()}
+           for n, rs in runs.items() if rs}
     for n, m in med.items():
         print(f"{n:<9} median wall {m['wall']:7.1f} s  CPU {m['cpu']:7.1f} s  pages {m['pages']:.0f}  "
               f"token bytes {m['token_bytes']:,.0f}")
+    if len(med) < 2:
+        return 0
     c, d = med["curate"], med["datatrove"]
     print(f"datatrove / curate: wall {d['wall'] / c['wall']:.2f}x  CPU {d['cpu'] / c['cpu']:.2f}x; pages "
           f"{(c['pages'] - d['pages']) / d['pages']:+.2%}, token bytes {(c['token_bytes'] - d['token_bytes']) / d['token_bytes']:+.2%}")

@@ -17,8 +17,8 @@ Definitions, where they differ from the reference code:
 - duplicate n-grams: characters of the words covered by any repeated occurrence of an n-gram
   (plus the spaces between covered neighbours), over the document's characters.
 - C4 counts sentences with NLTK; here a sentence is a run ending in ``. ! ?`` (at least one per
-  kept line). C4's line *removal* (javascript, cookie lines) is not a document filter: see the
-  clean stage's ``remove_boilerplate_lines``. C4's bad-words list is not included.
+  kept line). C4's line *edit* (the lines it keeps) is not a document filter: see the clean
+  stage's ``c4_lines``. C4's bad-words list is not included.
 - FineWeb's newline ratio divides by NLTK tokens; here tokens are runs of letters/digits and
   single punctuation marks, which is close.
 

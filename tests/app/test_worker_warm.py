@@ -1,0 +1,61 @@
+"""A worker imports the job's modules as it starts, before its first task (curate.app.worker_warm)."""
+
+import os
+import subprocess
+import sys
+import time
+
+from tests.conftest import ROOT
+
+
+def test_job_imports_are_the_common_modules_then_each_stages_own_once():
+    from curate.app.worker_warm import COMMON, job_imports
+    from curate.stages import registry
+
+    names = job_imports(registry.get(n) for n in ("clean", "fuzzy_dedup", "clean", "tokenize"))
+    fuzzy = registry.get("fuzzy_dedup")
+    assert names[:len(COMMON)] == COMMON
+    assert names.count("curate.stages.clean") == 1  # a stage twice: its module once
+    assert {fuzzy.__module__, *fuzzy.worker_imports, "tiktoken"} <= set(names)
+    assert len(names) == len(set(names))
+
+
+def test_every_named_module_exists():
+    """A misspelt name would only be logged at debug level on the workers: check them all here."""
+    import importlib.util
+
+    from curate.app.worker_warm import COMMON
+    from curate.stages import registry
+
+    stages = [registry.get(name) for name in registry.STAGES]
+    for name in (*COMMON, *(m for cls in stages for m in cls.worker_imports)):
+        assert importlib.util.find_spec(name) is not None, name
+
+
+def test_a_users_preload_is_kept_and_ours_comes_after_it():
+    code = ("import dask; from curate.app import cluster; "
+            "dask.config.set({'distributed.worker.preload': ['mine']}); "
+            "cluster.warm_workers(('pandas',)); cluster.warm_workers(('json',)); "
+            "print(dask.config.get('distributed.worker.preload'), dask.config.get('curate.worker-imports'))")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DASK_")}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env={**env, "PYTHONPATH": str(ROOT)})
+    assert out.stdout.split("] [") == ["['mine', 'curate.app.worker_warm'", "'json']\n"], out.stderr
+
+
+def test_a_local_worker_has_the_modules_before_any_task():
+    """The worker's import thread runs as it starts: the module is there although no task of ours ran
+    (client.run is not a task). ``colorsys`` stands in: nothing else in a worker imports it."""
+    from curate.app.cluster import connect
+    from curate.app.cluster_settings import ClusterSettings
+
+    def imported():
+        return "colorsys" in sys.modules
+
+    with connect(ClusterSettings(mode="local", workers=1, memory_limit="1GiB",
+                                 worker_imports=("colorsys", "no_such_module_here"))) as client:
+        deadline = time.monotonic() + 60
+        while not all(client.run(imported).values()):
+            assert time.monotonic() < deadline, "the worker never imported its modules"
+            time.sleep(0.2)
+        assert client.submit(lambda: 1 + 1).result() == 2  # a module that does not exist fails nothing
