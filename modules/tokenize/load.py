@@ -115,11 +115,6 @@ class HFTokenizer(Tokenizer):
 
     def encode_batch(self, texts):
         if self._backend is not None:
-            # One thread per batch: curate already runs a task per core (workers, or threads), and the
-            # library's own thread pool on top of them made every core run two encoders. On 8,000
-            # pages with 2 workers that was 17.7 CPU-s of tokenizing for 13 CPU-s of encoding. Set
-            # here, in the process that encodes (the library reads it at each call); a user's value wins.
-            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
             return [e.ids for e in self._encode(texts, add_special_tokens=False)]
         out = self._tok(texts, add_special_tokens=False, truncation=False, split_special_tokens=True)
         return out["input_ids"]
