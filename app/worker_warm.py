@@ -1,20 +1,21 @@
-"""A new worker imports what the job's tasks will need while it waits for its first task.
+"""A new worker imports what the job's tasks will need before it joins the cluster.
 
-A worker process starts with little imported; its first task then pays pandas, pyarrow, Dask's
+A worker process starts with little imported; its first task then paid pandas, pyarrow, Dask's
 DataFrame module and the stage's own modules (numba's kernels for fuzzy dedup): about 2 CPU-seconds,
-on every worker, inside the first stage. The client meanwhile spends seconds importing and planning
-before that task exists. So a worker is given this module as a Dask preload
-(``distributed.worker.preload``, set by :func:`curate.app.cluster.connect` for local and MPI
-clusters) and imports the job's modules in a thread as soon as it starts; a task that needs a module
-still being imported waits on Python's import lock for it. Only imports: no child process, no model,
-no data (the extraction sandbox's child still starts with the first page).
+on every worker, inside the first stage. So a worker is given this module as a Dask preload
+(``distributed.worker.preload``, set by :func:`curate.app.cluster.connect` for local and MPI clusters)
+and imports the job's modules as it starts, before it registers with the scheduler: never at the
+same time as a task, so no two threads of the worker import the same modules at once (a circular
+import between two such threads can fail one of them). Under MPI the client rank meanwhile imports
+the same modules itself while the workers start, on their own nodes (:mod:`curate.app.cluster_mpi`).
+Only imports: no child process, no model, no data (the extraction sandbox's child still starts with
+the first page).
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
-import threading
 
 log = logging.getLogger("curate.worker")
 
@@ -36,9 +37,7 @@ def job_imports(stages) -> tuple[str, ...]:
 def dask_setup(worker=None) -> None:
     import dask
 
-    modules = tuple(dask.config.get(KEY, default=()) or ())
-    if modules:
-        threading.Thread(target=import_all, args=(modules,), name="curate-worker-imports", daemon=True).start()
+    import_all(tuple(dask.config.get(KEY, default=()) or ()))
 
 
 def import_all(modules) -> None:
