@@ -23,7 +23,7 @@ class ClusterSettings:
     #: why ``auto`` became this mode (:func:`resolve_auto`), logged when the cluster starts: after the
     #: refusals and the lock, so that a refusal stays one line
     auto_reason: str | None = None
-    #: modules each worker imports as it starts (:mod:`curate.app.worker_warm`): the job's
+    #: modules each worker imports as it starts (:mod:`curate.app.worker_warm`): the job's, under MPI
     worker_imports: tuple[str, ...] = ()
 
     def __post_init__(self):

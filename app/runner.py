@@ -223,7 +223,10 @@ def execute_job(job: Job, output: str, cluster=None, client=None, force: bool = 
 
         first = job_plan(job, output, stop_after)[0]
         cluster = resolve_auto(cluster, input_bytes(first[1].name, first[2], job.io))
-    if cluster is not None and not cluster.worker_imports:
+    if cluster is not None and cluster.mode == "mpi" and not cluster.worker_imports:
+        # MPI only: there the workers start on their own nodes while the client imports and plans, so
+        # their imports cost no wall time; a local cluster's workers would only start later on the
+        # same cores (about 2 s on a 2-core laptop), for imports the first task makes anyway
         from curate.app.worker_warm import job_imports
 
         cluster = dataclasses.replace(cluster, worker_imports=job_imports(

@@ -3,8 +3,9 @@
 A worker process starts with little imported; its first task then paid pandas, pyarrow, Dask's
 DataFrame module and the stage's own modules (numba's kernels for fuzzy dedup): about 2 CPU-seconds,
 on every worker, inside the first stage. So a worker is given this module as a Dask preload
-(``distributed.worker.preload``, set by :func:`curate.app.cluster.connect` for local and MPI clusters)
-and imports the job's modules as it starts, before it registers with the scheduler: never at the
+(``distributed.worker.preload``, set by :func:`curate.app.cluster.connect` when the settings name
+modules: the runner names the job's for MPI clusters, whose workers start on their own nodes while
+the client plans) and imports the job's modules as it starts, before it registers with the scheduler: never at the
 same time as a task, so no two threads of the worker import the same modules at once (a circular
 import between two such threads can fail one of them). Under MPI the client rank meanwhile imports
 the same modules itself while the workers start, on their own nodes (:mod:`curate.app.cluster_mpi`).
