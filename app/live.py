@@ -312,13 +312,16 @@ class Tracker:
         self._count(counts)
 
     def _count(self, counts) -> None:
+        """``counts``: a write task's result, one partition's counts or (several partitions a task,
+        :mod:`curate.stages.dataset.groups`) their list."""
         with self.lock:
             p = self.state["progress"]
-            if p and isinstance(counts, dict):
-                p["documents"] += int(counts.get("in", 0))
-                p["docs_at"] = time.time()  # the rate is of the time documents came in, not since
-                for k, v in (counts.get("dropped") or {}).items():
-                    p["dropped"][k] = p["dropped"].get(k, 0) + int(v)
+            for c in counts if isinstance(counts, list) else [counts]:
+                if p and isinstance(c, dict):
+                    p["documents"] += int(c.get("in", 0))
+                    p["docs_at"] = time.time()  # the rate is of the time documents came in, not since
+                    for k, v in (c.get("dropped") or {}).items():
+                        p["dropped"][k] = p["dropped"].get(k, 0) + int(v)
         self.dirty.set()
 
     # publishing ----------------------------------------------------------------------------------

@@ -178,14 +178,36 @@ class MapStage(Stage):
         meta = self.output_meta(ddf._meta, settings)
         return ddf.map_partitions(apply_to_kept, self.transform, settings, meta=meta)
 
+    def apply_made(self, made, settings):
+        """What :meth:`apply` does, on :class:`curate.stages.dataset.Made` partitions: each partition is
+        read, transformed and written in one task, several small ones a task
+        (:mod:`curate.stages.dataset.groups`)."""
+        meta = self.output_meta(made.meta, settings)
+        return made.then(apply_enforced, self.transform, settings, meta, meta=meta)
+
     def run(self, settings, ctx: StageContext) -> dict:
         from curate.stages import dataset
 
-        ddf = dataset.read_dataset(ctx.input, ctx.io, rejects_dir=ctx.output)
-        out = self.apply(ddf, settings)
+        if type(self).apply is MapStage.apply:
+            out = self.apply_made(dataset.read_made(ctx.input, ctx.io), settings)
+        else:  # a stage whose apply moves rows between partitions (a shuffle) needs the Dask DataFrame
+            out = self.apply(dataset.read_dataset(ctx.input, ctx.io, rejects_dir=ctx.output), settings)
         return dataset.write_dataset(
             out, ctx, stage=self.name, settings=settings, reject_columns=self.reject_columns
         )
+
+
+def apply_enforced(df: pd.DataFrame, transform, settings, meta: pd.DataFrame) -> pd.DataFrame:
+    """:func:`apply_to_kept` as ``map_partitions(..., meta=meta)`` runs it (Dask's
+    ``apply_and_enforce``): the columns must be the declared ones, and an empty partition is the
+    declared empty frame, so that a part is the same file whichever of the two paths made it."""
+    out = apply_to_kept(df, transform, settings)
+    if not len(out):
+        return meta
+    if list(out.columns) != list(meta.columns):
+        raise ValueError(f"the columns in the computed data {list(out.columns)} do not match the declared "
+                         f"columns {list(meta.columns)}")
+    return out
 
 
 def apply_to_kept(df: pd.DataFrame, transform, settings) -> pd.DataFrame:

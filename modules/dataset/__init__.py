@@ -66,13 +66,14 @@ from curate.stages.dataset.discover import (
 )
 from curate.stages.dataset.frames import mark_dropped, split_rejects
 from curate.stages.dataset.pieces import Piece, parquet_source, plan_pieces
-from curate.stages.dataset.read import infer_meta, read_dataset, read_piece, read_pieces
+from curate.stages.dataset.read import infer_meta, read_dataset, read_made, read_piece, read_pieces
 from curate.stages.dataset.read_jsonl import _iter_jsonl
 from curate.stages.dataset.write import (
     Made,
     atomic_write,
     detail_counts,
     finish_output,
+    made_from,
     part_name,
     stage_output,
     stage_owner,
@@ -86,8 +87,8 @@ __all__ = [
     "SCHEMA_LINE_LIMIT", "SCHEMA_PEEK", "SCHEMA_SAMPLE", "STRING", "SUCCESS", "Piece", "TooLarge", "_column_problem",
     "_glob_root", "_iter_jsonl", "_kind", "atomic_write", "detail_counts", "document_budget", "expand_inputs",
     "expand_named", "finish_output", "format_size", "infer_meta", "input_identity", "is_complete", "is_url",
-    "mark_dropped", "open_input", "parquet_source", "part_name", "plan_pieces", "read_dataset", "read_manifest",
-    "read_piece", "read_pieces", "split_rejects", "stage_output", "stage_owner", "url_fs",
+    "made_from", "mark_dropped", "open_input", "parquet_source", "part_name", "plan_pieces", "read_dataset", "read_manifest",
+    "read_made", "read_piece", "read_pieces", "split_rejects", "stage_output", "stage_owner", "url_fs",
     "worker_memory_limit",
     "write_dataset", "write_json", "write_partition",
 ]

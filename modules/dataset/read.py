@@ -29,6 +29,18 @@ def read_dataset(specs, io_settings: IOSettings | None = None, rejects_dir: str 
     )
 
 
+def read_made(specs, io_settings: IOSettings | None = None):
+    """The dataset as :class:`~curate.stages.dataset.write.Made` partitions, one per piece, each read in
+    the task that transforms and writes it (small pieces several a task: :mod:`.groups`), without
+    dask.dataframe."""
+    from curate.stages.dataset.groups import piece_bytes
+    from curate.stages.dataset.write import made_from
+
+    io_settings = io_settings or IOSettings()
+    pieces, schema = _pieces_and_schema(specs, io_settings)
+    return made_from(read_piece, pieces, schema, sizes=piece_bytes(pieces), io_settings=io_settings, schema=schema)
+
+
 def read_pieces(specs, io_settings: IOSettings | None = None) -> tuple[pd.DataFrame, list[Piece]]:
     """(schema, pieces) of the inputs, for a stage that maps whole partitions without
     dask.dataframe (tokenize: its import, which brings dask.array and scipy.fft, was a third of a

@@ -102,6 +102,9 @@ class Made:
     make: Callable
     args: list
     meta: pd.DataFrame
+    #: each partition's input bytes (:mod:`.groups`: how many partitions one task makes); None: not
+    #: known, one task per partition
+    sizes: tuple[int, ...] | None = None
 
     @property
     def npartitions(self) -> int:
@@ -111,19 +114,42 @@ class Made:
     def _meta(self) -> pd.DataFrame:  # as a Dask DataFrame's, for the manifest's schema
         return self.meta
 
+    def then(self, fn: Callable, *extra, meta: pd.DataFrame) -> Made:
+        """Partition ``i`` is ``fn(self's partition i, *extra)``, made in the same task."""
+        return Made(_then, [(self.make, a, fn, extra) for a in self.args], meta, self.sizes)
+
+
+def _then(make, args, fn, extra):
+    return fn(make(*args), *extra)
+
+
+def made_from(fn: Callable, items: list, meta: pd.DataFrame, sizes=None, **kwargs) -> Made:
+    """As ``dd.from_map(fn, items, **kwargs)``: partition ``i`` is ``fn(items[i], **kwargs)``."""
+    import functools
+
+    make = functools.partial(fn, **kwargs) if kwargs else fn
+    return Made(make, [(item,) for item in items], meta, tuple(sizes) if sizes is not None else None)
+
 
 def _make_and_write(make, args, i, out, fmt, reject_columns, run, count_details, prepare) -> dict:
     return write_partition(make(*args), i, out, fmt, reject_columns, run, count_details, prepare)
+
+
+def _make_and_write_group(make, args, partitions, out, fmt, reject_columns, run, count_details, prepare) -> list[dict]:
+    # one partition at a time: a worker holds one partition of the group, never the group
+    return [write_partition(make(*a), i, out, fmt, reject_columns, run, count_details, prepare)
+            for a, i in zip(args, partitions)]
 
 
 #: write results a collecting task merges: the client gathers one result per FAN_IN partitions
 FAN_IN = 64
 
 
-def _collect(results: list[dict], combine) -> dict:
-    """Write results (or earlier collections) as one: their stats, and their sides combined."""
+def _collect(results: list, combine) -> dict:
+    """Write results (a partition's, a group's list of them, or earlier collections) as one: their
+    stats, and their sides combined, in partition order."""
     stats, sides = [], []
-    for r in results:
+    for r in [x for r in results for x in (r if isinstance(r, list) else [r])]:
         if "stats" in r:
             stats += r["stats"]
             sides.append(r["side"])
@@ -169,35 +195,44 @@ def write_dataset(ddf, ctx, *, stage: str, settings, reject_columns=None, extra:
     fmt = ctx.io.format
     # one task per partition: the write is fused with the tasks that make the partition (read,
     # transform), so the scheduler and the client see one task and one small result per partition
-    if isinstance(ddf, Made):
-        write = dask.delayed(_make_and_write, pure=False)
-        parts = [write(ddf.make, args, i, out, fmt, reject_columns, ctx.fingerprint, count_details, prepare,
-                       dask_key_name=f"write-{stage}-{i:05d}") for i, args in enumerate(ddf.args)]
-    else:
-        parts = ddf.map_partitions(_write_mapped, out, fmt, reject_columns, ctx.fingerprint, count_details,
-                                   prepare, meta=pd.DataFrame(), enforce_metadata=False, align_dataframes=False,
-                                   partition_info=True, token="write").to_delayed()
     listing = out.listing()
     done = {}
     if not ctx.force:
-        for i in range(len(parts)):
+        for i in range(ddf.npartitions):
             rec = out.finished(f"part-{i:05d}", ctx.fingerprint, listing)
             if rec is not None:
                 done[i] = {**rec["stats"], "outputs": rec["files"]}
     if done:
-        log.info("%s: %d of %d partitions already written; skipped", ctx.output, len(done), len(parts))
-    tasks = [part for i, part in enumerate(parts) if i not in done]
+        log.info("%s: %d of %d partitions already written; skipped", ctx.output, len(done), ddf.npartitions)
+    todo = [i for i in range(ddf.npartitions) if i not in done]
+    if isinstance(ddf, Made):
+        # small partitions: several a task, by their bytes (:mod:`.groups`); the parts are the same
+        from curate.stages.dataset.groups import TASK_BYTES, task_groups
+
+        write = dask.delayed(_make_and_write_group, pure=False)
+        # unknown sizes: a task each, as before
+        sizes = [ddf.sizes[i] for i in todo] if ddf.sizes is not None else [TASK_BYTES] * len(todo)
+        tasks = []
+        for run_ in task_groups(sizes, getattr(ctx, "slots", None)):
+            mine = [todo[j] for j in run_]
+            tasks.append(write(ddf.make, [ddf.args[i] for i in mine], mine, out, fmt, reject_columns, ctx.fingerprint,
+                               count_details, prepare, dask_key_name=f"write-{stage}-{mine[0]:05d}"))
+    else:
+        parts = ddf.map_partitions(_write_mapped, out, fmt, reject_columns, ctx.fingerprint, count_details,
+                                   prepare, meta=pd.DataFrame(), enforce_metadata=False, align_dataframes=False,
+                                   partition_info=True, token="write").to_delayed()
+        tasks = [parts[i] for i in todo]
     if prepare is not None and tasks:
         collect = dask.delayed(_collect, pure=False)
         while len(tasks) > 1:
             tasks = [collect(tasks[k:k + FAN_IN], combine) for k in range(0, len(tasks), FAN_IN)]
         (top,) = ctx.run_compute(*tasks)
-        if "stats" not in top:  # one partition: its own result
+        if not isinstance(top, dict) or "stats" not in top:  # one task: its own result
             top = _collect([top], combine)
         on_side(top["side"])
         written = top["stats"]
     else:
-        written = list(ctx.run_compute(*tasks))
+        written = [s for r in ctx.run_compute(*tasks) for s in (r if isinstance(r, list) else [r])]
     stats = sorted([*done.values(), *written], key=lambda s: s["partition"])
     schema = {c: str(t) for c, t in ddf._meta.dtypes.items() if c not in INTERNAL and c not in dropped_columns}
     return finish_output(ctx, stage=stage, settings=settings, partition_stats=stats, schema=schema,

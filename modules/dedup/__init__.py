@@ -359,6 +359,22 @@ def group_tasks(routed: list[Routed], task, args: tuple, at_least: int | None) -
     return [each(task, [routed[p] for p in run], run, args) for run in runs]
 
 
+def input_tasks(inputs: Inputs, task, calls: list[tuple]) -> list:
+    """Delayed tasks that call ``task(*calls[i])`` (one part's stats) for every input partition ``i``:
+    several small partitions a task, by their bytes (:mod:`curate.stages.dataset.groups`), one after
+    the other. Each returns its partitions' stats (:meth:`Steps.run` takes the lists)."""
+    import dask
+
+    from curate.stages.dataset.groups import task_groups
+
+    each = dask.delayed(_each_call, pure=False)
+    return [each(task, [calls[i] for i in run]) for run in task_groups(list(inputs.sizes()), inputs.slots)]
+
+
+def _each_call(task, calls) -> list[dict]:
+    return [task(*c) for c in calls]
+
+
 def _each_partition(task, routed, partitions, args) -> list[dict]:
     return [task(r, p, *args) for r, p in zip(routed, partitions)]
 
@@ -394,6 +410,7 @@ class Inputs:
             raise RuntimeError(f"{len(self.pieces)} input pieces for {ddf.npartitions} partitions")
         self.io = ctx.io
         self.meta = ddf._meta
+        self.slots = getattr(ctx, "slots", None)  # worker threads: tasks to keep (:func:`input_tasks`)
 
     def __len__(self) -> int:
         return len(self.pieces)
@@ -402,8 +419,14 @@ class Inputs:
         """What a task of input partition ``i`` is given: this with that one piece, so that a task's
         payload does not grow with the dataset's partition count (it did, as the whole list)."""
         one = object.__new__(Inputs)
-        one.pieces, one.io, one.meta = {i: self.pieces[i]}, self.io, self.meta
+        one.pieces, one.io, one.meta, one.slots = {i: self.pieces[i]}, self.io, self.meta, self.slots
         return one
+
+    def sizes(self) -> tuple[int, ...]:
+        """Each input partition's bytes (how many partitions one task takes: :func:`input_tasks`)."""
+        from curate.stages.dataset.groups import piece_bytes
+
+        return tuple(piece_bytes([self.pieces[i] for i in range(len(self.pieces))]))
 
     def read(self, i: int) -> pd.DataFrame:
         """Input partition ``i``, exactly as ``read_dataset`` makes it (so row positions agree)."""

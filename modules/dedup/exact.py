@@ -256,8 +256,8 @@ class ExactDedupStage(Stage):
         import dask
 
         policy = keeping.parse(settings.keep)
-        task = dask.delayed(_hashes_task, pure=False)
-        return [task(inputs.only(i), i, folder, settings.hash, policy, inputs.pieces[i].path) for i in range(len(inputs))]
+        return dedup.input_tasks(inputs, _hashes_task, [(inputs.only(i), i, folder, settings.hash, policy,
+                                                         inputs.pieces[i].path) for i in range(len(inputs))])
 
     def _run(self, settings, ctx) -> dict:
         import dask

@@ -107,4 +107,5 @@ def removal_frame(inputs: Inputs, steps: Steps, duplicates_step: str, reason: st
     # the index's documents (numbered below offset) are routed to partitions no task reads
     routed = route_to_groups(rows, "doc", offset + len(inputs), compact_partitions(folder))[offset:]
     meta = inputs.meta.assign(**{SIZE: pd.Series([], dtype="Int64")})
-    return dataset.Made(_mark_task, [(inputs.only(i), i, r, reason, offset) for i, r in enumerate(routed)], meta)
+    return dataset.Made(_mark_task, [(inputs.only(i), i, r, reason, offset) for i, r in enumerate(routed)], meta,
+                        inputs.sizes())

@@ -120,8 +120,11 @@ def reject(row: dict, reason: str, detail: str) -> dict:
 
 
 def from_files(fn, files: list[RawFile], meta: pd.DataFrame, label: str, **kwargs):
-    """A Dask DataFrame with one partition per input file: ``fn(raw, **kwargs)`` for each."""
-    import dask.dataframe as dd
+    """One partition per input file, ``fn(raw, **kwargs)``, made in the task that writes it
+    (:class:`curate.stages.dataset.Made`; small files several a task, by their bytes). ``label``: what
+    the files are, for messages."""
+    from curate.stages.dataset import made_from
+    from curate.stages.dataset.groups import path_bytes
 
-    return dd.from_map(fn, files, meta=meta, enforce_metadata=False, label=label,
-                       divisions=[None] * (len(files) + 1), **kwargs)
+    sizes = path_bytes(f.path for f in files)
+    return made_from(fn, files, meta, sizes=[sizes[f.path] for f in files], **kwargs)

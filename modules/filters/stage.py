@@ -81,8 +81,7 @@ class FilterStage(MapStage):
         from curate.stages import dataset
 
         chain = build_chain(settings.chain)
-        ddf = dataset.read_dataset(ctx.input, ctx.io, rejects_dir=ctx.output)
-        scored = self.apply(ddf, dataclasses.replace(settings, keep_scores=True))
+        scored = self.apply_made(dataset.read_made(ctx.input, ctx.io), dataclasses.replace(settings, keep_scores=True))
         drop = () if settings.keep_scores else [f.score_column for f in chain]
         return write_with_sample(self, scored, settings, ctx, {"filters": [f.describe() for f in chain]}, drop)
 

@@ -420,10 +420,16 @@ class TokenizeStage(Stage):
             index = leakage_index(frames, settings.leakage_threshold)
             held = len(index)
             leakage = dask.delayed(index, name="tokenize-leakage-index")  # one key every task shares
-        tasks = [dask.delayed(_read_and_tokenize, pure=False)(pieces[i], ctx.io, schema, i, plan, leakage,
-                                                               dask_key_name=f"tokenize-{i:05d}")
-                 for i in range(n) if i not in done]
-        computed = list(ctx.run_compute(*tasks)) if tasks else []
+        # small partitions several a task, by their bytes (dataset.groups); each its own .bin/.idx
+        from curate.stages.dataset.groups import piece_bytes, task_groups
+
+        todo = [i for i in range(n) if i not in done]
+        sizes = piece_bytes([pieces[i] for i in todo])
+        runs = [[todo[j] for j in run] for run in task_groups(sizes, ctx.slots)]
+        tasks = [dask.delayed(_read_and_tokenize_group, pure=False)([pieces[i] for i in run], ctx.io, schema, run,
+                                                                     plan, leakage, dask_key_name=f"tokenize-{run[0]:05d}")
+                 for run in runs]
+        computed = [s for r in ctx.run_compute(*tasks) for s in r] if tasks else []
         stats = sorted([*done.values(), *computed], key=lambda s: s["partition"])
         extra = _manifest_extra(desc, settings, plan, stats, warnings, len(done), dtype)
         if settings.hold_out_leakage:
@@ -438,6 +444,10 @@ def _read_and_tokenize(piece, io, schema, i, plan, leakage) -> dict:
     from curate.stages import dataset
 
     return tokenize_partition(dataset.read_piece(piece, io, schema), i, plan, leakage)
+
+
+def _read_and_tokenize_group(pieces, io, schema, partitions, plan, leakage) -> list[dict]:
+    return [_read_and_tokenize(p, io, schema, i, plan, leakage) for p, i in zip(pieces, partitions)]
 
 
 def _manifest_extra(desc, settings, plan, stats, warnings, resumed, dtype) -> dict:

@@ -97,10 +97,9 @@ class FuzzyDedupStage(Stage):
         # reads texts: signatures and, beside them, the shingle sets every later comparison reads and
         # the band keys
         sets, keys = steps.side("shingles", "signatures"), steps.side("buckets", "signatures")
-        sig_task = dask.delayed(_signatures_of_input, pure=False)
-        steps.run("signatures", lambda folder: [sig_task(inputs.only(i), i, offset + i, folder, sets, settings,
-                                                         (keys, i, bands, rows))
-                                                for i in range(nparts)], extra_dirs=(sets, keys))
+        steps.run("signatures", lambda folder: dedup.input_tasks(inputs, _signatures_of_input, [
+            (inputs.only(i), i, offset + i, folder, sets, settings, (keys, i, bands, rows)) for i in range(nparts)]),
+            extra_dirs=(sets, keys))
         sig_files = dedup.list_parts(steps.path("signatures"))
         store = SetStore(joint, tuple(sig_files), sets)
 
