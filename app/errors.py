@@ -44,13 +44,20 @@ class WorkerKilled(CurateError):
     def task(self) -> str:
         """The task's name without Dask's token: 'read-_to_string_dtype', 'write-normalize'."""
         name = self.key[0] if isinstance(self.key, tuple) else str(self.key)
-        return re.sub(r"-[0-9a-f]{32}$", "", re.sub(r"-\d{5}$", "", str(name)))
+        return re.sub(r"-[0-9a-f]{32}$", "", re.sub(r"-\d{5}(-\d{5})?$", "", str(name)))
 
     @property
     def partition(self) -> int | None:
+        """The (first) input partition of the task."""
         if isinstance(self.key, tuple) and len(self.key) > 1 and isinstance(self.key[-1], int):
             return self.key[-1]
-        m = re.search(r"-(\d{5})$", str(self.key))
+        m = re.search(r"-(\d{5})(-\d{5})?$", str(self.key))
+        return int(m.group(1)) if m else None
+
+    @property
+    def last_partition(self) -> int | None:
+        """The last input partition of a task that makes several (``write-STAGE-00012-00023``), else None."""
+        m = re.search(r"-\d{5}-(\d{5})$", str(self.key)) if not isinstance(self.key, tuple) else None
         return int(m.group(1)) if m else None
 
     def in_stage(self, stage: str, inputs, io) -> WorkerKilled:
@@ -71,7 +78,11 @@ class WorkerKilled(CurateError):
                 pieces = dataset.plan_pieces(files, size)
             except Exception:  # presentation only: the partition number is still said
                 pieces = []
-            if i < len(pieces):
+            last = self.last_partition
+            if last is not None and last < len(pieces):  # a task of several small partitions
+                first, end = pieces[i], pieces[last]
+                self.source = first.path if first.path == end.path else f"{first.path} to {end.path}"
+            elif i < len(pieces):
                 p = pieces[i]
                 span = f" bytes {p.start}-{p.end}" if p.end >= 0 else (
                     f" row groups {p.row_groups[0]}-{p.row_groups[-1]}" if p.row_groups else "")
@@ -83,7 +94,9 @@ class WorkerKilled(CurateError):
         from curate.stages.dataset import format_size
 
         where = f"stage {self.stage}: " if self.stage else ""
-        part = f" on partition {self.partition}" if self.partition is not None else ""
+        last = self.last_partition
+        part = (f" on partitions {self.partition}-{last}" if last is not None else
+                f" on partition {self.partition}" if self.partition is not None else "")
         src = f" (input: {self.source})" if self.source else ""
         limit = f"its memory limit of {format_size(self.memory_limit)}" if self.memory_limit else "its memory limit"
         times = {None: "", 1: " once"}.get(self.attempts, f" {self.attempts} times")

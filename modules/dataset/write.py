@@ -82,6 +82,13 @@ def _write_mapped(df, out, fmt, reject_columns, run, count_details, prepare, par
     return write_partition(df, partition_info["number"], out, fmt, reject_columns, run, count_details, prepare)
 
 
+def group_key(name: str, partitions: list[int]) -> str:
+    """A task's key naming its partitions: ``NAME-00003``, or ``NAME-00012-00023`` for several (a killed
+    worker's message names them: :class:`curate.app.errors.WorkerKilled`)."""
+    first, last = partitions[0], partitions[-1]
+    return f"{name}-{first:05d}" if len(partitions) == 1 else f"{name}-{first:05d}-{last:05d}"
+
+
 def is_write_key(key) -> bool:
     """Whether a Dask task key is one of :func:`write_dataset`'s partition writes (its result: the
     partition's counts). Dask fuses the write with the tasks that make the partition and names the
@@ -216,7 +223,7 @@ def write_dataset(ddf, ctx, *, stage: str, settings, reject_columns=None, extra:
         for run_ in task_groups(sizes, getattr(ctx, "slots", None)):
             mine = [todo[j] for j in run_]
             tasks.append(write(ddf.make, [ddf.args[i] for i in mine], mine, out, fmt, reject_columns, ctx.fingerprint,
-                               count_details, prepare, dask_key_name=f"write-{stage}-{mine[0]:05d}"))
+                               count_details, prepare, dask_key_name=group_key(f"write-{stage}", mine)))
     else:
         parts = ddf.map_partitions(_write_mapped, out, fmt, reject_columns, ctx.fingerprint, count_details,
                                    prepare, meta=pd.DataFrame(), enforce_metadata=False, align_dataframes=False,

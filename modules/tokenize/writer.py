@@ -422,12 +422,13 @@ class TokenizeStage(Stage):
             leakage = dask.delayed(index, name="tokenize-leakage-index")  # one key every task shares
         # small partitions several a task, by their bytes (dataset.groups); each its own .bin/.idx
         from curate.stages.dataset.groups import piece_bytes, task_groups
+        from curate.stages.dataset.write import group_key
 
         todo = [i for i in range(n) if i not in done]
         sizes = piece_bytes([pieces[i] for i in todo])
         runs = [[todo[j] for j in run] for run in task_groups(sizes, ctx.slots)]
         tasks = [dask.delayed(_read_and_tokenize_group, pure=False)([pieces[i] for i in run], ctx.io, schema, run,
-                                                                     plan, leakage, dask_key_name=f"tokenize-{run[0]:05d}")
+                                                                     plan, leakage, dask_key_name=group_key("tokenize", run))
                  for run in runs]
         computed = [s for r in ctx.run_compute(*tasks) for s in r] if tasks else []
         stats = sorted([*done.values(), *computed], key=lambda s: s["partition"])
