@@ -112,6 +112,8 @@ class Made:
     #: each partition's input bytes (:mod:`.groups`: how many partitions one task makes); None: not
     #: known, one task per partition
     sizes: tuple[int, ...] | None = None
+    #: whether ``args`` may hold delayed objects; False: Dask is not made to search them (:class:`Opaque`)
+    lazy: bool = True
 
     @property
     def npartitions(self) -> int:
@@ -123,7 +125,7 @@ class Made:
 
     def then(self, fn: Callable, *extra, meta: pd.DataFrame) -> Made:
         """Partition ``i`` is ``fn(self's partition i, *extra)``, made in the same task."""
-        return Made(_then, [(self.make, a, fn, extra) for a in self.args], meta, self.sizes)
+        return Made(_then, [(self.make, a, fn, extra) for a in self.args], meta, self.sizes, self.lazy)
 
 
 def _then(make, args, fn, extra):
@@ -135,7 +137,26 @@ def made_from(fn: Callable, items: list, meta: pd.DataFrame, sizes=None, **kwarg
     import functools
 
     make = functools.partial(fn, **kwargs) if kwargs else fn
-    return Made(make, [(item,) for item in items], meta, tuple(sizes) if sizes is not None else None)
+    return Made(make, [(item,) for item in items], meta, tuple(sizes) if sizes is not None else None, lazy=False)
+
+
+class Opaque:
+    """A task's arguments that hold no delayed object, passed to it as they are. Dask otherwise walks
+    every list, tuple, dict and dataclass of every task's arguments on the client to find delayed
+    objects (the pieces, settings and schemas of a group's partitions: more of the head's CPU than
+    the task's scheduling)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __reduce__(self):
+        return Opaque, (self.value,)
+
+
+def unwrap(value):
+    return value.value if isinstance(value, Opaque) else value
 
 
 def _make_and_write(make, args, i, out, fmt, reject_columns, run, count_details, prepare) -> dict:
@@ -145,7 +166,7 @@ def _make_and_write(make, args, i, out, fmt, reject_columns, run, count_details,
 def _make_and_write_group(make, args, partitions, out, fmt, reject_columns, run, count_details, prepare) -> list[dict]:
     # one partition at a time: a worker holds one partition of the group, never the group
     return [write_partition(make(*a), i, out, fmt, reject_columns, run, count_details, prepare)
-            for a, i in zip(args, partitions)]
+            for a, i in zip(unwrap(args), partitions)]
 
 
 #: write results a collecting task merges: the client gathers one result per FAN_IN partitions
@@ -222,7 +243,8 @@ def write_dataset(ddf, ctx, *, stage: str, settings, reject_columns=None, extra:
         tasks = []
         for run_ in task_groups(sizes, getattr(ctx, "slots", None)):
             mine = [todo[j] for j in run_]
-            tasks.append(write(ddf.make, [ddf.args[i] for i in mine], mine, out, fmt, reject_columns, ctx.fingerprint,
+            args = [ddf.args[i] for i in mine]
+            tasks.append(write(ddf.make, args if ddf.lazy else Opaque(args), mine, out, fmt, reject_columns, ctx.fingerprint,
                                count_details, prepare, dask_key_name=group_key(f"write-{stage}", mine)))
     else:
         parts = ddf.map_partitions(_write_mapped, out, fmt, reject_columns, ctx.fingerprint, count_details,

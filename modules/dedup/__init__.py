@@ -367,12 +367,17 @@ def input_tasks(inputs: Inputs, task, calls: list[tuple]) -> list:
 
     from curate.stages.dataset.groups import task_groups
 
+    from curate.stages.dataset.write import Opaque
+
     each = dask.delayed(_each_call, pure=False)
-    return [each(task, [calls[i] for i in run]) for run in task_groups(list(inputs.sizes()), inputs.slots)]
+    # the calls hold no delayed object: Dask need not search them (Opaque)
+    return [each(task, Opaque([calls[i] for i in run])) for run in task_groups(list(inputs.sizes()), inputs.slots)]
 
 
 def _each_call(task, calls) -> list[dict]:
-    return [task(*c) for c in calls]
+    from curate.stages.dataset.write import unwrap
+
+    return [task(*c) for c in unwrap(calls)]
 
 
 def _each_partition(task, routed, partitions, args) -> list[dict]:

@@ -422,12 +422,12 @@ class TokenizeStage(Stage):
             leakage = dask.delayed(index, name="tokenize-leakage-index")  # one key every task shares
         # small partitions several a task, by their bytes (dataset.groups); each its own .bin/.idx
         from curate.stages.dataset.groups import piece_bytes, task_groups
-        from curate.stages.dataset.write import group_key
+        from curate.stages.dataset.write import Opaque, group_key
 
         todo = [i for i in range(n) if i not in done]
         sizes = piece_bytes([pieces[i] for i in todo])
         runs = [[todo[j] for j in run] for run in task_groups(sizes, ctx.slots)]
-        tasks = [dask.delayed(_read_and_tokenize_group, pure=False)([pieces[i] for i in run], ctx.io, schema, run,
+        tasks = [dask.delayed(_read_and_tokenize_group, pure=False)(Opaque([pieces[i] for i in run]), ctx.io, schema, run,
                                                                      plan, leakage, dask_key_name=group_key("tokenize", run))
                  for run in runs]
         computed = [s for r in ctx.run_compute(*tasks) for s in r] if tasks else []
@@ -448,7 +448,9 @@ def _read_and_tokenize(piece, io, schema, i, plan, leakage) -> dict:
 
 
 def _read_and_tokenize_group(pieces, io, schema, partitions, plan, leakage) -> list[dict]:
-    return [_read_and_tokenize(p, io, schema, i, plan, leakage) for p, i in zip(pieces, partitions)]
+    from curate.stages.dataset.write import unwrap
+
+    return [_read_and_tokenize(p, io, schema, i, plan, leakage) for p, i in zip(unwrap(pieces), partitions)]
 
 
 def _manifest_extra(desc, settings, plan, stats, warnings, resumed, dtype) -> dict:
