@@ -414,7 +414,10 @@ def write_run_report(output: str, client, performance_report: str | None, starte
         refuse_link(output, os.path.join(reports, RUN_INFO))
         os.makedirs(reports, exist_ok=True)
         write_json(os.path.join(reports, RUN_INFO), run)
-        path = write_report(output, verify="auto")
+        # the page reads the outputs (text bytes, examples, the token files' check) and draws its charts:
+        # in a task on a cluster, so that the head only coordinates; here without one
+        path = (client.submit(write_report, os.path.abspath(output), verify="auto", pure=False).result()
+                if client is not None else write_report(output, verify="auto"))
     except Exception as e:
         log.error("report: not written: %s: %s (curate report %s --html PATH retries)", type(e).__name__, e, output)
         log.debug("report failure", exc_info=True)
