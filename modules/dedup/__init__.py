@@ -405,16 +405,20 @@ class Inputs:
     themselves: were it a separate task, the scheduler would load input partitions while the
     shuffle runs and hold them all, so a worker's memory would grow with the dataset."""
 
-    def __init__(self, ctx, ddf):
+    def __init__(self, ctx, ddf=None):
+        """The pieces of ``ctx``'s input (those of ``ddf``, a ``read_dataset`` of it, when given)."""
         from curate.stages import dataset
         from curate.stages.stage import parse_bytes
 
-        files = dataset.expand_named(ctx.input, allow_incomplete=ctx.io.allow_incomplete)
-        self.pieces = dataset.plan_pieces(files, parse_bytes(ctx.io.blocksize, "blocksize"))
-        if len(self.pieces) != ddf.npartitions:
-            raise RuntimeError(f"{len(self.pieces)} input pieces for {ddf.npartitions} partitions")
+        if ddf is None:  # without a Dask DataFrame: the pieces and the schema, planned once
+            self.meta, self.pieces = dataset.read_pieces(ctx.input, ctx.io)
+        else:
+            files = dataset.expand_named(ctx.input, allow_incomplete=ctx.io.allow_incomplete)
+            self.pieces = dataset.plan_pieces(files, parse_bytes(ctx.io.blocksize, "blocksize"))
+            if len(self.pieces) != ddf.npartitions:
+                raise RuntimeError(f"{len(self.pieces)} input pieces for {ddf.npartitions} partitions")
+            self.meta = ddf._meta
         self.io = ctx.io
-        self.meta = ddf._meta
         self.slots = getattr(ctx, "slots", None)  # worker threads: tasks to keep (:func:`input_tasks`)
 
     def __len__(self) -> int:

@@ -251,10 +251,8 @@ class ExactDedupStage(Stage):
     #: the drop reason of a removed document
     reason = REASON
 
-    def hash_tasks(self, settings, ddf, inputs, folder) -> list:
+    def hash_tasks(self, settings, inputs, folder) -> list:
         """The ``hashes`` step's tasks: what a document is deduplicated by (here its text)."""
-        import dask
-
         policy = keeping.parse(settings.keep)
         return dedup.input_tasks(inputs, _hashes_task, [(inputs.only(i), i, folder, settings.hash, policy,
                                                          inputs.pieces[i].path) for i in range(len(inputs))])
@@ -268,13 +266,12 @@ class ExactDedupStage(Stage):
         record = index.settings_record("exact", settings)
         against, saving = getattr(settings, "against", ()), getattr(settings, "save_index", None)
         bases = index.check_against(against, "exact", record, ctx.input, verify=False)
-        ddf = dataset.read_dataset(ctx.input, ctx.io, rejects_dir=ctx.output)
         steps = dedup.Steps(ctx, self.name)
         audit = steps.folder(dedup.DUPLICATES)
         kept = steps.side("kept", "duplicates") if saving else None
 
-        inputs = dedup.Inputs(ctx, ddf)
-        steps.run("hashes", lambda folder: self.hash_tasks(settings, ddf, inputs, folder))
+        inputs = dedup.Inputs(ctx)  # the pieces, planned once; each task reads its own
+        steps.run("hashes", lambda folder: self.hash_tasks(settings, inputs, folder))
         mine = dedup.read_compact(steps.path("hashes"))
         labels = tuple(b.label for b in bases)
         if bases:  # the indexes' rows of this run's hashes: the groups' first members

@@ -103,6 +103,11 @@ def url_hashes(df: pd.DataFrame, partition: int, settings: UrlDedupSettings, whe
                          "h2": h[:, 1], "key": key, "weight": keeping.weights(df, pos)}).astype({"id": STRING})
 
 
+def _url_hashes_of_input(inputs, i, folder, settings, where) -> dict:
+    # the task reads its input partition itself (several small ones a task: dedup.input_tasks)
+    return _url_hashes_task(inputs.read(i), i, folder, settings, where)
+
+
 def _url_hashes_task(df, i: int, folder: str, settings: UrlDedupSettings, where: str) -> dict:
     return dedup.save_part(url_hashes(df, i, settings, where), folder, i)
 
@@ -130,8 +135,6 @@ class UrlDedupStage(ExactDedupStage):
     def check_output(self, settings, inputs, output) -> None:
         pass  # no index to save or read
 
-    def hash_tasks(self, settings, ddf, inputs, folder) -> list:
-        import dask
-
-        task = dask.delayed(_url_hashes_task, pure=False)
-        return [task(part, i, folder, settings, inputs.pieces[i].path) for i, part in enumerate(ddf.to_delayed())]
+    def hash_tasks(self, settings, inputs, folder) -> list:
+        return dedup.input_tasks(inputs, _url_hashes_of_input, [(inputs.only(i), i, folder, settings, inputs.pieces[i].path)
+                                                                for i in range(len(inputs))])

@@ -88,9 +88,8 @@ class FuzzyDedupStage(Stage):
         bases = tuple(index.check_against(settings.against, "fuzzy", record, ctx.input, verify=False))
         offset = sum(b.partitions for b in bases)
         joint = Joint(tuple(b.slim() for b in bases), offset, (bases[-1].tier0 + len(bases[-1].tiers)) if bases else 0)
-        ddf = dataset.read_dataset(ctx.input, ctx.io, rejects_dir=ctx.output)
-        nparts = ddf.npartitions
-        inputs = dedup.Inputs(ctx, ddf)
+        inputs = dedup.Inputs(ctx)  # the pieces, planned once; each task reads its own
+        nparts = len(inputs)
         steps = dedup.Steps(ctx, self.name)
 
         # this run's documents are numbered after the indexes': partition offset + i. The one step that
