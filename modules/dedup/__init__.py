@@ -143,6 +143,27 @@ def compact_partitions(folder) -> int:
     return max(1, -(-total // COMPACT_BYTES))
 
 
+#: a shuffle of compact rows into at most this many partitions (COMPACT_BYTES each) moves them as Dask
+#: tasks, not through P2P: P2P's fixed cost per shuffle (a run started and ended on every worker, its
+#: barrier) outweighed moving a few hundred MiB, and it grows with the workers
+TASKS_SHUFFLE_PARTITIONS = 8
+
+
+def shuffle_method(npartitions: int) -> str | None:
+    """The method for a shuffle of compact rows into ``npartitions``: "tasks" for a small one, else Dask's
+    default (P2P on a cluster); a method the user set in Dask's config always wins."""
+    import dask
+
+    if dask.config.get("dataframe.shuffle.method", None) is not None:
+        return None
+    return "tasks" if npartitions <= TASKS_SHUFFLE_PARTITIONS else None
+
+
+def shuffle(ddf, on: str, npartitions: int):
+    """``ddf.shuffle(on, npartitions)`` of compact rows, by :func:`shuffle_method`."""
+    return ddf.shuffle(on=on, npartitions=npartitions, shuffle_method=shuffle_method(npartitions))
+
+
 def _groups(sizes: list[int], budget: int) -> list[list[int]]:
     """Consecutive runs of indexes whose sizes add up to about ``budget`` (each run at least one)."""
     groups, run, used = [], [], 0
@@ -324,7 +345,7 @@ def route_to_groups(ddf, column: str, npartitions: int, groups: int) -> list[Rou
     per = -(-max(npartitions, 1) // max(1, min(groups, npartitions)))
     starts = list(range(0, npartitions, per))
     divisions = [p << DOC_SHIFT for p in starts] + [(npartitions << DOC_SHIFT) - 1]
-    routed = ddf.set_index(column, divisions=divisions, sort=True)
+    routed = ddf.set_index(column, divisions=divisions, sort=True, shuffle_method=shuffle_method(len(starts)))
     parts = routed.reset_index().to_delayed()
     return [Routed(parts[p // per], column, p) for p in range(npartitions)]
 

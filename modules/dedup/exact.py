@@ -288,7 +288,7 @@ class ExactDedupStage(Stage):
 
         def find_duplicates(folder):
             # as many partitions as the hashes' bytes ask for: every copy of a text still meets in one
-            shuffled = mine.shuffle(on="h1", npartitions=dedup.compact_partitions(steps.path("hashes")))
+            shuffled = dedup.shuffle(mine, "h1", dedup.compact_partitions(steps.path("hashes")))
             task = dask.delayed(_duplicates_task, pure=False)
             return [task(part, folder, audit, i, labels, kept) for i, part in enumerate(shuffled.to_delayed())]
 

@@ -113,7 +113,7 @@ def _pairs_tasks(folder, undecided, width, hub):
     import dask
 
     task = dask.delayed(_pairs_task, pure=False)
-    by_comp = undecided.shuffle(on="comp", npartitions=width)
+    by_comp = dedup.shuffle(undecided, "comp", width)
     return [task(part, folder, i, hub) for i, part in enumerate(by_comp.to_delayed())]
 
 
@@ -130,7 +130,7 @@ def _decide_round_tasks(folder, undecided, close, k, last, meta, width, hub, two
     near = near.map_partitions(_as_member_rows, meta, meta=meta.assign(cand=meta["doc"]))
     rows = dd.concat([undecided.assign(cand=np.int64(UNDECIDED)), near], ignore_unknown_divisions=True)
     task = dask.delayed(_decide_round_task, pure=False)
-    by_comp = rows.shuffle(on="comp", npartitions=width)
+    by_comp = dedup.shuffle(rows, "comp", width)
     tasks = [task(part, k, last, folder, i, hub) for i, part in enumerate(by_comp.to_delayed())]
     if two is not None:  # round 1: the components of two, after the others' parts
         pair = dask.delayed(_decide_pairs_task, pure=False)

@@ -117,10 +117,10 @@ class FuzzyDedupStage(Stage):
         new_centers = steps.side("centers", "edges") if settings.save_index else None
 
         def edges(folder):
-            shuffled = buckets.shuffle(on="bucket", npartitions=width)
+            shuffled = dedup.shuffle(buckets, "bucket", width)
             anchors = ANCHORS if settings.false_positive_check else 1
             star = shuffled.map_partitions(_star_edges_of_run, joint, anchors, meta=EDGE_META)
-            tasks = dedup.save_tasks(star.shuffle(on="u", npartitions=width), folder, _dedupe_edges)
+            tasks = dedup.save_tasks(dedup.shuffle(star, "u", width), folder, _dedupe_edges)
             if new_centers is not None:
                 task = dask.delayed(_centers_task, pure=False)
                 tasks += [task(part, joint, new_centers, i) for i, part in enumerate(shuffled.to_delayed())]
@@ -190,8 +190,8 @@ class FuzzyDedupStage(Stage):
                             for run in dedup.runs_of(routed)]
             if verified:
                 meta = meta.assign(loose=pd.Series([], dtype="bool"))
-            by_comp = dd.from_delayed(with_ids, meta=meta, divisions=[None] * (len(with_ids) + 1),
-                                      verify_meta=False).shuffle(on="comp", npartitions=groups)
+            by_comp = dedup.shuffle(dd.from_delayed(with_ids, meta=meta, divisions=[None] * (len(with_ids) + 1),
+                                                    verify_meta=False), "comp", groups)
             task = dask.delayed(_members_task, pure=False)
             return [task(part, folder, i) for i, part in enumerate(by_comp.to_delayed())]
 
@@ -202,7 +202,7 @@ class FuzzyDedupStage(Stage):
         if settings.false_positive_check:
             decisions, refine_rounds = refine_removals(steps, store, settings, joint, offset + nparts)
             # a group's size needs all its members: one shuffle, as wide as the members' bytes ask
-            decisions = decisions.shuffle(on="component", npartitions=dedup.compact_partitions(steps.path("members")))
+            decisions = dedup.shuffle(decisions, "component", dedup.compact_partitions(steps.path("members")))
         else:
             decisions, refine_rounds = dedup.read_parts(steps.path("members")), 0
 

@@ -43,3 +43,17 @@ def test_the_split_never_changes_a_part():
     one = [s for r in dask.compute(*dedup.group_tasks(routed, _part, ("t",), 1), scheduler="sync") for s in r]
     many = [s for r in dask.compute(*dedup.group_tasks(routed, _part, ("t",), 9), scheduler="sync") for s in r]
     assert one == many
+
+
+def test_small_shuffles_of_compact_rows_move_as_tasks_and_the_users_method_wins():
+    """A shuffle into a few COMPACT_BYTES partitions skips P2P's per-run cost; a large one keeps Dask's
+    default; a method set in Dask's config is never overridden."""
+    import dask
+
+    from curate.stages import dedup
+
+    assert dedup.shuffle_method(1) == "tasks"
+    assert dedup.shuffle_method(dedup.TASKS_SHUFFLE_PARTITIONS) == "tasks"
+    assert dedup.shuffle_method(dedup.TASKS_SHUFFLE_PARTITIONS + 1) is None
+    with dask.config.set({"dataframe.shuffle.method": "p2p"}):
+        assert dedup.shuffle_method(1) is None
