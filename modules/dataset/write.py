@@ -159,10 +159,6 @@ def unwrap(value):
     return value.value if isinstance(value, Opaque) else value
 
 
-def _make_and_write(make, args, i, out, fmt, reject_columns, run, count_details, prepare) -> dict:
-    return write_partition(make(*args), i, out, fmt, reject_columns, run, count_details, prepare)
-
-
 def _make_and_write_group(make, args, partitions, out, fmt, reject_columns, run, count_details, prepare) -> list[dict]:
     # one partition at a time: a worker holds one partition of the group, never the group
     return [write_partition(make(*a), i, out, fmt, reject_columns, run, count_details, prepare)
@@ -177,7 +173,7 @@ def _collect(results: list, combine) -> dict:
     """Write results (a partition's, a group's list of them, or earlier collections) as one: their
     stats, and their sides combined, in partition order."""
     stats, sides = [], []
-    for r in [x for r in results for x in (r if isinstance(r, list) else [r])]:
+    for r in [x for result in results for x in (result if isinstance(result, list) else [result])]:
         if "stats" in r:
             stats += r["stats"]
             sides.append(r["side"])
@@ -221,8 +217,8 @@ def write_dataset(ddf, ctx, *, stage: str, settings, reject_columns=None, extra:
     out = stage_output(ctx)
     out.begin(stage_owner(ctx, stage))
     fmt = ctx.io.format
-    # one task per partition: the write is fused with the tasks that make the partition (read,
-    # transform), so the scheduler and the client see one task and one small result per partition
+    # a partition is made and written in one task (read, transform, write), several small ones a task
+    # (Made partitions, by their bytes), so the scheduler and the client see few tasks and small results
     listing = out.listing()
     done = {}
     if not ctx.force:

@@ -387,7 +387,6 @@ def input_tasks(inputs: Inputs, task, calls: list[tuple]) -> list:
     import dask
 
     from curate.stages.dataset.groups import task_groups
-
     from curate.stages.dataset.write import Opaque
 
     each = dask.delayed(_each_call, pure=False)

@@ -47,7 +47,7 @@ def test_tasks_follow_the_bytes_not_the_file_count(tmp_path):
         inner = runner.make_compute(None, show_progress=False)
         counted = []
 
-        def counting(*collections):
+        def counting(*collections, counted=counted, inner=inner):
             counted.append(_graph_tasks(collections))
             return inner(*collections)
 

@@ -10,9 +10,9 @@ import pytest
 
 from curate.stages.dataset import groups
 from curate.stages.dataset.groups import TASK_BYTES, task_groups
+from tests.conftest import write_jsonl
 
 original = task_groups
-from tests.conftest import write_jsonl
 
 KB = 1 << 10
 
@@ -132,7 +132,7 @@ def test_the_same_bytes_whichever_way_partitions_are_grouped(tmp_path, monkeypat
     for name, task_bytes, per_slot in (("two", TASK_BYTES, 1), ("one", TASK_BYTES, 0), ("each", 1, 1)):
         runs_seen = []
 
-        def grouping(sizes, slots, task_bytes=task_bytes, per_slot=per_slot):
+        def grouping(sizes, slots, task_bytes=task_bytes, per_slot=per_slot, runs_seen=runs_seen):
             runs_seen.append(original(sizes, 2, task_bytes, per_slot))
             return runs_seen[-1]
 
