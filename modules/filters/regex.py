@@ -12,7 +12,9 @@ document gets ``timeout`` seconds per started ``TIMEOUT_UNIT`` (100,000) charact
 has 10 s where any linear pattern needs well under one, and the whole match runs in one C call
 (``subn``: the count is its substitutions, the share the characters it removed, the same spans as
 ``finditer`` without a Python object per match) that keeps the GIL, so another thread of the worker
-cannot eat its time. A document that still passes its limit ends the run (exit 1) naming the pattern
+cannot eat its time. The limit is on the match's CPU time: a match that passed it in wall time with
+less than half of it in CPU (a thread starved on a loaded machine) runs again with more wall time (up
+to 3 times). A document that still passes its limit ends the run (exit 1) naming the pattern
 and the document, unless ``on_timeout: drop`` asks to reject such documents as ``nan`` (counted, this
 filter named in ``_detail``). Nothing is dropped by a guess in silence.
 """
@@ -20,6 +22,7 @@ filter named in ``_detail``). Nothing is dropped by a guess in silence.
 from __future__ import annotations
 
 import functools
+import time
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -30,6 +33,10 @@ from curate.stages.filters.base import Filter, Texts
 
 #: characters per ``timeout`` of matching time: the limit grows with the document
 TIMEOUT_UNIT = 100_000
+#: a match that passed its (wall-clock) limit having used less than this share of it in CPU time was
+#: starved, not slow: it runs again with four times the wall time, up to this many times
+STARVED_SHARE = 0.5
+STARVED_RETRIES = 3
 
 
 @functools.lru_cache(maxsize=64)
@@ -101,10 +108,20 @@ class Regex(Filter):
         return out
 
     def _score(self, rx, text: str) -> float:
-        try:
-            # one C call for every match (finditer's spans exactly: a test checks it)
-            stripped, count = rx.subn("", text, timeout=self.limit(text))
-        except TimeoutError:
+        limit = budget = self.limit(text)
+        for _ in range(STARVED_RETRIES + 1):
+            started = time.thread_time()
+            try:
+                # one C call for every match (finditer's spans exactly: a test checks it)
+                stripped, count = rx.subn("", text, timeout=budget)
+                break
+            except TimeoutError:
+                # the limit is on the pattern's CPU time: a match that used less than it passed its wall
+                # time on a thread starved of the CPU (a loaded machine), so it runs again with more
+                if time.thread_time() - started >= STARVED_SHARE * limit:
+                    return float("nan")
+                budget *= 4
+        else:
             return float("nan")
         if self.measure == "count":
             return float(count)

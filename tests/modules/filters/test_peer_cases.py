@@ -239,6 +239,33 @@ def test_on_timeout_drop_rejects_as_nan_counted_not_a_guess():
         get_filter("regex")(pattern="x", on_timeout="ignore")
 
 
+class _Starved:
+    """A compiled pattern whose first ``starved`` matches pass their wall-clock limit with no CPU used
+    (a thread starved on a loaded machine), then match."""
+
+    def __init__(self, starved):
+        self.starved, self.timeouts = starved, []
+
+    def subn(self, repl, text, timeout):
+        self.timeouts.append(timeout)
+        if len(self.timeouts) <= self.starved:
+            raise TimeoutError("regex timed out")
+        return text.replace("a", ""), text.count("a")
+
+
+def test_a_starved_match_runs_again_and_a_runaway_one_does_not():
+    """The limit is on the match's CPU time: a match that passed its wall time without using its CPU
+    is run again with four times the wall time (up to 3 times); a pattern that burns its limit in CPU
+    is a runaway at once (the (a|aa)+$ cases above)."""
+    import numpy as np
+
+    flt = get_filter("regex")(pattern="a", timeout=0.5)
+    rx = _Starved(2)
+    assert flt._score(rx, "aab") == 2.0 and rx.timeouts == [0.5, 2.0, 8.0]
+    rx = _Starved(10)  # never gets the CPU: nan after the retries, never an endless loop
+    assert np.isnan(flt._score(rx, "aab")) and len(rx.timeouts) == 4
+
+
 def test_the_time_limit_grows_with_the_document():  # issue 47, point 1: 1 MB of prose took 0.96 s of 1 s
     flt = get_filter("regex")(pattern="x")
     assert flt.limit("") == 1.0 and flt.limit("a" * 100_000) == 1.0 and flt.limit("a" * 100_001) == 2.0
