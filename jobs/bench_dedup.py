@@ -659,6 +659,8 @@ def run_cli_measured(args_list: list[str], workers: int) -> dict:
     return {"exit": proc.returncode, "wall": wall, "cpu": max(tree_cpu, sum(cpu.values())),
             "main_cpu": cpu.get(proc.pid, 0.0),  # the curate process alone (the client; a local cluster's scheduler)
             "peaks": sorted(((k, v) for k, v in peaks.values()), key=lambda kv: -kv[1]),
+            # each process's CPU-s as last sampled (a worker's whole life, when it ended after the last sample)
+            "cpu_by_process": sorted(((peaks[pid][0], c) for pid, c in cpu.items()), key=lambda kc: -kc[1]),
             "restarts": max(0, len(workers_seen) - workers), "restart_lines": len(restart_lines),
             "log_tail": "".join(lines[-15:])}
 

@@ -11,12 +11,18 @@ The time limit is there for runaway patterns (catastrophic backtracking), never 
 document gets ``timeout`` seconds per started ``TIMEOUT_UNIT`` (100,000) characters, so 1 MB of prose
 has 10 s where any linear pattern needs well under one, and the whole match runs in one C call
 (``subn``: the count is its substitutions, the share the characters it removed, the same spans as
-``finditer`` without a Python object per match) that keeps the GIL, so another thread of the worker
-cannot eat its time. The limit is on the match's CPU time: a match that passed it in wall time with
-less than half of it in CPU (a thread starved on a loaded machine) runs again with more wall time (up
-to 3 times). A document that still passes its limit ends the run (exit 1) naming the pattern
-and the document, unless ``on_timeout: drop`` asks to reject such documents as ``nan`` (counted, this
-filter named in ``_detail``). Nothing is dropped by a guess in silence.
+``finditer`` without a Python object per match) that keeps the GIL.
+
+The ``regex`` package measures its limit in the process's CPU time, reading that clock (a system call, 1
+us here and several on a slow virtual machine) once per match: ``x*`` on 400,000 characters is 400,000
+reads, which is what timed a plain document out on CI. So each document's budget is its limit plus twice
+the measured cost of one read per possible match (``clock_cost``, measured once per process): the
+pattern's own work still has its limit. Every thread of the process counts against that clock, so a
+match that passed its budget having used less than half of it on its own thread was crowded out, not
+slow: it runs again with four times the budget (up to 3 times). A document that still passes its limit
+ends the run (exit 1) naming the pattern and the document, unless ``on_timeout: drop`` asks to reject
+such documents as ``nan`` (counted, this filter named in ``_detail``). Nothing is dropped by a guess in
+silence.
 """
 
 from __future__ import annotations
@@ -33,8 +39,9 @@ from curate.stages.filters.base import Filter, Texts
 
 #: characters per ``timeout`` of matching time: the limit grows with the document
 TIMEOUT_UNIT = 100_000
-#: a match that passed its (wall-clock) limit having used less than this share of it in CPU time was
-#: starved, not slow: it runs again with four times the wall time, up to this many times
+#: a match that passed its budget (the process's CPU time) having used less than this share of it on its
+#: own thread was crowded out by other threads, not slow: it runs again with four times the budget, up
+#: to this many times
 STARVED_SHARE = 0.5
 STARVED_RETRIES = 3
 
@@ -44,6 +51,23 @@ def compiled(pattern: str, ignore_case: bool):
     import regex
 
     return regex.compile(pattern, regex.VERSION0 | (regex.IGNORECASE if ignore_case else 0))
+
+
+@functools.lru_cache(maxsize=1)
+def clock_cost() -> float:
+    """Seconds of CPU the ``regex`` package's time limit costs per match (it reads the process's CPU
+    clock at each): the least of three timings of 5,000 empty matches with a limit and without."""
+    import regex
+
+    rx, text = regex.compile("", regex.VERSION0), " " * 4_999
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.thread_time()
+        rx.subn("", text, timeout=3600.0)
+        t1 = time.thread_time()
+        rx.subn("", text)
+        best = min(best, (t1 - t0) - (time.thread_time() - t1))
+    return max(best, 0.0) / 5_000
 
 
 @dataclass(frozen=True)
@@ -94,6 +118,11 @@ class Regex(Filter):
         """Seconds of matching ``text`` may take: ``timeout`` per started ``TIMEOUT_UNIT`` characters."""
         return self.timeout * max(1, -(-len(text) // TIMEOUT_UNIT))
 
+    def budget(self, text: str) -> float:
+        """The ``regex`` timeout for ``text``: its limit plus twice the clock's cost for every possible
+        match (one per character, and the empty one at its end)."""
+        return self.limit(text) + 2 * (len(text) + 1) * clock_cost()
+
     def score_frame(self, df, t: Texts):
         rx = compiled(self.pattern, self.ignore_case)
         out = np.empty(t.n, dtype=np.float64)
@@ -108,7 +137,7 @@ class Regex(Filter):
         return out
 
     def _score(self, rx, text: str) -> float:
-        limit = budget = self.limit(text)
+        limit = budget = self.budget(text)
         for _ in range(STARVED_RETRIES + 1):
             started = time.thread_time()
             try:
@@ -116,8 +145,8 @@ class Regex(Filter):
                 stripped, count = rx.subn("", text, timeout=budget)
                 break
             except TimeoutError:
-                # the limit is on the pattern's CPU time: a match that used less than it passed its wall
-                # time on a thread starved of the CPU (a loaded machine), so it runs again with more
+                # the budget is the process's CPU time: a match that used less than half of it on this
+                # thread was crowded out by the process's other threads, so it runs again with more
                 if time.thread_time() - started >= STARVED_SHARE * limit:
                     return float("nan")
                 budget *= 4
