@@ -159,10 +159,15 @@ def unwrap(value):
     return value.value if isinstance(value, Opaque) else value
 
 
-def _make_and_write_group(make, args, partitions, out, fmt, reject_columns, run, count_details, prepare) -> list[dict]:
+def _make_and_write_group(make, args, partitions, out, fmt, reject_columns, run, count_details, prepare,
+                          combine=None):
+    """A group's write results; with ``combine``, one collection (:func:`_collect`) whose sides are
+    combined here, so that a collecting task merges FAN_IN sides of a bounded size whatever the
+    groups' partitions (1M pages: 64 groups of 7 partitions' score samples in one task, 1.2 GB)."""
     # one partition at a time: a worker holds one partition of the group, never the group
-    return [write_partition(make(*a), i, out, fmt, reject_columns, run, count_details, prepare)
-            for a, i in zip(unwrap(args), partitions)]
+    results = [write_partition(make(*a), i, out, fmt, reject_columns, run, count_details, prepare)
+               for a, i in zip(unwrap(args), partitions)]
+    return _collect(results, combine) if combine is not None else results
 
 
 #: write results a collecting task merges: the client gathers one result per FAN_IN partitions
@@ -241,7 +246,8 @@ def write_dataset(ddf, ctx, *, stage: str, settings, reject_columns=None, extra:
             mine = [todo[j] for j in run_]
             args = [ddf.args[i] for i in mine]
             tasks.append(write(ddf.make, args if ddf.lazy else Opaque(args), mine, out, fmt, reject_columns, ctx.fingerprint,
-                               count_details, prepare, dask_key_name=group_key(f"write-{stage}", mine)))
+                               count_details, prepare, combine if prepare is not None else None,
+                               dask_key_name=group_key(f"write-{stage}", mine)))
     else:
         parts = ddf.map_partitions(_write_mapped, out, fmt, reject_columns, ctx.fingerprint, count_details,
                                    prepare, meta=pd.DataFrame(), enforce_metadata=False, align_dataframes=False,

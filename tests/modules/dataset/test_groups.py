@@ -143,3 +143,47 @@ def test_the_same_bytes_whichever_way_partitions_are_grouped(tmp_path, monkeypat
     assert largest["each"] == 1 and 1 < largest["two"] < 12 and largest["one"] == 12
     assert len(seen["each"][0]) > 24
     assert seen["two"] == seen["each"] and seen["one"] == seen["each"]
+
+
+class _Out:
+    """As much of a stage output as write_partition uses: nothing is written."""
+
+    def intend(self, key, names):
+        pass
+
+    def write_frame(self, name, df, fmt):
+        return {"path": name, "rows": len(df)}
+
+    def record_done(self, key, run, files, stats):
+        pass
+
+
+def test_a_group_combines_its_own_sides_so_a_collecting_task_merges_one_per_group():
+    """1M pages: 64 groups of 7 partitions reached one collecting task as 450 score samples (a 1.2 GB
+    worker in the filter stage); a group's sides are combined in its own task, so a collecting task
+    merges FAN_IN sides whatever the groups' size."""
+    import pandas as pd
+
+    from curate.stages.dataset.write import FAN_IN, _collect, _make_and_write_group
+
+    calls = []
+
+    def combine(sides):
+        calls.append(len(sides))
+        return {"docs": sum(s["docs"] for s in sides)}
+
+    def make(n):
+        return pd.DataFrame({"id": [f"d{n}-{i}" for i in range(n)], "text": ["x"] * n})
+
+    def prepare(df):
+        return df, {"docs": len(df)}
+
+    group = _make_and_write_group(make, [(n,) for n in range(1, 8)], list(range(7)), _Out(), "parquet", None, "r",
+                                  (), prepare, combine)
+    assert calls == [7] and group["side"] == {"docs": 28}
+    assert [s["partition"] for s in group["stats"]] == list(range(7)) and "side" not in group["stats"][0]
+    top = _collect([group] * FAN_IN, combine)
+    assert calls[-1] == FAN_IN and top["side"] == {"docs": 28 * FAN_IN} and len(top["stats"]) == 7 * FAN_IN
+    # without a side to combine a group is its partitions' results, as before
+    plain = _make_and_write_group(make, [(1,), (2,)], [0, 1], _Out(), "parquet", None, "r", (), None)
+    assert [s["partition"] for s in plain] == [0, 1]
