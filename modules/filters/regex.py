@@ -17,9 +17,12 @@ The ``regex`` package measures its limit in the process's CPU time, reading that
 us here and several on a slow virtual machine) once per match: ``x*`` on 400,000 characters is 400,000
 reads, which is what timed a plain document out on CI. So each document's budget is its limit plus twice
 the measured cost of one read per possible match (``clock_cost``, measured once per process): the
-pattern's own work still has its limit. Every thread of the process counts against that clock, so a
-match that passed its budget having used less than half of it on its own thread was crowded out, not
-slow: it runs again with four times the budget (up to 3 times). A document that still passes its limit
+pattern's own work still has its limit. That read's cost grows with the process's threads (the kernel
+sums them at each read: 0.75 us with one, 2.5 us with 200 idle ones), and every thread counts against
+that clock, so a match that passes its budget is judged on its own thread's time: if that time, less the
+clock's cost measured again now for every possible match, is under the limit, the match was crowded out
+or the clock got dearer, not slow, and it runs again with a budget from the new cost, four times larger
+at each try (up to 3 times). A document that still passes its limit
 ends the run (exit 1) naming the pattern and the document, unless ``on_timeout: drop`` asks to reject
 such documents as ``nan`` (counted, this filter named in ``_detail``). Nothing is dropped by a guess in
 silence.
@@ -39,10 +42,8 @@ from curate.stages.filters.base import Filter, Texts
 
 #: characters per ``timeout`` of matching time: the limit grows with the document
 TIMEOUT_UNIT = 100_000
-#: a match that passed its budget (the process's CPU time) having used less than this share of it on its
-#: own thread was crowded out by other threads, not slow: it runs again with four times the budget, up
-#: to this many times
-STARVED_SHARE = 0.5
+#: a match that passed its budget (the process's CPU time) without its own thread's work passing the
+#: limit runs again with a larger budget, up to this many times
 STARVED_RETRIES = 3
 
 
@@ -55,8 +56,14 @@ def compiled(pattern: str, ignore_case: bool):
 
 @functools.lru_cache(maxsize=1)
 def clock_cost() -> float:
+    """``measure_clock_cost`` once per process: the first try's budget."""
+    return measure_clock_cost()
+
+
+def measure_clock_cost() -> float:
     """Seconds of CPU the ``regex`` package's time limit costs per match (it reads the process's CPU
-    clock at each): the least of three timings of 5,000 empty matches with a limit and without."""
+    clock at each, a cost that grows with the process's threads): the least of three timings of 5,000
+    empty matches with a limit and without."""
     import regex
 
     rx, text = regex.compile("", regex.VERSION0), " " * 4_999
@@ -137,7 +144,7 @@ class Regex(Filter):
         return out
 
     def _score(self, rx, text: str) -> float:
-        limit = budget = self.budget(text)
+        limit, budget = self.limit(text), self.budget(text)
         for _ in range(STARVED_RETRIES + 1):
             started = time.thread_time()
             try:
@@ -145,11 +152,12 @@ class Regex(Filter):
                 stripped, count = rx.subn("", text, timeout=budget)
                 break
             except TimeoutError:
-                # the budget is the process's CPU time: a match that used less than half of it on this
-                # thread was crowded out by the process's other threads, so it runs again with more
-                if time.thread_time() - started >= STARVED_SHARE * limit:
+                # the budget is the process's CPU time, dearer to read with more threads: judged on this
+                # thread's time less every possible read at today's cost, the pattern's own work
+                reads = (len(text) + 1) * measure_clock_cost()
+                if time.thread_time() - started - reads >= limit:
                     return float("nan")
-                budget *= 4
+                budget = 4 * max(budget, limit + 2 * reads)
         else:
             return float("nan")
         if self.measure == "count":

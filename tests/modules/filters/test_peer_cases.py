@@ -255,7 +255,8 @@ class _Starved:
 
 def test_a_starved_match_runs_again_and_a_runaway_one_does_not():
     """The budget is the process's CPU time: a match that passed it without using it on its own thread
-    is run again with four times the budget (up to 3 times); a pattern that burns its limit on its
+    is run again with four times the budget (up to 3 times; the tiny text's clock reads add nothing
+    measurable); a pattern that burns its limit on its
     thread is a runaway at once (the (a|aa)+$ cases above)."""
     import numpy as np
 
@@ -264,6 +265,34 @@ def test_a_starved_match_runs_again_and_a_runaway_one_does_not():
     assert flt._score(rx, "aab") == 2.0 and rx.timeouts == pytest.approx([0.5, 2.0, 8.0], rel=1e-3)
     rx = _Starved(10)  # never gets the CPU: nan after the retries, never an endless loop
     assert np.isnan(flt._score(rx, "aab")) and len(rx.timeouts) == 4
+
+
+def test_a_clock_made_dearer_by_idle_threads_does_not_lose_a_plain_document():
+    """CI lost x* on 553,426 plain characters although the budget paid for the clock's reads: the kernel
+    sums every thread of the process at each read, and the cost was measured once, while the suite's
+    process had few threads. With 300 idle threads a read here costs about 3x; the match runs again with
+    a budget from the cost measured then. A runaway pattern is still nan on its first try."""
+    import threading
+
+    import numpy as np
+
+    from curate.stages.filters.regex import clock_cost
+
+    clock_cost.cache_clear()
+    clock_cost()  # measured with the threads there are now
+    stop = threading.Event()
+    idle = [threading.Thread(target=stop.wait, daemon=True) for _ in range(300)]
+    for t in idle:
+        t.start()
+    try:
+        flt = get_filter("regex")(pattern="x*", measure="share", min=0.0, max=None, timeout=0.05,
+                                  on_timeout="drop")
+        assert flt.score("a b c " * 70_000) == 0.0
+        runaway = get_filter("regex")(pattern=r"(a|aa)+$", timeout=0.05, on_timeout="drop")
+        assert np.isnan(runaway.score("a" * 40 + "b"))
+    finally:
+        stop.set()
+        clock_cost.cache_clear()
 
 
 def test_the_time_limit_grows_with_the_document():  # issue 47, point 1: 1 MB of prose took 0.96 s of 1 s
