@@ -123,8 +123,9 @@ def load_part(path: str, columns=None) -> pd.DataFrame:
 
 
 #: Parquet bytes of compact rows that one task of a compact step reads, or one partition of its
-#: shuffle holds (about 3x that in memory): how a step's task count follows its bytes
-COMPACT_BYTES = 64 << 20
+#: shuffle holds (a worker's peak grew about 12 bytes per byte of it from 250k to 1M pages, when it
+#: was 64 MiB): how a step's task count follows its bytes, and what bounds a dedup worker's peak
+COMPACT_BYTES = 16 << 20
 
 
 def part_records(folder) -> list[tuple[str, int]]:
