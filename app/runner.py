@@ -131,6 +131,7 @@ def run_job(job: Job, output: str, compute=None, force: bool = False, stop_after
         started = time.time()
         root.begin(job_owner(job))
         plan = job_plan(job, output, stop_after)
+        prepare_heads(plan[1:])
         live = getattr(compute, "tracker", None)  # the live dashboard page (app/live.py) and the progress line
         line = None
         if live is not None:
@@ -164,6 +165,23 @@ def run_job(job: Job, output: str, compute=None, force: bool = False, stop_after
             "seconds": round(time.time() - started, 3),
         }, [])
     return outcomes
+
+
+def prepare_heads(plan) -> None:
+    """Each stage's :meth:`Stage.prepare_head` (tokenize loads its tokenizer), in one background thread,
+    while the workers run the stages before: the head is idle then, and the stage's own plan, which is
+    serial, finds the result cached."""
+    import threading
+
+    def prepare():
+        for _k, spec, _inputs, _out in plan:
+            try:
+                registry.get(spec.name)().prepare_head(spec.settings)
+            except Exception as e:  # not lost: the stage meets the same error when it runs, in its context
+                log.debug("stage %s: preparing on the head failed (the stage will say why): %s", spec.name, e)
+
+    if plan:
+        threading.Thread(target=prepare, name="curate-prepare-stages", daemon=True).start()
 
 
 def resource_meter(compute, job: Job, plan) -> resources.Meter | None:
@@ -315,8 +333,24 @@ def make_compute(client, show_progress: bool | None = None):
         except KilledWorker as e:  # names a task key only; run_stage adds the stage and the input
             raise WorkerKilled.from_killed(e) from e
 
+    def start(collection):
+        from distributed import KilledWorker
+
+        future = client.compute(collection)
+        tracker.watch([future])
+
+        def result():
+            try:
+                return future.result()
+            except KilledWorker as e:
+                raise WorkerKilled.from_killed(e) from e
+
+        return result
+
     compute.tracker = tracker
     compute.show_progress = show_progress is not False
+    # StageContext.run_beside: on a cluster a computation can start beside the next one
+    compute.start = start if client is not None else None
     return compute
 
 

@@ -115,6 +115,13 @@ class Stage:
     def run(self, settings, ctx: StageContext) -> dict:
         raise NotImplementedError
 
+    def prepare_head(self, settings) -> None:
+        """What the head can do for this stage before its input exists (tokenize: load the tokenizer
+        whose vocabulary and hash its plan needs). A job's runner calls it for the later stages in a
+        thread as the job starts, while the workers run the earlier ones, so that the stage's own call
+        finds it cached: at 6 quarter-core nodes tokenize's plan took 4.5 s of its 30. Idempotent, reads
+        no input; an error here is the stage's own when it runs."""
+
     def columns(self, settings) -> Columns:
         """The columns this stage needs, adds and removes with these settings."""
         return Columns(self.needs, self.adds, self.removes, self.makes)
@@ -158,6 +165,15 @@ class StageContext:
         if self.compute is not None:
             return self.compute(*collections)
         return dask.compute(*collections)
+
+    def run_beside(self, collection):
+        """Start computing ``collection`` now, beside what the stage computes next, and return a function
+        that waits for its value: a cluster runs a one-task summary (fuzzy dedup's audit) while the
+        workers write. Without a cluster it is computed when that function is called."""
+        start = getattr(self.compute, "start", None)
+        if start is not None:
+            return start(collection)
+        return lambda: self.run_compute(collection)[0]
 
 
 class MapStage(Stage):

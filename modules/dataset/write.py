@@ -215,6 +215,8 @@ def write_dataset(ddf, ctx, *, stage: str, settings, reject_columns=None, extra:
     receives before the manifest is written (the partitions resumed from a killed run have none);
     ``dropped_columns``: what ``prepare`` leaves out, not in the manifest's schema. ``docs_in``: the
     documents the stage read, where its partitions hold more rows than that (blend's copies).
+    ``extra`` may be a function returning the dict, called once the partitions are written (what a
+    computation started beside the writes found: :meth:`curate.stages.stage.StageContext.run_beside`).
     """
     import dask
 
@@ -266,6 +268,8 @@ def write_dataset(ddf, ctx, *, stage: str, settings, reject_columns=None, extra:
         written = [s for r in ctx.run_compute(*tasks) for s in (r if isinstance(r, list) else [r])]
     stats = sorted([*done.values(), *written], key=lambda s: s["partition"])
     schema = {c: str(t) for c, t in ddf._meta.dtypes.items() if c not in INTERNAL and c not in dropped_columns}
+    if callable(extra):
+        extra = extra()
     return finish_output(ctx, stage=stage, settings=settings, partition_stats=stats, schema=schema,
                          started=started, extra=extra, records=records, docs_in=docs_in)
 

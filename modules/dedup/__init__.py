@@ -128,19 +128,27 @@ def load_part(path: str, columns=None) -> pd.DataFrame:
 COMPACT_BYTES = 16 << 20
 
 
-def part_records(folder) -> list[tuple[str, int]]:
-    """(path, bytes) of a step's part files, in order."""
+def part_records(folder) -> list[tuple[str, int, int | None]]:
+    """(path, bytes, rows) of a step's part files, in order; rows None where the journal does not say
+    (a plain folder)."""
     if isinstance(folder, StepFolder):
         rec = folder.out.journal_record(_step_key(folder.step or folder.rel)) or {}
-        rows = sorted((f["path"], int(f.get("bytes", 0))) for f in rec.get("files", [])
+        rows = sorted((f["path"], int(f.get("bytes", 0)), f.get("rows")) for f in rec.get("files", [])
                       if f["path"].startswith(folder.rel + "/") and f["path"].endswith(".parquet"))
-        return [(folder.out.url_of(r), n) for r, n in rows]
-    return [(f, os.path.getsize(f)) for f in list_parts(folder)]
+        return [(folder.out.url_of(r), n, k) for r, n, k in rows]
+    return [(f, os.path.getsize(f), None) for f in list_parts(folder)]
+
+
+def nonempty(records: list[tuple[str, int, int | None]]) -> list[tuple[str, int, int | None]]:
+    """The records of parts with rows (the first of them all when none has: a frame's columns). A step
+    writes a part per partition, and reading a few hundred empty ones in one task cost a quarter core
+    about a second per step."""
+    return [r for r in records if r[2] != 0] or records[:1]
 
 
 def compact_partitions(folder) -> int:
     """How many partitions a shuffle of a step's rows gets: one per ``COMPACT_BYTES`` of its parts."""
-    total = sum(n for _, n in part_records(folder))
+    total = sum(n for _, n, _ in part_records(folder))
     return max(1, -(-total // COMPACT_BYTES))
 
 
@@ -195,8 +203,9 @@ def read_compact(folder, columns=None):
     records = part_records(folder)
     if not records:
         raise FileNotFoundError(f"{os.fspath(folder)}: no part files")
-    runs = [tuple(records[i][0] for i in g) for g in _groups([n for _, n in records], COMPACT_BYTES)]
     meta = load_part(records[0][0], columns).iloc[:0]
+    records = nonempty(records)  # rows are what is read: an empty part adds none
+    runs = [tuple(records[i][0] for i in g) for g in _groups([n for _, n, _ in records], COMPACT_BYTES)]
     return dd.from_map(load_parts, runs, columns=columns, meta=meta, enforce_metadata=False,
                        label="read-compact", divisions=[None] * (len(runs) + 1))
 
@@ -366,19 +375,29 @@ def runs_of(routed: list[Routed]) -> list[list[int]]:
 def group_tasks(routed: list[Routed], task, args: tuple, at_least: int | None) -> list:
     """Delayed tasks that call ``task(routed[p], p, *args)`` (one part's stats) for every input
     partition ``p``: one per run of partitions that share a shuffled group (:func:`runs_of`), split
-    further into at least ``at_least`` tasks where there are that many partitions (a step of little
-    data still runs on every thread). Each returns its parts' stats (:meth:`Steps.run` takes the
-    lists); the parts are the same however the partitions are split."""
+    further into more than twice ``at_least`` (the cluster's threads) where there are that many
+    partitions, so that a step of little data still runs on every thread. Twice and one: tasks that
+    share one group's frame go to the worker that holds it, one after the other (at 6 quarter-core
+    nodes a verify step's six tasks ran on one worker), unless Dask's scheduler counts them root-ish,
+    a group of more tasks than twice its threads, and gives each to the next free thread. Each returns
+    its parts' stats (:meth:`Steps.run` takes the lists); the parts are the same however the
+    partitions are split."""
     import dask
 
+    each = dask.delayed(_each_partition, pure=False)
+    return [each(task, [routed[p] for p in run], run, args) for run in split_runs(routed, at_least)]
+
+
+def split_runs(routed: list[Routed], at_least: int | None) -> list[list[int]]:
+    """:func:`runs_of`, the longest halved until there are more than twice ``at_least`` (or one per
+    partition): the tasks of :func:`group_tasks`, and of any step that makes one result per run."""
     runs = runs_of(routed)
-    want = min(len(routed), max(1, at_least or 1))
+    want = min(len(routed), 2 * max(1, at_least or 1) + 1)
     while len(runs) < want:  # halve the longest run until there are enough
         k = max(range(len(runs)), key=lambda j: len(runs[j]))
         run = runs.pop(k)
         runs[k:k] = [run[:len(run) // 2], run[len(run) // 2:]]
-    each = dask.delayed(_each_partition, pure=False)
-    return [each(task, [routed[p] for p in run], run, args) for run in runs]
+    return runs
 
 
 def input_tasks(inputs: Inputs, task, calls: list[tuple]) -> list:

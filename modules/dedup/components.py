@@ -168,7 +168,7 @@ def run(steps: dedup.Steps, edges_step, out_step: str, in_memory_edges: int) -> 
     sources = [edges_step] if isinstance(edges_step, str) else list(edges_step)
     n_edges = sum(steps.done(s)["rows"] for s in sources)
     if in_memory_edges > 0 and n_edges <= in_memory_edges:
-        files = [f for s in sources for f in dedup.list_parts(steps.path(s))]
+        files = [f for s in sources for f, _, rows in dedup.part_records(steps.path(s)) if rows != 0]
         steps.run(out_step, lambda folder: [dask.delayed(_in_memory_task, pure=False)(files, folder)])
         return {"path": "in-memory", "rounds": 0, "edges": n_edges}
 

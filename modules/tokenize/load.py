@@ -20,6 +20,7 @@ import functools
 import hashlib
 import logging
 import os
+import threading
 
 from curate.stages.errors import SettingsError
 
@@ -69,15 +70,19 @@ class Tokenizer:
         raise NotImplementedError
 
     def describe(self) -> dict:
-        return {
-            "name": self.spec,
-            "kind": self.kind,
-            "resolved": self.resolved,
-            "files_sha256": self.files_sha256(),
-            "vocab_size": self.vocab_size,
-            "eod_id": self.eod_id,
-            "bos_id": self.bos_id,
-        }
+        """What the manifest records of the tokenizer; hashed once per loaded tokenizer (0.13 s for
+        cl100k's 100,256 ranks)."""
+        if getattr(self, "_description", None) is None:
+            self._description = {
+                "name": self.spec,
+                "kind": self.kind,
+                "resolved": self.resolved,
+                "files_sha256": self.files_sha256(),
+                "vocab_size": self.vocab_size,
+                "eod_id": self.eod_id,
+                "bos_id": self.bos_id,
+            }
+        return dict(self._description)
 
 
 class HFTokenizer(Tokenizer):
@@ -176,9 +181,18 @@ class TiktokenTokenizer(Tokenizer):
         return h.hexdigest()
 
 
-@functools.lru_cache(maxsize=8)
+#: one load at a time: the head may load a tokenizer in a thread (Stage.prepare_head) as the stage asks
+_LOADING = threading.Lock()
+
+
 def load_tokenizer(spec: str) -> Tokenizer:
     """The tokenizer named by ``spec``, loaded once per process."""
+    with _LOADING:
+        return _load_tokenizer(spec)
+
+
+@functools.lru_cache(maxsize=8)
+def _load_tokenizer(spec: str) -> Tokenizer:
     if not isinstance(spec, str) or not spec.strip():
         raise SettingsError(f"tokenizer must be a Hugging Face name or directory, or tiktoken:ENCODING; got {spec!r}")
     if spec.startswith(TIKTOKEN_PREFIX):

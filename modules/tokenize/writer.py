@@ -351,6 +351,12 @@ class TokenizeStage(Stage):
                         append_eod=settings.append_eod and tok.eod_id is not None,
                         tokenizer=settings.tokenizer, fingerprint=None)
 
+    def prepare_head(self, settings: TokenizeSettings) -> None:
+        from curate.stages.tokenize.load import is_hub_name, load_tokenizer
+
+        if not is_hub_name(settings.tokenizer):  # a hub name is pinned to a snapshot when the stage runs
+            load_tokenizer(settings.tokenizer).describe()
+
     def check_output(self, settings, inputs, output) -> None:
         # here, not in check: a job calls this for every stage before any work, also for a tokenize whose
         # input is a later stage's output (a hub name not in the cache failed after four stages had run)

@@ -31,8 +31,12 @@ def _signatures_of_input(inputs, i, partition, folder, sets, settings, buckets):
 
 
 def _attach_group(routed, sig_paths, verified_paths):
-    frames = [attach_ids(r.rows(), path, verified_paths[k] if verified_paths else None)
-              for k, (r, path) in enumerate(zip(routed, sig_paths))]
+    # a partition without members reads neither its ids nor its verified edges: one task does a whole
+    # group, and a sparse component graph leaves most partitions of it empty (the first stands in when
+    # all are, for the frame's columns)
+    rows = [r.rows() for r in routed]
+    todo = [k for k, r in enumerate(rows) if len(r)] or [0]
+    frames = [attach_ids(rows[k], sig_paths[k], verified_paths[k] if verified_paths else None) for k in todo]
     return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
 
@@ -181,13 +185,15 @@ class FuzzyDedupStage(Stage):
                             for p, c in enumerate(dedup.route_to_input(comps, "doc", offset + nparts))]
                 meta = meta.assign(tier=pd.Series([], dtype="int64"))
             else:
-                # one task per group of input partitions: they need only its compact rows and, one
-                # partition at a time, their ids and keys
+                # a task per run of input partitions of a group (split so that every thread has one:
+                # a group's runs spread over the workers, dedup.group_tasks): they need only its compact
+                # rows and, one partition at a time, their ids and keys. The members' parts are the
+                # same however they are split: each is sorted by a total order (keep.rank_order)
                 attach = dask.delayed(_attach_group, pure=True)
                 routed = dedup.route_to_groups(comps, "doc", nparts, groups)
                 with_ids = [attach([routed[p] for p in run], [sig_files[p] for p in run],
                                    [verified[p] for p in run] if verified else None)
-                            for run in dedup.runs_of(routed)]
+                            for run in dedup.split_runs(routed, ctx.slots)]
             if verified:
                 meta = meta.assign(loose=pd.Series([], dtype="bool"))
             by_comp = dedup.shuffle(dd.from_delayed(with_ids, meta=meta, divisions=[None] * (len(with_ids) + 1),
@@ -230,14 +236,17 @@ class FuzzyDedupStage(Stage):
             },
             "steps": steps.timings,
         }
+        audit = None
         if settings.audit_sample and settings.false_positive_check:  # the rounds' sets are there to compare
             from curate.stages.dedup.fuzzy import audit as auditing
 
-            # in a task: it reads every partition's sets table, which is no work for the head
-            (extra["dedup"]["audit"], extra["dedup"]["component_sizes"]), = ctx.run_compute(dask.delayed(
-                auditing.audit_run, pure=False)(store, range(offset, offset + nparts),
-                                               tuple(dedup.list_parts(steps.path("duplicates"))),
-                                               settings.threshold, settings.audit_sample))
+            # in a task (it reads every partition's sets table, no work for the head), beside the
+            # removal's writes: alone it kept one worker busy while the others waited (3.3 s of a
+            # 27 s stage at 6 quarter-core nodes); its place in the manifest is kept here
+            audit = ctx.run_beside(dask.delayed(auditing.audit_run, pure=False)(
+                store, range(offset, offset + nparts), tuple(dedup.list_parts(steps.path("duplicates"))),
+                settings.threshold, settings.audit_sample))
+            extra["dedup"].update(audit=None, component_sizes=None)
         if bases:
             extra["dedup"]["against"] = {
                 "indexes": [b.label for b in bases], "index_members": info["rows"] - mine,
@@ -246,5 +255,11 @@ class FuzzyDedupStage(Stage):
             extra["dedup"]["saved_index"] = save_index(settings, ctx, steps, joint, bases, inputs, sig_files, record)
         from curate.stages.dedup import removal
         marked = removal.removal_frame(inputs, steps, "duplicates", REASON, offset)
+
+        def audited() -> dict:
+            if audit is not None:
+                extra["dedup"]["audit"], extra["dedup"]["component_sizes"] = audit()
+            return extra
+
         return dataset.write_dataset(marked, ctx, stage=self.name, settings=settings,
-                                     reject_columns=("id",), extra=extra, records=steps.records())
+                                     reject_columns=("id",), extra=audited, records=steps.records())

@@ -28,7 +28,8 @@ def _part(routed, p, tag):
 def test_every_partition_once_in_order_in_enough_tasks(partitions, groups, at_least):
     routed, frame = _routed(partitions, groups)
     tasks = dedup.group_tasks(routed, _part, ("t",), at_least)
-    assert min(partitions, at_least) <= len(tasks) <= partitions
+    # more than twice the threads where the partitions allow: Dask then spreads them (root-ish)
+    assert min(partitions, 2 * at_least + 1) <= len(tasks) <= partitions
     results = dask.compute(*tasks, scheduler="sync")
     flat = [s for r in results for s in r]
     assert [s["partition"] for s in flat] == list(range(partitions))
@@ -57,3 +58,28 @@ def test_small_shuffles_of_compact_rows_move_as_tasks_and_the_users_method_wins(
     assert dedup.shuffle_method(dedup.TASKS_SHUFFLE_PARTITIONS + 1) is None
     with dask.config.set({"dataframe.shuffle.method": "p2p"}):
         assert dedup.shuffle_method(1) is None
+
+
+def _where(routed, p):
+    import time
+
+    from distributed import get_worker
+
+    time.sleep(0.2)  # long enough that a thread is busy when the next task is placed
+    return {"partition": p, "rows": len(routed.rows()), "worker": get_worker().address}
+
+
+def test_the_tasks_of_one_group_spread_over_the_workers_not_beside_its_frame():
+    """At 6 quarter-core nodes a verify step's six tasks, all reading one shuffled group, ran one after
+    the other on the worker that held it: Dask places a task beside its data. More than twice the
+    cluster's threads and its scheduler counts them root-ish, each to the next free thread."""
+    from distributed import Client, LocalCluster
+
+    routed, _ = _routed(12, 1)
+    with LocalCluster(n_workers=3, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        tasks = dedup.group_tasks(routed, _where, (), 3)
+        results = client.gather(client.compute(tasks))
+    flat = [s for r in results for s in r]
+    assert len(tasks) == 7 and [s["partition"] for s in flat] == list(range(12))
+    assert len({s["worker"] for s in flat}) == 3
