@@ -2,6 +2,7 @@
 
     .venv/bin/python jobs/bench_peers.py pipeline --datatrove /tmp/dt [--pages 8000] [--files 4]
         [--workers 2] [--repeat 2] [--workdir /tmp/curate-bench-pipeline] [--only curate|datatrove]
+        [--curate-tokenizer hf,tiktoken]
 
 WARC -> resiliparse plain text -> C4's line edit -> C4 + FineWeb quality rules (C4's curly-bracket
 rule off on both sides) -> exact dedup -> MinHash dedup (5-grams, 14 bands x 8 rows, no verification:
@@ -165,6 +166,10 @@ def main(argv=None) -> int:
     p.add_argument("--workdir", default="/tmp/curate-bench-pipeline")
     p.add_argument("--only", choices=("curate", "datatrove"), default=None,
                    help="run one side only (to re-measure it; no ratios printed)")
+    p.add_argument("--curate-tokenizer", default="hf",
+                   help="curate's cl100k_base, comma-separated for several curate runs: hf (the tokenizer.json "
+                        "datatrove reads, converted from tiktoken) or tiktoken (tiktoken:cl100k_base, the reference "
+                        "encoder; the conversion splits some digit runs differently: 0.002%% of the tokens)")
     args = p.parse_args(argv)
     os.makedirs(args.workdir, exist_ok=True)
     pages = make_pages(args.workdir, args.pages, args.files)
@@ -182,18 +187,24 @@ def main(argv=None) -> int:
         f.write(DATATROVE)
     python = os.path.join(args.datatrove, "bin", "python")
     curate_bin = os.path.join(os.path.dirname(sys.executable), "curate")
-    runs: dict[str, list[dict]] = {"curate": [], "datatrove": []}
+    kinds = args.curate_tokenizer.split(",")
+    if not set(kinds) <= {"hf", "tiktoken"}:
+        p.error(f"--curate-tokenizer: hf or tiktoken; got {args.curate_tokenizer!r}")
+    # one name per curate run: "curate" alone as before, "curate-hf", "curate-tiktoken" side by side
+    sides = ["curate" if kinds == ["hf"] else f"curate-{k}" for k in kinds] + ["datatrove"]
+    runs: dict[str, list[dict]] = {n: [] for n in sides}
     load = os.getloadavg()
     for r in range(args.repeat):
-        for name in (["curate", "datatrove"] if r % 2 == 0 else ["datatrove", "curate"]):
-            if args.only not in (None, name):
+        for name in (sides if r % 2 == 0 else sides[::-1]):
+            if args.only not in (None, name.split("-")[0]):
                 continue
             out = os.path.join(args.workdir, f"out-{name}")
             shutil.rmtree(out, ignore_errors=True)
-            if name == "curate":
+            if name.startswith("curate"):
                 job = os.path.join(args.workdir, "job.yaml")
+                spec = "tiktoken:cl100k_base" if name.endswith("tiktoken") else tokenizer
                 with open(job, "w") as f:
-                    f.write(JOB.format(input=pages, output=out, filters=filters, tokenizer=tokenizer))
+                    f.write(JOB.format(input=pages, output=out, filters=filters, tokenizer=spec))
                 run = run_tree([curate_bin, "--log-level", "WARNING", "run", job, "--cluster", "local",
                                 "--workers", str(args.workers)])
                 run.update(curate_counts(out))
@@ -202,7 +213,7 @@ def main(argv=None) -> int:
                                 str(args.files), str(args.workers)])
                 run.update(datatrove_counts(out))
             runs[name].append(run)
-            print(f"run {r} {name:<9} wall {run['wall']:7.1f} s  CPU {run['cpu']:7.1f} s  peak RSS "
+            print(f"run {r} {name:<15} wall {run['wall']:7.1f} s  CPU {run['cpu']:7.1f} s  peak RSS "
                   f"{run['rss'] / 2**20:6.0f} MiB  pages kept {run['pages']:7d}  token bytes {run['token_bytes']:,}",
                   flush=True)
     print(f"{args.pages} pages in {args.files} files, {args.workers} workers; load average before "
@@ -210,14 +221,17 @@ def main(argv=None) -> int:
     med = {n: {k: statistics.median(x[k] for x in rs) for k in ("wall", "cpu", "pages", "token_bytes")}
            for n, rs in runs.items() if rs}
     for n, m in med.items():
-        print(f"{n:<9} median wall {m['wall']:7.1f} s  CPU {m['cpu']:7.1f} s  pages {m['pages']:.0f}  "
+        print(f"{n:<15} median wall {m['wall']:7.1f} s  CPU {m['cpu']:7.1f} s  pages {m['pages']:.0f}  "
               f"token bytes {m['token_bytes']:,.0f}")
-    if len(med) < 2:
+    if "datatrove" not in med or len(med) < 2:
         return 0
-    c, d = med["curate"], med["datatrove"]
-    print(f"datatrove / curate: wall {d['wall'] / c['wall']:.2f}x  CPU {d['cpu'] / c['cpu']:.2f}x; pages "
-          f"{(c['pages'] - d['pages']) / d['pages']:+.2%}, token bytes {(c['token_bytes'] - d['token_bytes']) / d['token_bytes']:+.2%}")
-    print("curate per stage (documents out):", runs["curate"][-1]["steps"])
+    d = med["datatrove"]
+    for n in sides[:-1]:
+        c = med[n]
+        print(f"datatrove / {n}: wall {d['wall'] / c['wall']:.2f}x  CPU {d['cpu'] / c['cpu']:.2f}x; pages "
+              f"{(c['pages'] - d['pages']) / d['pages']:+.2%}, token bytes "
+              f"{(c['token_bytes'] - d['token_bytes']) / d['token_bytes']:+.3%}")
+        print(f"{n} per stage (documents out):", runs[n][-1]["steps"])
     print("datatrove per step:", json.dumps(runs["datatrove"][-1]["steps"])[:3000])
     with open(os.path.join(args.workdir, f"result-{args.pages}.json"), "w") as f:
         json.dump({"runs": runs, "medians": med, "load_before": load, "load_after": os.getloadavg()}, f, default=str)
