@@ -134,9 +134,21 @@ def make_input(folder: Path, pages: int, files: int) -> Path:
     return folder
 
 
-def make_job(template: Path, input_dir: Path, path: Path) -> Path:
+def make_job(template: Path, input_dir: Path, path: Path, node_cpus: float = 1.0) -> Path:
+    """The job template on the sweep's input. On a node of a fraction of a core a page's extraction takes
+    that much longer in wall time: an extract stage without its own ``extract_timeout`` gets the default
+    divided by the share, or a page a whole core extracts in time is a ``timeout`` reject on a starved
+    node and the outputs differ between node counts (one page at 6 quarter-core nodes did)."""
+    from curate.stages.extract.warc import ExtractWarcSettings
+
     doc = yaml.safe_load(template.read_text())
     doc["input"] = f"{input_dir}/*.warc.gz"
+    if node_cpus < 1:
+        for stage in doc.get("stages", []):
+            (name, settings), = stage.items()
+            if name.startswith("extract") and "extract_timeout" not in (settings or {}):
+                stage[name] = {**(settings or {}),
+                               "extract_timeout": min(3600.0, ExtractWarcSettings.extract_timeout / node_cpus)}
     doc.pop("output", None)
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
@@ -188,7 +200,8 @@ def run_sweep(args, mode: str) -> dict:
         extra = {"CURATE_WEAK_FILES_PER_NODE": str(args.files_per_node)}
     else:
         pages, files, extra = args.pages, args.files, {}
-    job = make_job(args.job, make_input(args.output / "input", pages, files), args.output / "job.yaml")
+    job = make_job(args.job, make_input(args.output / "input", pages, files), args.output / "job.yaml",
+                   args.node_cpus)
     results, log = args.output / "results", args.output / "job.log"
     cluster = Cluster(max(counts), args.node_cpus, args.node_memory, args.link, args.output / "cluster-logs")
     sampler = LoadSampler(args.output / "loadavg.csv")
@@ -226,7 +239,8 @@ def run_node_loss(args) -> dict:
     k = max(int(n) for n in args.nodes.split(","))
     args.output.mkdir(parents=True, exist_ok=True)
     args.repeat = 1
-    job = make_job(args.job, make_input(args.output / "input", args.pages, args.files), args.output / "job.yaml")
+    job = make_job(args.job, make_input(args.output / "input", args.pages, args.files), args.output / "job.yaml",
+                   args.node_cpus)
     cluster = Cluster(k, args.node_cpus, args.node_memory, args.link, args.output / "cluster-logs")
     victim, report = f"node{k}", {"nodes": k}
     try:
