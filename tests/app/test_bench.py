@@ -7,7 +7,7 @@ import os
 import pytest
 
 from curate.app import bench
-from tests.conftest import curate, run_stage, write_jsonl
+from tests.conftest import curate, curate_here, run_stage, write_jsonl
 
 
 def test_amdahl_fit_recovers_the_serial_fraction():
@@ -37,8 +37,12 @@ def test_record_appends_stage_rows(tmp_path):
     src = write_jsonl(tmp_path / "in.jsonl", [{"text": "a  b"}] * 3)
     run_stage("normalize", {}, src, tmp_path / "job" / "01-normalize")
     target = tmp_path / "scaling.csv"
-    for nodes in (1, 2):
-        curate("bench", "record", tmp_path / "job", "--csv", target, "--label", f"nodes={nodes}")
+    for nodes in (1, 2):  # the first in a real process, the appending one through cli.main here
+        args = ("bench", "record", tmp_path / "job", "--csv", target, "--label", f"nodes={nodes}")
+        if nodes == 1:
+            curate(*args)
+        else:
+            assert curate_here(*args).returncode == 0
     rows = list(csv.DictReader(target.open()))
     assert [(r["nodes"], r["stage"]) for r in rows] == [
         ("1", "01-normalize"), ("1", "total"), ("2", "01-normalize"), ("2", "total")]

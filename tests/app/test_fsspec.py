@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from tests.conftest import curate, write_jsonl
+from tests.conftest import curate, curate_here, write_jsonl
 from tests.httpserver import FileServer
 
 pytestmark = pytest.mark.slow
@@ -22,6 +22,19 @@ def s3(s3_endpoint, monkeypatch):
     fs = fsspec.filesystem("s3", skip_instance_cache=True)
     fs.mkdir("fsspec-bkt")
     return fs
+
+
+def here(*args):
+    """``curate ARGS`` through cli.main in this process, with none of s3fs's cached filesystems (cached by
+    arguments, not by endpoint, each with its listings) kept from before or left for later: each call
+    sees the bucket as it is, as a new process would."""
+    import s3fs
+
+    s3fs.S3FileSystem.clear_instance_cache()
+    try:
+        return curate_here(*args)
+    finally:
+        s3fs.S3FileSystem.clear_instance_cache()
 
 
 def job_file(tmp_path, input_spec, output):
@@ -42,7 +55,9 @@ def test_a_whole_job_from_s3_to_s3(s3, tmp_path):
     local = job_file(tmp_path, str(tmp_path / "in" / "*.jsonl"), str(tmp_path / "local"))
     out = curate("run", remote, "--workers", "2").stdout
     assert "curate: output in s3://fsspec-bkt/job/05-tokenize" in out
-    curate("run", local, "--cluster", "threads")  # the reference, in one process (the same bytes as a cluster's)
+    # the reference, in this process (cli.main, as the session's sample_job: the same bytes as a cluster's)
+    ref = here("run", local, "--cluster", "threads")
+    assert ref.returncode == 0, ref.stderr[-4000:]
     s3.invalidate_cache()
     # every stage wrote to the bucket, each with manifest and _SUCCESS, and the job root too
     stages = ["01-clean", "02-exact_dedup", "03-fuzzy_dedup", "04-shuffle", "05-tokenize"]
@@ -56,21 +71,24 @@ def test_a_whole_job_from_s3_to_s3(s3, tmp_path):
     m = json.loads(s3.cat_file("fsspec-bkt/job/02-exact_dedup/_manifest.json"))
     assert m["counts"]["dropped"] == {"exact_duplicate": 1}
     assert "AWS_SECRET" not in json.dumps(m) and "testing" not in json.dumps(m["io"])
-    assert "OK" in curate("verify", "s3://fsspec-bkt/job", "--checksums").stdout
+    assert "OK" in here("verify", "s3://fsspec-bkt/job", "--checksums").stdout
     # a reader refuses a prefix without _SUCCESS
     s3.rm_file("fsspec-bkt/job/04-shuffle/_SUCCESS")
-    bad = curate("tokenize", "--input", "s3://fsspec-bkt/job/04-shuffle", "--output", tmp_path / "t",
-                 "--tokenizer", "tiktoken:cl100k_base", check=False)
+    bad = here("tokenize", "--input", "s3://fsspec-bkt/job/04-shuffle", "--output", tmp_path / "t",
+               "--tokenizer", "tiktoken:cl100k_base")
     assert bad.returncode == 2 and "no _SUCCESS" in bad.stderr
     # what a kill during stage 4 leaves: resumed, stages 1-3 skipped, the same bytes again
     before = s3.cat_file("fsspec-bkt/job/05-tokenize/part_00000.bin")
     s3.rm_file("fsspec-bkt/job/05-tokenize/_SUCCESS")
     s3.rm_file("fsspec-bkt/job/04-shuffle/part-00001.parquet")
-    out = curate("run", remote, "--cluster", "threads").stdout  # the cluster's S3 access: the first run above
+    # in this process: the cluster's S3 access is the first run above, a real process
+    resumed = here("run", remote, "--cluster", "threads")
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    out = resumed.stdout
     assert [line.split()[1] for line in out.splitlines()[2:7]] == ["skipped"] * 3 + ["ran"] * 2
     s3.invalidate_cache()
     assert s3.cat_file("fsspec-bkt/job/05-tokenize/part_00000.bin") == before
-    assert "OK" in curate("verify", "s3://fsspec-bkt/job/05-tokenize").stdout
+    assert "OK" in here("verify", "s3://fsspec-bkt/job/05-tokenize").stdout
 
 
 def test_parquet_over_https_from_a_local_server(tmp_path):

@@ -140,10 +140,11 @@ def test_two_concurrent_runs_one_is_refused(tmp_path):
     _, err = first.communicate(timeout=300)
     assert first.returncode == 0, err
     assert not (out / "_LOCK").exists()
-    assert curate("verify", out).returncode == 0
-    # the survivor's output is what an undisturbed run writes
+    assert cli("verify", out, cwd=ROOT, here=True).returncode == 0
+    # the survivor's output is what an undisturbed run writes (in this process: the same bytes as a cluster's)
     alone = tmp_path / "alone"
-    curate("run", job, "--output", alone, "--workers", "1")
+    done = cli("run", job, "--output", alone, "--cluster", "threads", cwd=ROOT, here=True)
+    assert done.returncode == 0, done.stderr[-3000:]
     for part in ("02-shuffle/part-00000.parquet", "02-shuffle/part-00001.parquet"):
         assert (out / part).read_bytes() == (alone / part).read_bytes()
 

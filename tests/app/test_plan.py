@@ -37,6 +37,17 @@ def _calibration(folder):
     return folder
 
 
+def plan_here(*args, check=True):
+    """``curate plan ARGS`` through ``cli.main`` in this process (``curate_here``), failing like
+    ``curate``'s check when it exits non-zero. Real processes of the command stay checked in
+    test_sample_run_calibrates_from_one_point, test_the_docs_example_is_what_the_command_prints and the
+    first case of test_every_refusal_of_point_3_is_one_line_with_exit_2."""
+    proc = curate_here("plan", *args)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"curate plan {' '.join(map(str, args))} exited {proc.returncode}\n{proc.stderr[-4000:]}")
+    return proc
+
+
 def _job(tmp_path, stages="  - clean: {}\n  - exact_dedup: {}\n"):
     job = tmp_path / "job.yaml"
     job.write_text(f"input: {tmp_path / 'absent' / '*.jsonl'}\nstages:\n{stages}")
@@ -71,8 +82,8 @@ def _hand(memory_per_node):
 def test_plan_matches_the_hand_computation(tmp_path, memory):
     folder = _calibration(str(tmp_path / "cal"))
     out = tmp_path / "plan.json"
-    proc = curate("plan", _job(tmp_path), "--calibration", folder, "--nodes", "2", "--cores-per-node", "4",
-                  "--memory-per-node", memory, "--link", "8gbit", "--input-size", "10MB", "--json", out)
+    proc = plan_here(_job(tmp_path), "--calibration", folder, "--nodes", "2", "--cores-per-node", "4",
+                     "--memory-per-node", memory, "--link", "8gbit", "--input-size", "10MB", "--json", out)
     result = json.loads(out.read_text())
     assert result["ratio"] == 10.0
     (p,) = result["plans"]
@@ -128,15 +139,15 @@ def test_bad_options_are_one_line_naming_the_option(tmp_path, args, message):
     base = {"--calibration": _calibration(str(tmp_path / "cal")), "--nodes": "8", "--cores-per-node": "32",
             "--memory-per-node": "256GiB"}
     base.update({args[0]: args[1].replace("EMPTY", str(tmp_path / "EMPTY"))})
-    proc = curate("plan", _job(tmp_path), *[x for kv in base.items() for x in kv], check=False)
+    proc = plan_here(_job(tmp_path), *[x for kv in base.items() for x in kv], check=False)
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
 
 
 def test_a_stage_missing_from_the_calibration_is_named(tmp_path):
     job = _job(tmp_path, "  - clean: {}\n  - exact_dedup: {}\n  - shuffle: {}\n")
-    proc = curate("plan", job, "--calibration", _calibration(str(tmp_path / "cal")), "--nodes", "8",
-                  "--cores-per-node", "32", "--memory-per-node", "256GiB", check=False)
+    proc = plan_here(job, "--calibration", _calibration(str(tmp_path / "cal")), "--nodes", "8",
+                     "--cores-per-node", "32", "--memory-per-node", "256GiB", check=False)
     assert proc.returncode == 2
     assert "--calibration" in proc.stderr and "stage 03-shuffle is not in scaling.csv" in proc.stderr
 
@@ -306,9 +317,9 @@ def test_a_peak_measured_at_one_size_is_kept_and_said_so(tmp_path):
                    (2, "02-exact_dedup", 3, 10, 2 * GiB, 64 * MiB, 10**9),
                    (4, "02-exact_dedup", 2, 10, 2 * GiB, 64 * MiB, 10**9)])
     out = tmp_path / "plan.json"
-    args = ["plan", _job(tmp_path), "--calibration", folder, "--nodes", "2", "--cores-per-node", "4",
+    args = [_job(tmp_path), "--calibration", folder, "--nodes", "2", "--cores-per-node", "4",
             "--memory-per-node", "16GiB", "--input-size", "10GB", "--json", out]
-    proc = curate(*args, "--partition-size", "256MiB")
+    proc = plan_here(*args, "--partition-size", "256MiB")
     says = ("peak memory per worker of 01-clean, 02-exact_dedup: measured at one partition size only, so its "
             "growth with partition size was not measured and the peak at another size is unknown")
     assert says in proc.stdout
@@ -317,15 +328,15 @@ def test_a_peak_measured_at_one_size_is_kept_and_said_so(tmp_path):
                                                                                      (2 * GiB, 64 * MiB)]
     assert "1 GiB*" in proc.stdout and "2 GiB*" in proc.stdout
     assert "* a peak measured at partitions of 64 MiB, not at the 256 MiB planned" in proc.stdout
-    proc = curate(*args)  # at the calibration's own size the peak is the measured one: no mark
+    proc = plan_here(*args)  # at the calibration's own size the peak is the measured one: no mark
     assert says in proc.stdout and "GiB*" not in proc.stdout
 
 
 def test_without_partition_bytes_the_plan_is_as_before_and_says_the_size_is_unknown(tmp_path):
     out = tmp_path / "plan.json"
-    proc = curate("plan", _job(tmp_path), "--calibration", _calibration(str(tmp_path / "cal")), "--nodes", "2",
-                  "--cores-per-node", "4", "--memory-per-node", "16GiB", "--link", "8gbit", "--input-size", "10MB",
-                  "--partition-size", "1GiB", "--json", out)
+    proc = plan_here(_job(tmp_path), "--calibration", _calibration(str(tmp_path / "cal")), "--nodes", "2",
+                     "--cores-per-node", "4", "--memory-per-node", "16GiB", "--link", "8gbit", "--input-size", "10MB",
+                     "--partition-size", "1GiB", "--json", out)
     assert "partition size: unknown (no calibration row has partition_bytes)" in proc.stdout
     assert "--partition-size is not applied" in proc.stdout
     (p,) = json.loads(out.read_text())["plans"]
@@ -347,8 +358,8 @@ def test_the_named_partition_size_matches_the_hand_computation(tmp_path):
         (2, "02-exact_dedup", 3, "", GiB, 20 * MiB, 10**9), (4, "02-exact_dedup", 2, "", 2 * GiB, 60 * MiB, 10**9)])
     out = tmp_path / "plan.json"
     # 7 cores a node, 7 workers of 4 GiB each
-    proc = curate("plan", _job(tmp_path), "--calibration", folder, "--nodes", "1,2,200,1000", "--cores-per-node", "7",
-                  "--memory-per-node", "28GiB", "--input-size", "100GB", "--json", out)
+    proc = plan_here(_job(tmp_path), "--calibration", folder, "--nodes", "1,2,200,1000", "--cores-per-node", "7",
+                     "--memory-per-node", "28GiB", "--input-size", "100GB", "--json", out)
     plans = json.loads(out.read_text())["plans"]
     named = [(p["nodes"], p["partition_size"]["bytes"]) for p in plans]
     # 7 cores: 35 MiB -> 40 MiB (the calibration's own size, a candidate); 14: 70 -> 128 MiB; 1,400: 7,000 MiB ->

@@ -17,19 +17,40 @@ from tests.conftest import write_jsonl
 WORDS = "the river bends near the old mill where children play every summer afternoon".split()
 
 
-@pytest.fixture
-def job(tmp_path):
+@pytest.fixture(scope="module")
+def _built(tmp_path_factory):
+    """The job run once for the module, in its own folder, and a pristine copy of that folder."""
+    import shutil
+
+    import dask
+
+    home = tmp_path_factory.mktemp("reproduce") / "job"
     docs = [{"id": f"d{i}", "text": " ".join(WORDS[i % 7:] + WORDS[:i % 7]) + f" {i}"} for i in range(12)]
     docs += [{"id": "dup", "text": docs[0]["text"]}, {"id": "short", "text": "too short"}]
-    write_jsonl(tmp_path / "in" / "a.jsonl", docs[:7])
-    write_jsonl(tmp_path / "in" / "b.jsonl", docs[7:])
-    (tmp_path / "chain.yaml").write_text("filters:\n  - {filter: word_count, min: 5}\n")
-    (tmp_path / "job.yaml").write_text(
-        f"name: rep\ninput: {tmp_path / 'in' / '*.jsonl'}\nstages:\n  - clean: {{}}\n"
-        f"  - filter: {{config: {tmp_path / 'chain.yaml'}}}\n  - exact_dedup: {{}}\n"
+    write_jsonl(home / "in" / "a.jsonl", docs[:7])
+    write_jsonl(home / "in" / "b.jsonl", docs[7:])
+    (home / "chain.yaml").write_text("filters:\n  - {filter: word_count, min: 5}\n")
+    (home / "job.yaml").write_text(
+        f"name: rep\ninput: {home / 'in' / '*.jsonl'}\nstages:\n  - clean: {{}}\n"
+        f"  - filter: {{config: {home / 'chain.yaml'}}}\n  - exact_dedup: {{}}\n"
         "  - tokenize: {tokenizer: 'tiktoken:cl100k_base'}\n")
-    assert main(["run", str(tmp_path / "job.yaml"), "--output", str(tmp_path / "out"), "--cluster", "threads"]) == 0
-    return tmp_path
+    with dask.config.set(scheduler="synchronous"):  # as the tests' own in-process runs
+        assert main(["run", str(home / "job.yaml"), "--output", str(home / "out"), "--cluster", "threads"]) == 0
+    pristine = home.with_name("pristine")
+    shutil.copytree(home, pristine, symlinks=True)
+    return home, pristine
+
+
+@pytest.fixture
+def job(_built):
+    """The job's folder as the run left it, for each test to change as it likes: the module's run
+    copied back in place (the same absolute paths its manifests record: input, chain, output)."""
+    import shutil
+
+    home, pristine = _built
+    shutil.rmtree(home)
+    shutil.copytree(pristine, home, symlinks=True)
+    return home
 
 
 def files_of(folder):

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from curate.app import signals
-from tests.conftest import CURATE, ROOT
+from tests.conftest import CURATE, ROOT, curate_here
 
 
 def _start(tmp_path, mode="local"):
@@ -59,8 +59,8 @@ def test_sigterm_to_the_whole_step_is_one_line_exit_143_no_lock_and_a_rerun_resu
     assert text.rstrip().splitlines()[-1] == "curate: terminated (SIGTERM)"
     assert "Traceback" not in text and "leaked semaphore" not in text, text[-3000:]
     assert _no_lock(tmp_path / "out") == []
-    rerun = subprocess.run([*CURATE, "run", "jobs/sample.yaml", "--output", str(tmp_path / "out"), "--cluster",
-                            "threads"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    # the rerun through cli.main in this process: the signal's effects are the killed process's, checked above
+    rerun = curate_here("run", "jobs/sample.yaml", "--output", tmp_path / "out", "--cluster", "threads", cwd=ROOT)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert "skip" in rerun.stdout + rerun.stderr  # the first stage finished before the signal: resumed
 

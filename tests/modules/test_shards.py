@@ -12,7 +12,7 @@ import pytest
 
 from curate.stages.errors import SettingsError
 from curate.stages.shards import plan_shards, verify
-from tests.conftest import curate, run_stage
+from tests.conftest import curate, curate_here, run_stage
 from tests.modules.tokensets import make_token_set
 
 EOT = 99
@@ -111,7 +111,7 @@ def test_verify_fails_one_line_per_problem(tmp_path):
     ts = make_token_set(tmp_path / "tok", [[[1, 2, 3], [4, 5]], [[6, 7, 8]]], vocab_size=100, eod_id=EOT)
     out = tmp_path / "s"
     run_stage("shards", {"shard_tokens": 4}, ts, out)
-    proc = curate("verify", out, "--vocab-size", "100")
+    proc = curate_here("verify", out, "--vocab-size", "100")  # the failing verify below is a real process
     assert proc.returncode == 0 and "shards: 3 files" in proc.stdout and "first 4: [1, 2, 3, 99]" in proc.stdout
     # an id above the vocabulary in one shard, another shard gone
     path = out / "shard_train_000001.npy"

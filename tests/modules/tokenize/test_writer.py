@@ -354,19 +354,20 @@ def test_split_sets(tmp_path, bpe_dir):
 
 
 def test_cli_flags():
-    from tests.conftest import curate
+    from tests.conftest import ROOT, curate, curate_here
 
-    text = curate("tokenize", "--help").stdout
+    text = curate("tokenize", "--help").stdout  # a real process, and one refusal below
     for flag in ("--tokenizer TOK", "--append-eod, --no-append-eod", "--add-bos", "--batch-size N",
                  "--prefix NAME", "--split NAME=FRACTION", "--text-field", "--cluster"):
         assert flag in text, flag
-    bad = curate("tokenize", "--input", "x.jsonl", "--output", "o", "--tokenizer", "t", "--split", "dev=0.1",
-                 check=False)
+    bad = curate_here("tokenize", "--input", "x.jsonl", "--output", "o", "--tokenizer", "t", "--split", "dev=0.1",
+                      cwd=ROOT)
     assert bad.returncode == 2 and "unknown set 'dev'" in bad.stderr
     # usage errors about the tokenizer come before the cluster: an unreachable scheduler is never asked
-    for tok, message in (("./no-such-tokenizer", "no such directory"), ("tiktoken:nope", "unknown tiktoken")):
-        bad = curate("tokenize", "--input", "x.jsonl", "--output", "o", "--tokenizer", tok,
-                     "--cluster", "tcp://127.0.0.1:9", check=False)
+    for i, (tok, message) in enumerate((("./no-such-tokenizer", "no such directory"),
+                                        ("tiktoken:nope", "unknown tiktoken"))):  # the first in a real process
+        cmd = ("tokenize", "--input", "x.jsonl", "--output", "o", "--tokenizer", tok, "--cluster", "tcp://127.0.0.1:9")
+        bad = curate_here(*cmd, cwd=ROOT) if i else curate(*cmd, check=False)
         assert bad.returncode == 2 and message in bad.stderr, bad.stderr
         assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
 
