@@ -88,3 +88,23 @@ def test_a_two_node_emulated_run_of_a_tiny_job(tmp_path):
         assert (local / "03-tokenize" / name).read_bytes() == (ran / name).read_bytes(), name
     # the driver took its cluster down
     assert subprocess.run(["ip", "netns"], capture_output=True, text=True).stdout == namespaces
+
+
+def test_a_capped_node_gives_page_extraction_the_wall_time_a_whole_core_would(tmp_path):
+    """At 6 quarter-core nodes a page a whole core extracts within the default 5 s was a timeout reject,
+    and its partition's files differed from the 1-node run's: the sweep's job divides the default by
+    the node's share of a core, and leaves a timeout the template sets alone (needs no cluster)."""
+    sys.path.insert(0, str(ROOT / "jobs"))
+    from bench_cluster import make_job
+
+    template = tmp_path / "t.yaml"
+    template.write_text(yaml.safe_dump({"input": "x", "output": "y", "stages": [
+        {"extract_warc": {"algorithm": "resiliparse"}}, {"clean": {}}]}))
+    job = yaml.safe_load(make_job(template, tmp_path / "in", tmp_path / "j.yaml", 0.25).read_text())
+    assert job["stages"] == [{"extract_warc": {"algorithm": "resiliparse", "extract_timeout": 20.0}}, {"clean": {}}]
+    assert job["input"] == f"{tmp_path / 'in'}/*.warc.gz" and "output" not in job
+    whole = yaml.safe_load(make_job(template, tmp_path / "in", tmp_path / "w.yaml", 1.0).read_text())
+    assert whole["stages"][0] == {"extract_warc": {"algorithm": "resiliparse"}}
+    template.write_text(yaml.safe_dump({"input": "x", "stages": [{"extract_warc": {"extract_timeout": 7.0}}]}))
+    own = yaml.safe_load(make_job(template, tmp_path / "in", tmp_path / "o.yaml", 0.25).read_text())
+    assert own["stages"] == [{"extract_warc": {"extract_timeout": 7.0}}]
