@@ -101,8 +101,22 @@ def make_inputs(output: str, files: int = 4) -> None:
 # --------------------------------------------------------------------------- in-process: curate vs the raw loop
 
 
-def raw_loop(files: list[str], nemo: bool) -> int:
+def raw_pages(files: list[str]):
+    """The decoded HTML of every 200 text/html response of the files, read by FastWARC: the raw loop's
+    input (here and in ``bench_peers_pipeline.py --floor``)."""
     from fastwarc.warc import ArchiveIterator, WarcRecordType
+
+    for path in files:
+        with open(path, "rb") as f:
+            for rec in ArchiveIterator(f, record_types=WarcRecordType.response, parse_http=True):
+                if rec.http_headers is None or rec.http_headers.status_code != 200:
+                    continue
+                if (rec.http_content_type or "").lower() not in ("text/html", "application/xhtml+xml"):
+                    continue
+                yield rec.reader.read().decode(rec.http_charset or "utf-8", "replace")
+
+
+def raw_loop(files: list[str], nemo: bool) -> int:
     from resiliparse.extract.html2text import extract_plain_text
 
     if nemo:
@@ -111,28 +125,21 @@ def raw_loop(files: list[str], nemo: bool) -> int:
 
         lists = stoplists()
     docs = 0
-    for path in files:
-        with open(path, "rb") as f:
-            for rec in ArchiveIterator(f, record_types=WarcRecordType.response, parse_http=True):
-                if rec.http_headers is None or rec.http_headers.status_code != 200:
-                    continue
-                if (rec.http_content_type or "").lower() not in ("text/html", "application/xhtml+xml"):
-                    continue
-                html = rec.reader.read().decode(rec.http_charset or "utf-8", "replace")
-                if nemo:
-                    name = detect(html, html=True)[0]
-                text = extract_plain_text(html, **RESILIPARSE_ARGS)
-                if nemo and text.strip():
-                    stop = lists.get(name)
-                    if stop is None:
-                        continue
-                    kept = []
-                    for line in text.split("\n"):
-                        words = line.split()
-                        if words and sum(w in stop for w in words) / len(words) >= 0.32:
-                            kept.append(line)
-                    text = "\n\n".join(kept)
-                docs += bool(text.strip())
+    for html in raw_pages(files):
+        if nemo:
+            name = detect(html, html=True)[0]
+        text = extract_plain_text(html, **RESILIPARSE_ARGS)
+        if nemo and text.strip():
+            stop = lists.get(name)
+            if stop is None:
+                continue
+            kept = []
+            for line in text.split("\n"):
+                words = line.split()
+                if words and sum(w in stop for w in words) / len(words) >= 0.32:
+                    kept.append(line)
+            text = "\n\n".join(kept)
+        docs += bool(text.strip())
     return docs
 
 

@@ -133,18 +133,12 @@ import json, sys
 mode, src, out = sys.argv[1:4]
 if mode == "extract":  # FastWARC + resiliparse with the job's arguments, every HTML 200 page, nothing else
     import glob
-    from fastwarc.warc import ArchiveIterator, WarcRecordType
     from resiliparse.extract.html2text import extract_plain_text
+    sys.path.insert(0, JOBS)
+    from bench_extract_peers import RESILIPARSE_ARGS, raw_pages
     with open(out, "w") as o:
-        for path in sorted(glob.glob(src + "/*.warc.gz")):
-            with open(path, "rb") as f:
-                for rec in ArchiveIterator(f, record_types=WarcRecordType.response, parse_http=True):
-                    if rec.http_headers is None or rec.http_headers.status_code != 200:
-                        continue
-                    if (rec.http_content_type or "").lower() not in ("text/html", "application/xhtml+xml"):
-                        continue
-                    html = rec.reader.read().decode(rec.http_charset or "utf-8", "replace")
-                    o.write(json.dumps(extract_plain_text(html, **ARGS)) + "\\n")
+        for html in raw_pages(sorted(glob.glob(src + "/*.warc.gz"))):
+            o.write(json.dumps(extract_plain_text(html, **RESILIPARSE_ARGS)) + "\\n")
 else:  # the raw encoder over those texts, ids kept in memory only
     texts = [json.loads(line) for line in open(src)]
     if mode == "tiktoken":
@@ -162,11 +156,11 @@ else:  # the raw encoder over those texts, ids kept in memory only
 def floor(work: str, pages: str, tokenizer: str, kinds: list[str]) -> dict:
     """The physical limit (issue 48, point 3): a raw extraction loop and a raw encoder loop, one process
     each, CPU-seconds of each process tree (imports included, as curate's count theirs)."""
-    from bench_extract_peers import RESILIPARSE_ARGS, run_tree
+    from bench_extract_peers import run_tree
 
     script, texts = os.path.join(work, "floor.py"), os.path.join(work, "floor-texts.jsonl")
     with open(script, "w") as f:
-        f.write(f"ARGS = {RESILIPARSE_ARGS!r}\n" + FLOOR)
+        f.write(f"JOBS = {os.path.join(ROOT, 'jobs')!r}\n" + FLOOR)
     result = {"extract": run_tree([sys.executable, script, "extract", pages, texts])}
     for k in kinds:
         result[k] = run_tree([sys.executable, script, "tiktoken" if k == "tiktoken" else
