@@ -144,11 +144,13 @@ def make_job(template: Path, input_dir: Path, path: Path, node_cpus: float = 1.0
     doc = yaml.safe_load(template.read_text())
     doc["input"] = f"{input_dir}/*.warc.gz"
     if node_cpus < 1:
-        for stage in doc.get("stages", []):
-            (name, settings), = stage.items()
+        stages = doc.get("stages", [])
+        for i, stage in enumerate(stages):
+            # a stage is a name alone ("clean") or a one-key mapping of its name to its settings
+            (name, settings), = stage.items() if isinstance(stage, dict) else [(stage, None)]
             if name.startswith("extract") and "extract_timeout" not in (settings or {}):
-                stage[name] = {**(settings or {}),
-                               "extract_timeout": min(3600.0, ExtractWarcSettings.extract_timeout / node_cpus)}
+                stages[i] = {name: {**(settings or {}),
+                                    "extract_timeout": min(3600.0, ExtractWarcSettings.extract_timeout / node_cpus)}}
     doc.pop("output", None)
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path

@@ -108,3 +108,7 @@ def test_a_capped_node_gives_page_extraction_the_wall_time_a_whole_core_would(tm
     template.write_text(yaml.safe_dump({"input": "x", "stages": [{"extract_warc": {"extract_timeout": 7.0}}]}))
     own = yaml.safe_load(make_job(template, tmp_path / "in", tmp_path / "o.yaml", 0.25).read_text())
     assert own["stages"] == [{"extract_warc": {"extract_timeout": 7.0}}]
+    # a stage written as its name alone (the sample's "- clean") is a stage without settings
+    template.write_text(yaml.safe_dump({"input": "x", "stages": ["extract_warc", "clean"]}))
+    bare = yaml.safe_load(make_job(template, tmp_path / "in", tmp_path / "b.yaml", 0.25).read_text())
+    assert bare["stages"] == [{"extract_warc": {"extract_timeout": 20.0}}, "clean"]
