@@ -256,7 +256,7 @@ def _mpi(settings: ClusterSettings):
         client.run_on_scheduler(_watch_job, client.id)
         from curate.app.worker_warm import import_all
 
-        import_all(settings.worker_imports)  # the job's modules, while the workers start on their nodes
+        import_all(settings.worker_imports, call=False)  # the job's modules, while the workers start on their nodes
         if settings.workers is not None:
             log.warning("--workers %d is ignored with --cluster mpi: the workers are MPI ranks 2..%d; "
                         "launch more ranks to get more workers", settings.workers, size - 1)

@@ -9,8 +9,9 @@ the client plans) and imports the job's modules as it starts, before it register
 same time as a task, so no two threads of the worker import the same modules at once (a circular
 import between two such threads can fail one of them). Under MPI the client rank meanwhile imports
 the same modules itself while the workers start, on their own nodes (:mod:`curate.app.cluster_mpi`).
-Only imports: no child process, no model, no data (the extraction sandbox's child still starts with
-the first page).
+Only imports, and a stage's once-per-process set-up it names as ``module:function`` (numba's
+registries for fuzzy dedup's kernels): no child process, no model, no data (the extraction sandbox's
+child still starts with the first page).
 """
 
 from __future__ import annotations
@@ -41,9 +42,14 @@ def dask_setup(worker=None) -> None:
     import_all(tuple(dask.config.get(KEY, default=()) or ()))
 
 
-def import_all(modules) -> None:
-    for name in modules:
+def import_all(modules, call: bool = True) -> None:
+    """Import each module; of a ``module:function`` entry also call the function (unless not ``call``:
+    the client imports a job's modules, but pays no worker's once-per-process costs)."""
+    for entry in modules:
+        name, _, function = entry.partition(":")
         try:
-            importlib.import_module(name)
+            module = importlib.import_module(name)
+            if function and call:
+                getattr(module, function)()
         except Exception as e:  # not lost: the task that imports it raises the same error, in its context
-            log.debug("worker warm-up: importing %s failed: %s", name, e)
+            log.debug("worker warm-up: %s failed: %s", entry, e)

@@ -95,7 +95,8 @@ class Stage:
     #: what it writes, of :data:`KINDS` (:meth:`output_kind`)
     writes: ClassVar[str] = "documents"
     #: modules its tasks import lazily that a worker should import as it starts, before its first task
-    #: (the stage's own module is always imported; see :mod:`curate.app.worker_warm`)
+    #: (the stage's own module is always imported; see :mod:`curate.app.worker_warm`); ``module:function``
+    #: also calls that function (no arguments), for a cost paid once per process, as numba's registries
     worker_imports: ClassVar[tuple[str, ...]] = ()
 
     def output_kind(self, settings, read: str | None) -> str | None:

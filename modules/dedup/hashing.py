@@ -94,3 +94,17 @@ def xxh32(data: bytes, seed: int = 0) -> int:
     """The kernel's xxh32 called from Python (for tests; equals ``xxhash.xxh32_intdigest``)."""
     buf = np.frombuffer(data, dtype=np.uint8) if data else np.zeros(1, np.uint8)
     return int(_xxh32(buf, 0, len(data), seed))
+
+
+def warm() -> None:
+    """Load numba's own registries now, not in the first task that calls a kernel.
+
+    A process's first call of any compiled kernel, even one cached on disk, first registers every
+    typing and lowering registry numba has (importing ``numba.np.arraymath``, which looks for BLAS in
+    ``scipy.linalg``): about 0.45 CPU-s, after which a cached kernel loads in about 0.02. On a node of
+    a quarter core that was 1.8 s on the critical path of fuzzy dedup's signatures, on every worker;
+    a worker preload (:mod:`curate.app.worker_warm`) calls this before the worker joins instead."""
+    from numba.core.registry import cpu_target
+
+    cpu_target.target_context.refresh()
+    cpu_target.typing_context.refresh()
