@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.conftest import CURATE, ROOT, curate
+from tests.conftest import CURATE, ROOT, curate, curate_here
 
 MPIRUN = shutil.which("mpirun")
 
@@ -43,7 +43,10 @@ def test_local_and_mpi_give_identical_files_and_mpi_warns_about_workers(tmp_path
     local, mpi = tmp_path / "local", tmp_path / "mpi"
     job = tmp_path / "job.yaml"
     job.write_text(f"input: {ROOT / 'jobs/data/sample.jsonl.gz'}\nstages: [normalize, clean]\n")
-    curate("run", job, "--output", local)
+    # the reference in this process (auto: threads for this input, as in a process of its own); the
+    # MPI run below is the one whose processes matter
+    ref = curate_here("run", job, "--output", local, cwd=ROOT)
+    assert ref.returncode == 0, ref.stderr[-4000:]
     proc = mpirun("run", job, "--output", mpi, "--cluster", "mpi", "--workers", "5")
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "Traceback" not in proc.stderr and "CommClosedError" not in proc.stderr, proc.stderr[-4000:]
