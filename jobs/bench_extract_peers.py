@@ -250,7 +250,10 @@ def run_tree(cmd: list[str], env=None) -> dict:
 
     cpu_by_pid: dict[int, float] = {}
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    # stderr to a file, not a pipe: read only at the end, a pipe fills (64 KiB) and the command blocks
+    # on its next log line (datatrove's workers at 32,000 pages did, forever)
+    errors = tempfile.TemporaryFile()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errors, env=env)
     root = psutil.Process(proc.pid)
     peak_rss = peak_pss = 0
     tree: dict[int, str] = {}
@@ -273,7 +276,9 @@ def run_tree(cmd: list[str], env=None) -> dict:
         peak_rss, peak_pss = max(peak_rss, rss), max(peak_pss, pss)
         time.sleep(0.05)
     wall = time.perf_counter() - start
-    err = proc.stderr.read().decode(errors="replace")
+    errors.seek(0)
+    err = errors.read().decode(errors="replace")
+    errors.close()
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd[:3])} failed ({proc.returncode}): {err[-2000:]}")
     cpu = sum(cpu_by_pid.values())  # each process's last sample: at most 50 ms short per process
