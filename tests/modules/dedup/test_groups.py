@@ -107,3 +107,23 @@ def test_a_p2p_shuffle_sends_its_inputs_in_pieces_and_gives_the_same_partitions(
         tasks = [sorted(p["doc"]) for p in dask.compute(*dedup.shuffle(ddf, "bucket", width).to_delayed(),
                                                          scheduler="sync")]
     assert p2p == tasks and sorted(d for p in p2p for d in p) == list(range(4000))
+
+
+def test_a_shuffle_into_one_partition_is_its_inputs_in_order_with_no_shuffle_tasks():
+    """Every row to one partition: the inputs concatenated in order, exactly the frame a tasks shuffle
+    into one gives (rows and their order, so every part written from it has the same bytes), without
+    the shuffle's split, group and getitem tasks per input."""
+    import dask.dataframe as dd
+
+    rng = np.random.default_rng(7)
+    frame = pd.DataFrame({"h1": rng.integers(0, 2**63, 900, dtype=np.uint64), "doc": np.arange(900, dtype=np.int64)})
+    ddf = dd.from_pandas(frame, npartitions=6)
+    one = dedup.shuffle(ddf, "h1", 1)
+    assert one.npartitions == 1
+    keys = [str(k) for k in one.__dask_graph__().keys()]
+    assert not any("shuffle" in k for k in keys), keys
+    with dask.config.set(scheduler="sync"):
+        got = one.compute()
+        shuffled = ddf.shuffle(on="h1", npartitions=1, shuffle_method="tasks").compute()
+    pd.testing.assert_frame_equal(got.reset_index(drop=True), shuffled.reset_index(drop=True))
+    pd.testing.assert_frame_equal(got.reset_index(drop=True), frame)
