@@ -182,10 +182,8 @@ def shuffle(ddf, on: str, npartitions: int):
     from dask.dataframe.dask_expr._shuffle import get_default_shuffle_method
 
     if npartitions == 1:
-        # every row to one partition: the inputs concatenated in order, which is what a tasks shuffle
-        # into one gives, without its split, group and getitem tasks per input (about 20 tasks and
-        # two round trips a step at 24 partitions: most of a compact step of a few MB on a
-        # quarter-core head, whatever the node count)
+        # the inputs concatenated in order: what a tasks shuffle into one gives, without its split,
+        # group and getitem tasks per input (a step's tasks cost the head, whatever the node count)
         return ddf.repartition(npartitions=1)
     method = shuffle_method(npartitions)
     if (method or get_default_shuffle_method()) == "p2p":
