@@ -11,7 +11,8 @@ Two paths with the same result, a ``(doc, comp)`` row for every document that ha
   a star per component centred on its minimum; it is detected when a round leaves the edge
   multiset unchanged (row count and two independent 64-bit sums of edge hashes).
 - **in memory**: when the edge list is small (``in_memory_edges``), one task runs union-find on it
-  (numba), always linking the larger root under the smaller, so roots are the minima too.
+  (numba, :mod:`.union_find`, imported by that task only), always linking the larger root under the
+  smaller, so roots are the minima too.
 
 Edges are stored as ``(u, v)`` with ``u > v`` (child, parent): undirected, one orientation.
 """
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from numba import njit
 
 from curate.stages import dedup
 
@@ -105,32 +105,6 @@ def _fingerprint(info: dict) -> tuple[int, int, int]:
             sum(p["sum_b"] for p in parts) & mask)
 
 
-# --------------------------------------------------------------------------- union-find
-
-
-@njit(cache=True)
-def _find(parent, x):
-    while parent[x] != x:
-        parent[x] = parent[parent[x]]
-        x = parent[x]
-    return x
-
-
-@njit(cache=True)
-def _union_find(a, b, n):
-    parent = np.arange(n)
-    for k in range(len(a)):
-        ra = _find(parent, a[k])
-        rb = _find(parent, b[k])
-        if ra < rb:
-            parent[rb] = ra
-        elif rb < ra:
-            parent[ra] = rb
-    for i in range(n):
-        parent[i] = _find(parent, i)
-    return parent
-
-
 def components_in_memory(u, v) -> pd.DataFrame:
     """(doc, comp) for every node of the edges, comp = the smallest node of its component."""
     u = np.asarray(u, dtype=np.int64)
@@ -138,7 +112,9 @@ def components_in_memory(u, v) -> pd.DataFrame:
     nodes = np.unique(np.concatenate([u, v]))
     if not len(nodes):
         return pd.DataFrame({"doc": pd.Series([], dtype="int64"), "comp": pd.Series([], dtype="int64")})
-    root = _union_find(np.searchsorted(nodes, u), np.searchsorted(nodes, v), len(nodes))
+    from curate.stages.dedup.union_find import union_find
+
+    root = union_find(np.searchsorted(nodes, u), np.searchsorted(nodes, v), len(nodes))
     return pd.DataFrame({"doc": nodes, "comp": nodes[root]})
 
 

@@ -114,8 +114,10 @@ def duplicate_groups(df: pd.DataFrame, labels: tuple[str, ...] = ()) -> pd.DataF
     the index's position, ``labels`` its name): ranked first, they are kept, so every document of the
     run with such a hash is removed for them (``kept_in`` names the index); they are not listed."""
     from curate.stages.dataset import STRING
+    from curate.stages.dedup.shared import rows_sharing
 
-    df = keeping.rank_order(df, ("h1", "h2"))
+    # only rows whose h1 another row has can be in a group: most texts are one document's
+    df = keeping.rank_order(df.iloc[rows_sharing(df["h1"].to_numpy(dtype=np.uint64))], ("h1", "h2"))
     size = df.groupby(["h1", "h2"], sort=False)["doc"].transform("size")
     df = df[size.to_numpy() > 1]
     first = df.groupby(["h1", "h2"], sort=False)

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 
 from curate.stages import dedup
+from curate.stages.dedup.shared import rows_sharing
 
 #: every bucket member is linked to this many of the bucket's smallest documents: a near-threshold copy
 #: whose check against the first fails still joins its component through the second (issue 35)
@@ -18,6 +19,8 @@ def star_edges(buckets: pd.DataFrame, anchors: int = 1) -> pd.DataFrame:
     ``anchors=2``, from every other member to its second smallest too (repeats are dropped later)."""
     b = buckets["bucket"].to_numpy(dtype=np.uint64)
     d = buckets["doc"].to_numpy(dtype=np.int64)
+    rows = rows_sharing(b)  # most buckets are one document's: only the others' rows are sorted
+    b, d = b[rows], d[rows]
     order = np.lexsort((d, b))
     b, d = b[order], d[order]
     first = np.ones(len(b), dtype=bool)

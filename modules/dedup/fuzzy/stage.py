@@ -45,7 +45,7 @@ class FuzzyDedupStage(Stage):
     (with --false-positive-check: of each group of documents verified similar to the kept one, no two
     kept documents of a component similar)."""
 
-    worker_imports = ("curate.stages.dedup.shingles", "curate.stages.dedup.lsh", "curate.stages.dedup.components",
+    worker_imports = ("curate.stages.dedup.shingles", "curate.stages.dedup.lsh", "curate.stages.dedup.union_find",
                       "curate.stages.dedup.hashing:warm")
     name = "fuzzy_dedup"
     Settings = FuzzyDedupSettings

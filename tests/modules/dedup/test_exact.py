@@ -46,6 +46,38 @@ def test_duplicate_groups_keep_the_smallest_id():
     assert exact.duplicate_groups(df.iloc[:0]).empty
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_duplicate_groups_equal_a_brute_force_grouping(seed):
+    """Every group of two or more rows of equal (h1, h2), in hash order and then rank order: kept the
+    first by (key, id, doc), its size the group's weights. Edge cases: rows of equal h1 and another h2
+    (no group), equal keys (the id decides), a group of three."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    n = 300
+    h1 = rng.integers(0, 40, n).astype(np.uint64) * np.uint64(2**58)  # about 40 values: h1 shared often
+    h2 = rng.integers(0, 3, n).astype(np.uint64)
+    df = pd.DataFrame({"doc": np.arange(n, dtype=np.int64) * 7, "id": pd.array([f"d{(i * 37) % n:03d}" for i in range(n)],
+                                                                            dtype=STRING),
+                       "h1": h1, "h2": h2, "key": rng.integers(0, 3, n).astype(float),
+                       "weight": rng.integers(1, 4, n).astype(np.int64)})
+    got = exact.duplicate_groups(df)
+    groups = {}
+    for row in df.itertuples(index=False):
+        groups.setdefault((row.h1, row.h2), []).append(row)
+    expect = []
+    for (a, b), rows in sorted(groups.items()):
+        if len(rows) < 2:
+            continue
+        rows = sorted(rows, key=lambda r: (r.key, r.id, r.doc))
+        for r in rows:
+            removed = r is not rows[0]
+            expect.append((r.doc, r.id, f"{a:016x}{b:016x}", rows[0].id, removed,
+                           0 if removed else sum(x.weight for x in rows)))
+    assert list(got.itertuples(index=False, name=None)) == expect
+    assert len(expect) > 50
+
+
 def test_settings():
     with pytest.raises(SettingsError, match="hash"):
         exact.ExactDedupSettings(hash="sha1")

@@ -39,6 +39,41 @@ def test_star_edges_link_every_member_to_the_smallest():
     assert fuzzy.star_edges(buckets.iloc[:0]).empty
 
 
+def _star_edges_of_every_row(buckets, anchors):
+    """The oracle: star edges from one lexsort of every row (what the step did before it looked only
+    at the rows of shared buckets)."""
+    b, d = buckets["bucket"].to_numpy(dtype=np.uint64), buckets["doc"].to_numpy(dtype=np.int64)
+    order = np.lexsort((d, b))
+    b, d = b[order], d[order]
+    first = np.r_[True, b[1:] != b[:-1]] if len(b) else np.zeros(0, bool)
+    start = np.maximum.accumulate(np.where(first, np.arange(len(b)), 0)) if len(b) else np.zeros(0, np.int64)
+    rank = np.arange(len(b)) - start
+    u, v = [d[rank >= 1]], [d[start[rank >= 1]]]
+    if anchors >= 2:
+        u.append(d[rank >= 2])
+        v.append(d[start[rank >= 2] + 1])
+    return pd.DataFrame({"u": np.concatenate(u), "v": np.concatenate(v)})
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("anchors", [1, 2])
+def test_star_edges_equal_those_of_a_sort_of_every_row(seed, anchors):
+    """Edge cases: singleton buckets (most of them), a row repeated (an index's center met twice), the
+    largest key, a bucket of one document twice, keys in any order."""
+    rng = np.random.default_rng(seed)
+    n = 2000
+    keys = rng.integers(0, 2**64 - 1, size=n // 4, dtype=np.uint64, endpoint=True)
+    bucket = np.concatenate([rng.choice(keys, n // 2), rng.integers(0, 2**63, n // 2, dtype=np.uint64),
+                             np.array([2**64 - 1, 2**64 - 1, 5, 5], dtype=np.uint64)])
+    doc = np.concatenate([rng.integers(0, 300, n), np.array([1, 0, 8, 8])]).astype(np.int64)
+    buckets = pd.DataFrame({"bucket": bucket, "doc": doc}).sample(frac=1.0, random_state=seed)
+    got = fuzzy.star_edges(buckets, anchors)
+    pd.testing.assert_frame_equal(got, _star_edges_of_every_row(buckets, anchors))
+    assert len(got) > 100
+    empty = buckets.iloc[:0]
+    pd.testing.assert_frame_equal(fuzzy.star_edges(empty, anchors), _star_edges_of_every_row(empty, anchors))
+
+
 def test_signature_table_skips_dropped_and_empty_documents():
     df = pd.DataFrame({
         "id": pd.array(["a", "b", "c", "d"], dtype=STRING),
