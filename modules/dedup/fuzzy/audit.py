@@ -102,14 +102,15 @@ def _sets_of_unique(store, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return values, offsets
 
 
-def audit(store, partitions: range, decisions, threshold: float, k: int = SAMPLE) -> dict:
+def audit(store, partitions: range, decisions, threshold: float, k: int = SAMPLE, docs=None) -> dict:
     """The audit entry of the manifest. ``decisions``: (doc, component, kept_doc, removed) of every
-    member of every component (numpy arrays); documents outside them are alone."""
+    member of every component (numpy arrays); documents outside them are alone. ``docs``: the sample,
+    when the caller drew it already (:func:`sample_docs` reads every partition's table)."""
     from curate.stages.dedup import shingles
     from curate.stages.dedup.fuzzy import audit_pairs
 
     started = time.perf_counter()
-    docs = sample_docs(store, partitions, k)
+    docs = sample_docs(store, partitions, k) if docs is None else docs
     n = len(docs)
     values, offsets = sets_of(store, docs)
     # recall needs only the close pairs: an exact similarity join finds them without comparing all pairs
@@ -147,8 +148,9 @@ def audit(store, partitions: range, decisions, threshold: float, k: int = SAMPLE
 
 def audit_run(store, partitions: range, duplicates: tuple[str, ...], threshold: float, k: int) -> tuple[dict, dict]:
     """(the audit entry, the component size histogram) of a finished run (its ``duplicates`` parts)."""
-    decided, sizes = decisions_of(duplicates, sample_docs(store, partitions, k))
-    return audit(store, partitions, decided, threshold, k), sizes
+    docs = sample_docs(store, partitions, k)
+    decided, sizes = decisions_of(duplicates, docs)
+    return audit(store, partitions, decided, threshold, k, docs), sizes
 
 
 def size_histogram(sizes: np.ndarray) -> dict[str, int]:
