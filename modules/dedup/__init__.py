@@ -12,8 +12,9 @@ run: ``doc = input partition << 32 | row within the partition``. Shuffles then m
 the final step can send each removal back to the input partition it came from with one range
 partitioning (``route_to_input``) instead of joining on strings.
 
-This module holds what both stages share: the step runner, Parquet part I/O, routing to input
-partitions; the removal step is :mod:`.removal`.
+This module holds what both stages share: the step runner, Parquet part I/O and the shuffles of
+compact rows; how rows reach their tasks (routing to input partitions, tasks per group) is
+:mod:`.routing`, the removal step :mod:`.removal`.
 
 **Tasks follow bytes, not partitions.** The steps between reading texts and writing the dataset move
 compact rows (hashes, bucket keys, edges, document numbers), a few dozen bytes per document. Each
@@ -37,6 +38,19 @@ import numpy as np
 import pandas as pd
 
 from curate.stages.dataset import REASON
+
+# how rows reach the tasks (routing.py), re-exported: callers say dedup.route_to_groups and so on
+from curate.stages.dedup.routing import (
+    Routed as Routed,
+    group_tasks as group_tasks,
+    input_tasks as input_tasks,
+    route_to_groups as route_to_groups,
+    route_to_input as route_to_input,
+    route_to_parts as route_to_parts,
+    runs_of as runs_of,
+    split_runs as split_runs,
+    spread as spread,
+)
 from curate.stages.output import Output, is_temporary
 
 log = logging.getLogger(__name__)
@@ -339,114 +353,6 @@ def save_tasks(ddf, folder: str, prepare=None) -> list:
 
 def _prepare_and_save(df, prepare, folder, i):
     return save_part(prepare(df) if prepare is not None else df, folder, i)
-
-
-def route_to_input(ddf, column: str, npartitions: int) -> list:
-    """Delayed pandas frames, frame ``p`` holding the rows whose document number in ``column`` lies in
-    input partition ``p``, sorted by it (one range-partitioning shuffle)."""
-    divisions = [p << DOC_SHIFT for p in range(npartitions)] + [(npartitions << DOC_SHIFT) - 1]
-    routed = ddf.set_index(column, divisions=divisions, sort=True)
-    return [part for part in routed.reset_index().to_delayed()]
-
-
-@dataclass(frozen=True)
-class Routed:
-    """The rows routed to input partition ``partition``: they sit in ``frame``, the shuffled frame of a
-    group of consecutive input partitions, sorted by ``column`` (a document number). A task takes its
-    own with :meth:`rows`; Dask passes the group's frame in place of the delayed one (it unpacks
-    dataclasses), so one shuffled partition serves every input partition of its group."""
-
-    frame: object
-    column: str
-    partition: int
-
-    def rows(self) -> pd.DataFrame:
-        values = self.frame[self.column].to_numpy(dtype=np.int64)
-        lo, hi = np.searchsorted(values, [self.partition << DOC_SHIFT, (self.partition + 1) << DOC_SHIFT])
-        return self.frame.iloc[lo:hi].reset_index(drop=True)
-
-
-def route_to_groups(ddf, column: str, npartitions: int, groups: int) -> list[Routed]:
-    """What :func:`route_to_input` gives, as :class:`Routed` rows of each input partition, shuffled into
-    ``groups`` partitions of consecutive input partitions (one range-partitioning shuffle; a compact
-    step passes :func:`compact_partitions` of its rows)."""
-    per = -(-max(npartitions, 1) // max(1, min(groups, npartitions)))
-    starts = list(range(0, npartitions, per))
-    divisions = [p << DOC_SHIFT for p in starts] + [(npartitions << DOC_SHIFT) - 1]
-    routed = ddf.set_index(column, divisions=divisions, sort=True, shuffle_method=shuffle_method(len(starts)))
-    parts = routed.reset_index().to_delayed()
-    return [Routed(parts[p // per], column, p) for p in range(npartitions)]
-
-
-def runs_of(routed: list[Routed]) -> list[list[int]]:
-    """The input partitions of each group of :func:`route_to_groups`'s result, in order: a step whose
-    work per partition is small runs one task per group."""
-    runs: list[list[int]] = []
-    for p, r in enumerate(routed):
-        if runs and routed[runs[-1][0]].frame is r.frame:
-            runs[-1].append(p)
-        else:
-            runs.append([p])
-    return runs
-
-
-def group_tasks(routed: list[Routed], task, args: tuple, at_least: int | None) -> list:
-    """Delayed tasks that call ``task(routed[p], p, *args)`` (one part's stats) for every input
-    partition ``p``: one per run of partitions that share a shuffled group (:func:`runs_of`), split
-    further into more than twice ``at_least`` (the cluster's threads) where there are that many
-    partitions, so that a step of little data still runs on every thread. Twice and one: tasks that
-    share one group's frame go to the worker that holds it, one after the other (at 6 quarter-core
-    nodes a verify step's six tasks ran on one worker), unless Dask's scheduler counts them root-ish,
-    a group of more tasks than twice its threads, and gives each to the next free thread. Each returns
-    its parts' stats (:meth:`Steps.run` takes the lists); the parts are the same however the
-    partitions are split."""
-    import dask
-
-    each = dask.delayed(_each_partition, pure=False)
-    return [each(task, [routed[p] for p in run], run, args) for run in split_runs(routed, at_least)]
-
-
-def split_runs(routed: list[Routed], at_least: int | None) -> list[list[int]]:
-    """:func:`runs_of`, the longest halved until there are more than twice ``at_least`` (or one per
-    partition): the tasks of :func:`group_tasks`, and of any step that makes one result per run."""
-    runs = runs_of(routed)
-    want = min(len(routed), 2 * max(1, at_least or 1) + 1)
-    while len(runs) < want:  # halve the longest run until there are enough
-        k = max(range(len(runs)), key=lambda j: len(runs[j]))
-        run = runs.pop(k)
-        runs[k:k] = [run[:len(run) // 2], run[len(run) // 2:]]
-    return runs
-
-
-def input_tasks(inputs: Inputs, task, calls: list[tuple]) -> list:
-    """Delayed tasks that call ``task(*calls[i])`` (one part's stats) for every input partition ``i``:
-    several small partitions a task, by their bytes (:mod:`curate.stages.dataset.groups`), one after
-    the other. Each returns its partitions' stats (:meth:`Steps.run` takes the lists)."""
-    import dask
-
-    from curate.stages.dataset.groups import task_groups
-    from curate.stages.dataset.write import Opaque
-
-    each = dask.delayed(_each_call, pure=False)
-    # the calls hold no delayed object: Dask need not search them (Opaque)
-    return [each(task, Opaque([calls[i] for i in run])) for run in task_groups(list(inputs.sizes()), inputs.slots)]
-
-
-def _each_call(task, calls) -> list[dict]:
-    from curate.stages.dataset.write import unwrap
-
-    return [task(*c) for c in unwrap(calls)]
-
-
-def _each_partition(task, routed, partitions, args) -> list[dict]:
-    return [task(r, p, *args) for r, p in zip(routed, partitions)]
-
-
-def route_to_parts(ddf, column: str, nparts: int) -> list:
-    """Delayed pandas frames, frame ``i`` holding the rows whose ``column`` (an integer in [0, nparts))
-    is ``i``, without it (one range-partitioning shuffle: how rows meet a saved index's part ``i``)."""
-    routed = ddf.set_index(column, divisions=list(range(nparts + 1)), sort=True)
-    return [part for part in routed.reset_index(drop=True).to_delayed()]
 
 
 def good_rows(df: pd.DataFrame) -> np.ndarray:

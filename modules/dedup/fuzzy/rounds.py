@@ -119,7 +119,8 @@ def _pairs_tasks(folder, undecided, width, hub):
 
 def _close_tasks(folder, pairs, store, threshold, partitions, slots):
     routed = dedup.route_to_groups(dedup.read_compact(pairs), "doc", partitions, dedup.compact_partitions(pairs))
-    return dedup.group_tasks(routed, _close_task, (store, threshold, folder), slots)
+    rows = sum(n or 0 for _path, _bytes, n in dedup.part_records(pairs))
+    return dedup.group_tasks(routed, _close_task, (store, threshold, folder), dedup.spread(slots, rows))
 
 
 def _decide_round_tasks(folder, undecided, close, k, last, meta, width, hub, two=None, threshold=None):

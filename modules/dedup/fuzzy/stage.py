@@ -139,7 +139,8 @@ class FuzzyDedupStage(Stage):
                 edges = steps.path("edges")
                 routed = dedup.route_to_groups(dedup.read_compact(edges), "u", offset + nparts,
                                                dedup.compact_partitions(edges))
-                return dedup.group_tasks(routed, _verify_task, (store, settings.threshold, folder), ctx.slots)
+                return dedup.group_tasks(routed, _verify_task, (store, settings.threshold, folder),
+                                         dedup.spread(ctx.slots, steps.done("edges")["rows"]))
 
             steps.run("verified", verified)
             graph = ["verified"]
@@ -194,7 +195,7 @@ class FuzzyDedupStage(Stage):
                 routed = dedup.route_to_groups(comps, "doc", nparts, groups)
                 with_ids = [attach([routed[p] for p in run], [sig_files[p] for p in run],
                                    [verified[p] for p in run] if verified else None)
-                            for run in dedup.split_runs(routed, ctx.slots)]
+                            for run in dedup.split_runs(routed, dedup.spread(ctx.slots, steps.done("components")["rows"]))]
             if verified:
                 meta = meta.assign(loose=pd.Series([], dtype="bool"))
             by_comp = dedup.shuffle(dd.from_delayed(with_ids, meta=meta, divisions=[None] * (len(with_ids) + 1),

@@ -46,6 +46,22 @@ def test_the_split_never_changes_a_part():
     assert one == many
 
 
+def test_a_step_of_few_rows_runs_one_task_per_group_and_the_same_parts():
+    """dedup.spread: below SPREAD_ROWS rows a step is not split over the threads (at 6 quarter-core
+    nodes, 13 tasks for a step of no rows cost more than its work); from there it is."""
+    from curate.stages.dedup.routing import SPREAD_ROWS
+
+    assert dedup.spread(6, SPREAD_ROWS - 1) == 0 and dedup.spread(6, SPREAD_ROWS) == 6
+    assert dedup.spread(None, 0) == 0
+    routed, _ = _routed(9, 2)
+    few = dedup.group_tasks(routed, _part, ("t",), dedup.spread(6, 10))
+    assert len(few) == len(dedup.runs_of(routed)) == 2
+    assert dedup.split_runs(routed, 0) == dedup.runs_of(routed)
+    many = dedup.group_tasks(routed, _part, ("t",), 6)
+    assert [s for r in dask.compute(*few, scheduler="sync") for s in r] == \
+        [s for r in dask.compute(*many, scheduler="sync") for s in r]
+
+
 def test_small_shuffles_of_compact_rows_move_as_tasks_and_the_users_method_wins():
     """A shuffle into a few COMPACT_BYTES partitions skips P2P's per-run cost; a large one keeps Dask's
     default; a method set in Dask's config is never overridden."""
