@@ -142,15 +142,16 @@ def run_job(job: Job, output: str, compute=None, force: bool = False, stop_after
 
                 line = ProgressLine(live).start()
         meter = resource_meter(compute, job, plan)
+        before = meter.before() if meter else None
         try:
             for k, spec, inputs, out in plan:
                 if live is not None:
                     live.stage_started(k - 1)
-                before = meter.before() if meter else None
                 outcomes.append(run_stage(spec.name, spec.settings, inputs, out, stage_io(job.io, inputs, plan),
                                           compute, force, job=job.name, lock=False))
-                if before is not None and not outcomes[-1].skipped:
-                    meter.record(output, os.path.basename(out), before, outcomes[-1].seconds)
+                if meter is not None and not outcomes[-1].skipped:  # a skipped stage did no work: before holds
+                    before = meter.record(output, os.path.basename(out), before, outcomes[-1].seconds,
+                                          then=spec is not plan[-1][1])
                 if live is not None:
                     live.stage_finished(k - 1, outcomes[-1].manifest, outcomes[-1].skipped, outcomes[-1].seconds)
         finally:

@@ -122,12 +122,17 @@ def test_in_process_run_is_measured(tmp_path, monkeypatch):
     assert resources.load(str(tmp_path / "out")) == before
 
 
-def test_local_cluster_of_two_workers_is_measured(tmp_path):
+def test_local_cluster_of_two_workers_is_measured(tmp_path, monkeypatch):
     from curate.app.cluster import ClusterSettings
 
     job = _job(tmp_path)
     job_bytes = sum(os.path.getsize(tmp_path / "in" / f"{f}.jsonl") for f in range(2))
+    taken = []
+    take = resources.Meter._take
+    monkeypatch.setattr(resources.Meter, "_take", lambda self, reset: taken.append(reset) or take(self, reset))
     runner.execute_job(job, str(tmp_path / "out"), ClusterSettings(mode="local", workers=2, memory_limit="1GiB"))
+    # one snapshot between two stages ends the first and begins the second: 3 for 2 stages, not 4
+    assert taken == [True, True, False]
     rows = _check_record(tmp_path / "out", job_bytes)
     stages = resources.load(str(tmp_path / "out"))["stages"]
     assert [(s["workers"], s["cores"]) for s in stages.values()] == [(2, 2), (2, 2)]
