@@ -41,6 +41,9 @@ from curate.stages.dataset import REASON
 
 # how rows reach the tasks (routing.py), re-exported: callers say dedup.route_to_groups and so on
 from curate.stages.dedup.routing import (
+    DOC_SHIFT as DOC_SHIFT,
+    ROW_MASK as ROW_MASK,
+    TASKS_SHUFFLE_PARTITIONS as TASKS_SHUFFLE_PARTITIONS,
     Routed as Routed,
     group_tasks as group_tasks,
     input_tasks as input_tasks,
@@ -48,6 +51,7 @@ from curate.stages.dedup.routing import (
     route_to_input as route_to_input,
     route_to_parts as route_to_parts,
     runs_of as runs_of,
+    shuffle_method as shuffle_method,
     split_runs as split_runs,
     spread as spread,
 )
@@ -55,9 +59,6 @@ from curate.stages.output import Output, is_temporary
 
 log = logging.getLogger(__name__)
 
-#: bits of a document number that hold the row within its input partition
-DOC_SHIFT = 32
-ROW_MASK = (1 << DOC_SHIFT) - 1
 WORK = "_work"
 DUPLICATES = "_duplicates"
 
@@ -164,22 +165,6 @@ def compact_partitions(folder) -> int:
     """How many partitions a shuffle of a step's rows gets: one per ``COMPACT_BYTES`` of its parts."""
     total = sum(n for _, n, _ in part_records(folder))
     return max(1, -(-total // COMPACT_BYTES))
-
-
-#: a shuffle of compact rows into at most this many partitions (COMPACT_BYTES each) moves them as Dask
-#: tasks, not through P2P: P2P's fixed cost per shuffle (a run started and ended on every worker, its
-#: barrier) outweighed moving a few hundred MiB, and it grows with the workers
-TASKS_SHUFFLE_PARTITIONS = 8
-
-
-def shuffle_method(npartitions: int) -> str | None:
-    """The method for a shuffle of compact rows into ``npartitions``: "tasks" for a small one, else Dask's
-    default (P2P on a cluster); a method the user set in Dask's config always wins."""
-    import dask
-
-    if dask.config.get("dataframe.shuffle.method", None) is not None:
-        return None
-    return "tasks" if npartitions <= TASKS_SHUFFLE_PARTITIONS else None
 
 
 #: a P2P shuffle's input partitions are cut in this many pieces (by rows, in order) before they are

@@ -22,16 +22,31 @@ def spread(slots: int | None, rows: int) -> int | None:
     return slots if rows >= SPREAD_ROWS else 0
 
 
-def _shift() -> int:
-    from curate.stages.dedup import DOC_SHIFT
+#: bits of a document number that hold the row within its input partition (the rest: the partition)
+DOC_SHIFT = 32
+ROW_MASK = (1 << DOC_SHIFT) - 1
 
-    return DOC_SHIFT
+
+#: a shuffle of compact rows into at most this many partitions (COMPACT_BYTES each) moves them as Dask
+#: tasks, not through P2P: P2P's fixed cost per shuffle (a run started and ended on every worker, its
+#: barrier) outweighed moving a few hundred MiB, and it grows with the workers
+TASKS_SHUFFLE_PARTITIONS = 8
+
+
+def shuffle_method(npartitions: int) -> str | None:
+    """The method for a shuffle of compact rows into ``npartitions``: "tasks" for a small one, else Dask's
+    default (P2P on a cluster); a method the user set in Dask's config always wins."""
+    import dask
+
+    if dask.config.get("dataframe.shuffle.method", None) is not None:
+        return None
+    return "tasks" if npartitions <= TASKS_SHUFFLE_PARTITIONS else None
 
 
 def route_to_input(ddf, column: str, npartitions: int) -> list:
     """Delayed pandas frames, frame ``p`` holding the rows whose document number in ``column`` lies in
     input partition ``p``, sorted by it (one range-partitioning shuffle)."""
-    divisions = [p << _shift() for p in range(npartitions)] + [(npartitions << _shift()) - 1]
+    divisions = [p << DOC_SHIFT for p in range(npartitions)] + [(npartitions << DOC_SHIFT) - 1]
     routed = ddf.set_index(column, divisions=divisions, sort=True)
     return [part for part in routed.reset_index().to_delayed()]
 
@@ -49,7 +64,7 @@ class Routed:
 
     def rows(self) -> pd.DataFrame:
         values = self.frame[self.column].to_numpy(dtype=np.int64)
-        lo, hi = np.searchsorted(values, [self.partition << _shift(), (self.partition + 1) << _shift()])
+        lo, hi = np.searchsorted(values, [self.partition << DOC_SHIFT, (self.partition + 1) << DOC_SHIFT])
         return self.frame.iloc[lo:hi].reset_index(drop=True)
 
 
@@ -57,11 +72,9 @@ def route_to_groups(ddf, column: str, npartitions: int, groups: int) -> list[Rou
     """What :func:`route_to_input` gives, as :class:`Routed` rows of each input partition, shuffled into
     ``groups`` partitions of consecutive input partitions (one range-partitioning shuffle; a compact
     step passes :func:`compact_partitions` of its rows)."""
-    from curate.stages.dedup import shuffle_method
-
     per = -(-max(npartitions, 1) // max(1, min(groups, npartitions)))
     starts = list(range(0, npartitions, per))
-    divisions = [p << _shift() for p in starts] + [(npartitions << _shift()) - 1]
+    divisions = [p << DOC_SHIFT for p in starts] + [(npartitions << DOC_SHIFT) - 1]
     routed = ddf.set_index(column, divisions=divisions, sort=True, shuffle_method=shuffle_method(len(starts)))
     parts = routed.reset_index().to_delayed()
     return [Routed(parts[p // per], column, p) for p in range(npartitions)]
