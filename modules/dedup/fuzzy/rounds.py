@@ -93,10 +93,11 @@ def refine_removals(steps, store, settings, joint, partitions: int):
         if k > 1:
             previous = dedup.read_compact(rounds[-1])
             undecided = previous[~previous["decided"]].rename(columns={"component": "comp"})[columns]
-        steps.run(f"{name}-pairs", lambda folder, u=undecided: _pairs_tasks(folder, u, width, hub))
+        paired = steps.run(f"{name}-pairs", lambda folder, u=undecided: _pairs_tasks(folder, u, width, hub))
         pairs = steps.path(f"{name}-pairs")
-        steps.run(f"{name}-close", lambda folder, q=pairs: _close_tasks(folder, q, store, settings.threshold,
-                                                                     partitions, steps.ctx.slots))
+        threads = dedup.spread(steps.ctx.slots, paired["rows"])
+        steps.run(f"{name}-close", lambda folder, q=pairs, t=threads: _close_tasks(folder, q, store, settings.threshold,
+                                                                                partitions, t))
         close = steps.path(f"{name}-close")
         info = steps.run(name, lambda folder, u=undecided, c=close, k=k, last=last, t=two if k == 1 else None:
                          _decide_round_tasks(folder, u, c, k, last, meta, width, hub, t, settings.threshold))
@@ -117,10 +118,9 @@ def _pairs_tasks(folder, undecided, width, hub):
     return [task(part, folder, i, hub) for i, part in enumerate(by_comp.to_delayed())]
 
 
-def _close_tasks(folder, pairs, store, threshold, partitions, slots):
+def _close_tasks(folder, pairs, store, threshold, partitions, threads):
     routed = dedup.route_to_groups(dedup.read_compact(pairs), "doc", partitions, dedup.compact_partitions(pairs))
-    rows = sum(n or 0 for _path, _bytes, n in dedup.part_records(pairs))
-    return dedup.group_tasks(routed, _close_task, (store, threshold, folder), dedup.spread(slots, rows))
+    return dedup.group_tasks(routed, _close_task, (store, threshold, folder), threads)
 
 
 def _decide_round_tasks(folder, undecided, close, k, last, meta, width, hub, two=None, threshold=None):
