@@ -239,17 +239,19 @@ def write_dataset(ddf, ctx, *, stage: str, settings, reject_columns=None, extra:
     if isinstance(ddf, Made):
         # small partitions: several a task, by their bytes (:mod:`.groups`); the parts are the same
         from curate.stages.dataset.groups import TASK_BYTES, task_groups
+        from curate.stages.dataset.task_args import delayed_call
 
-        write = dask.delayed(_make_and_write_group, pure=False)
         # unknown sizes: a task each, as before
         sizes = [ddf.sizes[i] for i in todo] if ddf.sizes is not None else [TASK_BYTES] * len(todo)
         tasks = []
         for run_ in task_groups(sizes, getattr(ctx, "slots", None)):
             mine = [todo[j] for j in run_]
             args = [ddf.args[i] for i in mine]
-            tasks.append(write(ddf.make, args if ddf.lazy else Opaque(args), mine, out, fmt, reject_columns, ctx.fingerprint,
-                               count_details, prepare, combine if prepare is not None else None,
-                               dask_key_name=group_key(f"write-{stage}", mine)))
+            # delayed objects in lazy args are lifted out (task_args): Dask's own search of them is quadratic
+            tasks.append(delayed_call(_make_and_write_group, ddf.make, args if ddf.lazy else Opaque(args), mine, out,
+                                      fmt, reject_columns, ctx.fingerprint, count_details, prepare,
+                                      combine if prepare is not None else None,
+                                      dask_key_name=group_key(f"write-{stage}", mine)))
     else:
         parts = ddf.map_partitions(_write_mapped, out, fmt, reject_columns, ctx.fingerprint, count_details,
                                    prepare, meta=pd.DataFrame(), enforce_metadata=False, align_dataframes=False,

@@ -106,6 +106,16 @@ class FuzzyDedupStage(Stage):
             extra_dirs=(sets, keys))
         sig_files = dedup.list_parts(steps.path("signatures"))
         store = SetStore(joint, tuple(sig_files), sets)
+        sample = None
+        if settings.audit_sample and settings.false_positive_check:  # the rounds' sets are there to compare
+            from curate.stages.dedup.fuzzy import audit as auditing
+
+            # the audit's sample and its close pairs need only the sets: on a cluster they are computed
+            # now, beside the steps that follow, each one task (at 6 quarter-core nodes the audit was
+            # one task of 1.7 s after the removal's writes had begun); its decisions come at the end
+            sample = dask.delayed(auditing.audit_sample, pure=False)(
+                store, range(offset, offset + nparts), settings.threshold, settings.audit_sample)
+            sampling = ctx.run_beside(sample)  # its future keeps the result for the audit's task
 
         buckets = dedup.read_compact(keys)
         width = dedup.compact_partitions(keys)  # every shuffle of compact rows: by their bytes
@@ -191,10 +201,11 @@ class FuzzyDedupStage(Stage):
                 # a group's runs spread over the workers, dedup.group_tasks): they need only its compact
                 # rows and, one partition at a time, their ids and keys. The members' parts are the
                 # same however they are split: each is sorted by a total order (keep.rank_order)
-                attach = dask.delayed(_attach_group, pure=True)
+                from curate.stages.dataset.task_args import delayed_call
+
                 routed = dedup.route_to_groups(comps, "doc", nparts, groups)
-                with_ids = [attach([routed[p] for p in run], [sig_files[p] for p in run],
-                                   [verified[p] for p in run] if verified else None)
+                with_ids = [delayed_call(_attach_group, [routed[p] for p in run], [sig_files[p] for p in run],
+                                         [verified[p] for p in run] if verified else None)
                             for run in dedup.split_runs(routed, dedup.spread(ctx.slots, steps.done("components")["rows"]))]
             if verified:
                 meta = meta.assign(loose=pd.Series([], dtype="bool"))
@@ -239,15 +250,14 @@ class FuzzyDedupStage(Stage):
             "steps": steps.timings,
         }
         audit = None
-        if settings.audit_sample and settings.false_positive_check:  # the rounds' sets are there to compare
-            from curate.stages.dedup.fuzzy import audit as auditing
-
-            # in a task (it reads every partition's sets table, no work for the head), beside the
-            # removal's writes: alone it kept one worker busy while the others waited (3.3 s of a
-            # 27 s stage at 6 quarter-core nodes); its place in the manifest is kept here
+        if sample is not None:
+            # in a task (no work for the head), beside the removal's writes: alone it kept one worker
+            # busy while the others waited (3.3 s of a 27 s stage at 6 quarter-core nodes); its place
+            # in the manifest is kept here
             audit = ctx.run_beside(dask.delayed(auditing.audit_run, pure=False)(
                 store, range(offset, offset + nparts), tuple(dedup.list_parts(steps.path("duplicates"))),
-                settings.threshold, settings.audit_sample))
+                settings.threshold, settings.audit_sample, sample))
+            del sampling  # the audit's task holds the sample now
             extra["dedup"].update(audit=None, component_sizes=None)
         if bases:
             extra["dedup"]["against"] = {
