@@ -102,19 +102,28 @@ def _sets_of_unique(store, docs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return values, offsets
 
 
-def audit(store, partitions: range, decisions, threshold: float, k: int = SAMPLE, docs=None) -> dict:
+def audit_sample(store, partitions: range, threshold: float, k: int = SAMPLE) -> tuple:
+    """What the audit needs of the run before its decisions, from its sets alone: (the sample, its sets'
+    values and offsets, its close pairs ia and ib, the seconds it took). A cluster computes it beside the
+    steps after the signatures, which are one task each and leave the other workers idle."""
+    started = time.perf_counter()
+    docs, values, offsets, ia, ib, seconds = _sample_of(store, sample_docs(store, partitions, k), threshold)
+    return docs, values, offsets, ia, ib, time.perf_counter() - started
+
+
+def audit(store, partitions: range, decisions, threshold: float, k: int = SAMPLE, docs=None, sample=None) -> dict:
     """The audit entry of the manifest. ``decisions``: (doc, component, kept_doc, removed) of every
     member of every component (numpy arrays); documents outside them are alone. ``docs``: the sample,
-    when the caller drew it already (:func:`sample_docs` reads every partition's table)."""
+    when the caller drew it already (:func:`sample_docs` reads every partition's table); ``sample``:
+    :func:`audit_sample`'s result, when the caller has it."""
     from curate.stages.dedup import shingles
-    from curate.stages.dedup.fuzzy import audit_pairs
 
     started = time.perf_counter()
-    docs = sample_docs(store, partitions, k) if docs is None else docs
+    if sample is None:
+        sample = audit_sample(store, partitions, threshold, k) if docs is None else \
+            _sample_of(store, docs, threshold)
+    docs, values, offsets, ia, ib, before = sample
     n = len(docs)
-    values, offsets = sets_of(store, docs)
-    # recall needs only the close pairs: an exact similarity join finds them without comparing all pairs
-    ia, ib, _jac = audit_pairs.close_pairs(values, offsets, threshold)
     doc, comp, kept, removed = decisions
     order = np.argsort(doc)
     pos = np.searchsorted(doc[order], docs)
@@ -142,15 +151,27 @@ def audit(store, partitions: range, decisions, threshold: float, k: int = SAMPLE
         "recall": round(hits / true_pairs, 4) if true_pairs else None, "recall_ci": wilson(hits, true_pairs),
         "removed_in_sample": int(len(rem)),
         "precision": round(good / len(rem), 4) if len(rem) else None, "precision_ci": wilson(good, len(rem)),
-        "seconds": round(time.perf_counter() - started, 3),
+        "seconds": round(before + time.perf_counter() - started, 3),
     }
 
 
-def audit_run(store, partitions: range, duplicates: tuple[str, ...], threshold: float, k: int) -> tuple[dict, dict]:
-    """(the audit entry, the component size histogram) of a finished run (its ``duplicates`` parts)."""
-    docs = sample_docs(store, partitions, k)
-    decided, sizes = decisions_of(duplicates, docs)
-    return audit(store, partitions, decided, threshold, k, docs), sizes
+def _sample_of(store, docs: np.ndarray, threshold: float) -> tuple:
+    from curate.stages.dedup.fuzzy import audit_pairs
+
+    started = time.perf_counter()
+    values, offsets = sets_of(store, docs)
+    # recall needs only the close pairs: an exact similarity join finds them without comparing all pairs
+    ia, ib, _jac = audit_pairs.close_pairs(values, offsets, threshold)
+    return docs, values, offsets, ia, ib, time.perf_counter() - started
+
+
+def audit_run(store, partitions: range, duplicates: tuple[str, ...], threshold: float, k: int,
+              sample=None) -> tuple[dict, dict]:
+    """(the audit entry, the component size histogram) of a finished run (its ``duplicates`` parts);
+    ``sample``: :func:`audit_sample`'s result, computed earlier."""
+    sample = audit_sample(store, partitions, threshold, k) if sample is None else sample
+    decided, sizes = decisions_of(duplicates, sample[0])
+    return audit(store, partitions, decided, threshold, k, sample=sample), sizes
 
 
 def size_histogram(sizes: np.ndarray) -> dict[str, int]:

@@ -100,3 +100,17 @@ def test_two_similar_documents_kept_side_by_side_are_a_miss():
     # the same pairs with 2 removed for 0 too: every pair found
     decisions = (decisions[0], decisions[1], np.array([0, 0, 0]), np.array([False, True, True]))
     assert audit.audit(_Sets(sets), range(1), decisions, 0.8, k=10)["recall"] == 1.0
+
+
+def test_a_sample_drawn_before_the_decisions_gives_the_same_audit():
+    """On a cluster the sample and its close pairs are computed beside the steps after the signatures
+    (``audit_sample``) and the decisions added at the end: the entry is the one drawn in one go."""
+    base = set(range(100))
+    sets = [base | {1000 + i for i in range(5)}, base | {2000 + i for i in range(5)}, base | {3000 + i for i in range(5)},
+            set(range(5000, 5100))]
+    decisions = (np.array([0, 1, 2]), np.array([0, 0, 0]), np.array([0, 0, 2]), np.array([False, True, False]))
+    early = audit.audit_sample(_Sets(sets), range(1), 0.8, 10)
+    whole = audit.audit(_Sets(sets), range(1), decisions, 0.8, k=10)
+    split = audit.audit(_Sets(sets), range(1), decisions, 0.8, k=10, sample=early)
+    assert {k: v for k, v in split.items() if k != "seconds"} == {k: v for k, v in whole.items() if k != "seconds"}
+    assert split["seconds"] >= early[-1]
