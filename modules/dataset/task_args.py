@@ -8,13 +8,32 @@ the client 0.2 CPU-s to build at 48,000 pages, most of fuzzy dedup's head time o
 
 Here the arguments are walked once by plain Python: each distinct delayed object becomes a top-level
 argument of the task (Dask resolves those cheaply, each once however often it occurs), its places
-are marked, and the rest travels as it is (:class:`~curate.stages.dataset.write.Opaque`). The task
+are marked, and the rest travels as it is (:class:`Opaque`). The task
 puts the computed values back in their places before it calls ``fn``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+
+
+class Opaque:
+    """A task's arguments that hold no delayed object, passed to it as they are. Dask otherwise walks
+    every list, tuple, dict and dataclass of every task's arguments on the client to find delayed
+    objects (the pieces, settings and schemas of a group's partitions: more of the head's CPU than
+    the task's scheduling)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __reduce__(self):
+        return Opaque, (self.value,)
+
+
+def unwrap(value):
+    return value.value if isinstance(value, Opaque) else value
 
 
 class _Slot:
@@ -83,8 +102,6 @@ def land(args, values):
 
 
 def _call_landed(fn, lifted, *values):
-    from curate.stages.dataset.write import unwrap
-
     args, kwargs = land(unwrap(lifted), values)
     return fn(*args, **kwargs)
 
@@ -93,8 +110,6 @@ def delayed_call(fn, *args, pure: bool = False, dask_key_name=None, **kwargs):
     """``dask.delayed(fn, pure=pure)(*args, **kwargs)`` whose arguments Dask does not walk (the module
     doc): the delayed objects in them, each once, are the task's own arguments."""
     import dask
-
-    from curate.stages.dataset.write import Opaque
 
     lifted, found = lift((args, kwargs))
     extra = {"dask_key_name": dask_key_name} if dask_key_name is not None else {}

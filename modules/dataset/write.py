@@ -15,6 +15,9 @@ import pandas as pd
 
 from curate.stages.dataset.contract import DETAIL, INTERNAL, REASON, REJECTS
 from curate.stages.dataset.frames import split_rejects
+
+# a task's arguments Dask need not search: defined beside delayed_call, named here as before
+from curate.stages.dataset.task_args import Opaque as Opaque, unwrap as unwrap
 from curate.stages.settings import settings_dict
 
 log = logging.getLogger('curate.stages.dataset')
@@ -138,25 +141,6 @@ def made_from(fn: Callable, items: list, meta: pd.DataFrame, sizes=None, **kwarg
 
     make = functools.partial(fn, **kwargs) if kwargs else fn
     return Made(make, [(item,) for item in items], meta, tuple(sizes) if sizes is not None else None, lazy=False)
-
-
-class Opaque:
-    """A task's arguments that hold no delayed object, passed to it as they are. Dask otherwise walks
-    every list, tuple, dict and dataclass of every task's arguments on the client to find delayed
-    objects (the pieces, settings and schemas of a group's partitions: more of the head's CPU than
-    the task's scheduling)."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value):
-        self.value = value
-
-    def __reduce__(self):
-        return Opaque, (self.value,)
-
-
-def unwrap(value):
-    return value.value if isinstance(value, Opaque) else value
 
 
 def _make_and_write_group(make, args, partitions, out, fmt, reject_columns, run, count_details, prepare,
