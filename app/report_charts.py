@@ -79,6 +79,8 @@ def tick_text(x: float, ticks: list[float]) -> str:
     steps = [b - a for a, b in zip(ticks, ticks[1:]) if b > a]
     step = min(steps) if steps else abs(x) or 1
     decimals = max(0, -math.floor(math.log10(step) + 1e-9))
+    while decimals < 12 and abs(round(step, decimals) - step) > step * 1e-6:  # a step of 0.25: 4.75, not 4.8
+        decimals += 1
     if abs(x) < 1 and decimals == 0 and x:  # a log axis below 1: 0.01, not 0
         decimals = -math.floor(math.log10(abs(x)) + 1e-9)
     text = f"{x:,.{decimals}f}"

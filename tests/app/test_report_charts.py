@@ -123,6 +123,8 @@ def test_the_ticks_are_round_and_integer_where_counts_are():
     assert log_ticks(3, 30) == [5, 10, 20]
     assert [tick_text(t, [0, 0.0002, 0.0004]) for t in (0, 0.0002)] == ["0", "0.0002"]  # not 2.000e-4
     assert tick_text(100_000, [10, 100_000]) == "100,000" and tick_text(0.01, [0.01, 0.1, 1]) == "0.01"
+    quarters = linear_ticks(4.4, 5.3, 4)
+    assert [tick_text(t, quarters) for t in quarters] == ["4.5", "4.75", "5", "5.25"]
 
 
 def test_the_score_png_bins_the_data_too(tmp_path):
