@@ -1,7 +1,7 @@
 """A new worker imports what the job's tasks will need before it joins the cluster.
 
 A worker process starts with little imported; its first task then paid pandas, pyarrow, Dask's
-DataFrame module and the stage's own modules (numba's kernels for fuzzy dedup): about 2 CPU-seconds,
+DataFrame module (for the stages whose tasks need it) and the stage's own modules (numba's kernels for fuzzy dedup): about 2 CPU-seconds,
 on every worker, inside the first stage. So a worker is given this module as a Dask preload
 (``distributed.worker.preload``, set by :func:`curate.app.cluster.connect` when the settings name
 modules: the runner names the job's for MPI clusters, whose workers start on their own nodes while
@@ -23,14 +23,37 @@ log = logging.getLogger("curate.worker")
 
 #: the Dask config key naming the modules (set by the client, read by each worker)
 KEY = "curate.worker-imports"
-#: what every job's tasks import: the partitions' types, Parquet, the task graphs' own functions
-COMMON = ("pandas", "pyarrow.parquet", "dask.dataframe", "curate.stages.dataset.write")
+#: what every job's tasks import: the partitions' types, Parquet, the write tasks' own functions
+COMMON = ("pandas", "pyarrow.parquet", "curate.stages.dataset.write")
+#: Dask's DataFrame module (about 0.9 CPU-s, with dask.array, scipy and fsspec that it imports), for
+#: the stages whose tasks run its code: shuffles (P2P's own functions import it) and reads through
+#: ``dd.from_map`` (dedup's compact rows)
+DATAFRAME = "dask.dataframe"
+#: modules of stages whose tasks run none of it although they have a ``run`` of their own: extraction
+#: (one stream-extract-write task per file), tokenize (a task reads its own piece), filter (made
+#: partitions, its score sample combined by curate's functions). A job of extract_warc, clean, filter
+#: and tokenize on a local cluster imports no dask.dataframe on its worker (tests/app/test_worker_warm.py)
+NO_DATAFRAME = ("curate.stages.extract.", "curate.stages.tokenize.", "curate.stages.filters.stage")
+
+
+def plain_tasks(cls) -> bool:
+    """Whether the tasks of stage class ``cls`` run no dask.dataframe code on a worker: a per-document
+    stage that keeps MapStage's own ``run`` and ``apply`` (its tasks make and write partitions, with no
+    DataFrame collection), or one of :data:`NO_DATAFRAME`'s. Any other stage may build a collection
+    (tag and redact read one, join_documents' ``apply`` groups one), so its workers import it."""
+    from curate.stages.stage import MapStage
+
+    if cls.__module__.startswith(NO_DATAFRAME):
+        return True
+    return issubclass(cls, MapStage) and cls.run is MapStage.run and cls.apply is MapStage.apply
 
 
 def job_imports(stages) -> tuple[str, ...]:
-    """The modules the tasks of these stage classes import: COMMON, each stage's module and the
-    modules it names in ``worker_imports``."""
-    names = list(COMMON)
+    """The modules the tasks of these stage classes import: COMMON, dask.dataframe unless every stage's
+    tasks are plain (:func:`plain_tasks`), each stage's module and the modules it names in
+    ``worker_imports``."""
+    stages = list(stages)
+    names = [*COMMON, *(() if all(plain_tasks(cls) for cls in stages) else (DATAFRAME,))]
     for cls in stages:
         names += [cls.__module__, *getattr(cls, "worker_imports", ())]
     return tuple(dict.fromkeys(names))

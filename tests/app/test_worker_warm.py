@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
 
 
@@ -17,6 +19,47 @@ def test_job_imports_are_the_common_modules_then_each_stages_own_once():
     assert names.count("curate.stages.clean") == 1  # a stage twice: its module once
     assert {fuzzy.__module__, *fuzzy.worker_imports, "tiktoken"} <= set(names)
     assert len(names) == len(set(names))
+
+
+def test_dask_dataframe_only_for_jobs_whose_tasks_run_it():
+    """Its import (about 0.9 CPU-s) is paid by every worker that preloads it: only a job with a stage
+    that shuffles or reads through a DataFrame collection names it."""
+    from curate.app.worker_warm import DATAFRAME, job_imports, plain_tasks
+    from curate.stages import registry
+
+    plain = ["extract_warc", "extract_wikipedia", "clean", "filter", "normalize", "split_documents", "tokenize"]
+    assert all(plain_tasks(registry.get(n)) for n in plain)
+    assert DATAFRAME not in job_imports(registry.get(n) for n in plain)
+    for other in ("exact_dedup", "fuzzy_dedup", "shuffle", "blend", "tag", "redact", "join_documents",
+                  "download_urls"):
+        assert not plain_tasks(registry.get(other)), other
+        names = job_imports(registry.get(n) for n in ("clean", other))
+        assert names.index(DATAFRAME) < names.index("curate.stages.clean")  # before any stage's own
+
+
+@pytest.mark.slow
+def test_a_job_of_plain_stages_imports_no_dask_dataframe_on_its_worker(tmp_path):
+    """What :data:`NO_DATAFRAME` and :func:`plain_tasks` claim, on a worker that imports only what its
+    tasks unpickle and run (a local cluster preloads nothing): extraction, per-document stages,
+    tokenize and the run's report."""
+    from curate.app import runner
+    from curate.app.cluster import connect
+    from curate.app.cluster_settings import ClusterSettings
+
+    subprocess.run([sys.executable, os.path.join(ROOT, "jobs", "data", "make_bench_input.py"), "--docs", "4",
+                    "--files", "1", "--output", str(tmp_path / "in")], check=True, capture_output=True, cwd=ROOT)
+    job = tmp_path / "job.yaml"
+    job.write_text(f"name: plain\ninput: {tmp_path / 'in'}/*.warc.gz\nstages:\n  - extract_warc: {{}}\n"
+                   "  - clean: {}\n  - filter: {config: " + os.path.join(ROOT, "jobs", "filters", "heuristic_en.yaml")
+                   + "}\n  - tokenize: {tokenizer: 'tiktoken:cl100k_base'}\n")
+
+    def loaded():
+        return sorted(m for m in ("dask.dataframe", "dask.array", "curate.stages.tokenize.writer") if m in sys.modules)
+
+    with connect(ClusterSettings(mode="local", workers=1, memory_limit="2GiB")) as client:
+        outcomes = runner.execute_job(runner.load_job(str(job)), str(tmp_path / "out"), client=client)
+        assert len(outcomes) == 4
+        assert list(client.run(loaded).values()) == [["curate.stages.tokenize.writer"]]  # the tasks did run here
 
 
 def test_every_named_module_exists():
