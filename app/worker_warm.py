@@ -1,14 +1,15 @@
 """A new worker imports what the job's tasks will need before it joins the cluster.
 
 A worker process starts with little imported; its first task then paid pandas, pyarrow, Dask's
-DataFrame module (for the stages whose tasks need it) and the stage's own modules (numba's kernels for fuzzy dedup): about 2 CPU-seconds,
-on every worker, inside the first stage. So a worker is given this module as a Dask preload
-(``distributed.worker.preload``, set by :func:`curate.app.cluster.connect` when the settings name
-modules: the runner names the job's for MPI clusters, whose workers start on their own nodes while
-the client plans) and imports the job's modules as it starts, before it registers with the scheduler: never at the
-same time as a task, so no two threads of the worker import the same modules at once (a circular
-import between two such threads can fail one of them). Under MPI the client rank meanwhile imports
-the same modules itself while the workers start, on their own nodes (:mod:`curate.app.cluster_mpi`).
+DataFrame module (for the stages whose tasks need it) and the stage's own modules (numba's kernels
+for fuzzy dedup): about 2 CPU-seconds, on every worker, inside the first stage. So a worker is given
+this module as a Dask preload (``distributed.worker.preload``, set by
+:func:`curate.app.cluster.connect`; the runner names the job's modules for MPI clusters, whose workers
+start on their own nodes while the client plans) and imports the job's modules as it starts, before
+it registers with the scheduler: never at the same time as a task, so no two threads of the worker
+import the same modules at once (a circular import between two such threads can fail one of them).
+Under MPI the client rank meanwhile imports the same modules itself while the workers start, on
+their own nodes (:mod:`curate.app.cluster_mpi`).
 Only imports, and a stage's once-per-process set-up it names as ``module:function`` (numba's
 registries for fuzzy dedup's kernels): no child process, no model, no data (the extraction sandbox's
 child still starts with the first page).
