@@ -89,14 +89,14 @@ def lean_dask() -> None:
 
 def warm_workers(modules: tuple[str, ...]) -> None:
     """Workers started from here on import ``modules`` as they start (:mod:`curate.app.worker_warm`):
-    Dask's ``distributed.worker.preload`` gets that module, after any preload of the user's."""
+    Dask's ``distributed.worker.preload`` gets that module, after any preload of the user's. It is
+    there also without modules: a spawned worker's process then ends without the interpreter's
+    teardown (:func:`curate.app.worker_warm.end_without_teardown`)."""
     import dask
 
     from curate.app import worker_warm
 
     dask.config.set({worker_warm.KEY: list(modules)})  # empty: a later cluster in this process warms nothing
-    if not modules:
-        return
     preload = list(dask.config.get("distributed.worker.preload", default=[]) or [])
     if worker_warm.__name__ not in preload:
         preload.append(worker_warm.__name__)

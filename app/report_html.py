@@ -13,18 +13,18 @@ the performance report, written by ``curate run``). Sections:
 - tokens: per split/prefix, the document-length histogram in tokens, dtype, and ``verify``'s result;
 - time: seconds and docs/s per stage, workers, and a link to Dask's performance report of the run.
 
-Charts are Bokeh (the Dask dashboard's own plotting library) with its JavaScript inlined
-(``bokeh.resources.INLINE``), so the file opens without network. What the page shows is read by
-``report_data`` (bounded: text streamed in batches, a few examples per reason, fixed-bin histograms);
-the figures are drawn by ``report_charts``; this module lays out the page and writes it.
+Charts are inline SVG drawn by ``report_charts`` (hover text in SVG ``<title>`` elements), so the file
+opens without network and runs no script. What the page shows is read by ``report_data`` (bounded:
+text streamed in batches, a few examples per reason, fixed-bin histograms); this module lays out the
+page and writes it.
 """
 
 from __future__ import annotations
 
 import html
-import json
 import logging
 import os
+import re
 import time
 
 # the page's parts, importable from here as before the split
@@ -148,17 +148,15 @@ text-align:right;vertical-align:top}th{background:#f4f4f4}td:first-child,th:firs
 .ex td{text-align:left}.ex td.text{font-family:monospace;font-size:0.85em;white-space:pre-wrap;max-width:620px}
 .grid{display:flex;flex-wrap:wrap;gap:8px}.ok{color:#2a7d2a;font-weight:bold}.bad{color:#b22;font-weight:bold}
 .muted{color:#777;font-size:0.9em}mark.del{background:#f8c4c4}mark.ins{background:#c4ecc4}
+.chart svg{max-width:100%;height:auto;display:block}
 .audit td{white-space:nowrap}.audit td:last-child,.audit th:last-child{text-align:left;white-space:normal}
 """
 
 
 def render(data: dict) -> str:
-    """The page as one HTML string: Bokeh's JavaScript inlined, no network needed."""
-    from bokeh.embed import json_item
-    from bokeh.resources import Resources
-
+    """The page as one HTML string: the charts inline SVG, no script, no network needed."""
     stages = data["stages"]
-    charts: dict[str, object] = {"funnel": funnel_chart(stages), "time": time_chart(stages)}
+    charts: dict[str, str] = {"funnel": funnel_chart(stages), "time": time_chart(stages)}
     sections = []
 
     # funnel ------------------------------------------------------------------------------------
@@ -328,36 +326,18 @@ def render(data: dict) -> str:
     sections.append("<h2 id='time'>Time</h2>" + "".join(info) + _table(
         ["folder", "partitions", "seconds", "docs/s", "status"], rows) + _slot("time"))
 
-    # one small document per chart (json_item): Bokeh's components() over dozens of roots is
-    # quadratic (15 s for the sample job), this is linear
-    body = "".join(sections)
-    items = {}
-    for n, (k, fig) in enumerate(charts.items()):
-        items[f"chart-{n}"] = json_item(fig)
-        body = body.replace(_slot(k), f"<div id='chart-{n}' class='chart'></div>", 1)
-    # every "<" as \u003c (JSON's own escape, parsed back the same): the payload sits in a script element,
-    # where "</script" ends it and "<!--" followed by "<script" (a folder named x<!--<script>) keeps the
-    # real end from ending it, and no chart was drawn; escaping only "</" missed the second
-    payload = json.dumps(items, separators=(",", ":")).replace("<", "\\u003c")
-    # Every chart is drawn while the page loads: this script runs at the end of the body and adds each
-    # chart's document at once. Bokeh.embed.embed_item (run at DOMContentLoaded, as before) first waits
-    # a task per chart, so the load event, and a screenshot taken at it, came before most charts were
-    # drawn. embed_item stays the fallback should a later Bokeh not expose what this uses.
-    script = ("<script type='application/json' id='curate-charts'>" + payload + "</script><script>(function(){"
-              "const items=JSON.parse(document.getElementById('curate-charts').textContent);"
-              "let Doc=null;try{Doc=Bokeh.require('document').Document;}catch(e){}"
-              "const now=Doc!==null&&typeof Bokeh.embed.add_document_standalone==='function';"
-              "for(const id in items){if(now){Bokeh.embed.add_document_standalone("
-              "Doc.from_json(items[id].doc),document.getElementById(id));}"
-              "else{Bokeh.embed.embed_item(items[id],id);}}})();</script>")
+    # each chart's SVG in place of its slot, in one pass over the body
+    ids = {k: n for n, k in enumerate(charts)}
+    body = re.sub(r"<!--curate-chart:(.*?)-->", lambda m: f"<div id='chart-{ids[html.unescape(m.group(1))]}' "
+                  f"class='chart'>{charts[html.unescape(m.group(1))]}</div>", "".join(sections))
     title = f"curate report: {os.path.basename(data['output'])}"
     generated = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     nav = " · ".join(f"<a href='#{a}'>{a}</a>" for a in ("funnel", "filters", "rejects", "dedup", "tokens", "time")
                      if f"id='{a}'" in body)
     return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>"
-            f"<style>{STYLE}</style>{Resources(mode='inline', components=['bokeh']).render()}</head><body>"
+            f"<style>{STYLE}</style></head><body>"
             f"<h1>{_e(title)}</h1><p class='muted'>{_e(data['output'])} · generated {generated} · {nav}</p>"
-            f"{body}{script}</body></html>")
+            f"{body}</body></html>")
 
 
 def write_report(out: str, path: str | None = None, verify: bool | str = True) -> str:

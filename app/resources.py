@@ -45,12 +45,15 @@ RESOURCES = "resources.json"
 
 def release_free_memory() -> None:
     """Give the operating system back the memory this process's allocators hold free: Arrow's pool
-    (when Arrow is loaded) and glibc's heap (``malloc_trim``, where the C library has it)."""
+    (when Arrow is loaded) and glibc's heap (``malloc_trim``, where the C library has it).
+
+    No ``gc.collect()`` first: a full collection walks every object of every imported module, 0.04 to
+    0.15 CPU-s of a worker at each stage boundary (0.5 of the 4.3 CPU-s a worker cost over an empty
+    partition), and on the scaling job at 2,000 pages it found 20 to 155 objects and left the resident
+    set unchanged at every boundary: the stages' frames are freed by reference counting."""
     import ctypes
-    import gc
     import sys
 
-    gc.collect()
     if "pyarrow" in sys.modules:
         sys.modules["pyarrow"].default_memory_pool().release_unused()
     try:

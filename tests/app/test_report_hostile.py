@@ -1,7 +1,8 @@
 """The HTML report against hostile folders and manifests (hostile pass 3, point 10): a folder named
-``x<!--<script>`` drew none of its charts (the chart JSON opened an HTML comment inside its script
-element), and a string where the audit's recall belongs failed the report with "Unknown format code
-'%'", naming neither the field nor the file."""
+``x<!--<script>`` drew none of its charts (the Bokeh charts' JSON opened an HTML comment inside its
+script element; the charts are inline SVG now, and the page has no script), and a string where the
+audit's recall belongs failed the report with "Unknown format code '%'", naming neither the field nor
+the file."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from curate.app.commands import report
 from tests.conftest import copy_output, run_stage, write_jsonl
 
 FOLDER = "x<!--<script>"
-OPENING = "<script type='application/json' id='curate-charts'>"
 
 
 @pytest.fixture(scope="module")
@@ -34,14 +34,18 @@ def html_of(folder, tmp_path) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def test_a_folder_named_like_markup_keeps_the_chart_payload_one_inert_json(output, tmp_path):
+def test_a_folder_named_like_markup_is_text_in_every_chart(output, tmp_path):
+    """The charts are inline SVG: each one well-formed XML whose texts read back as the folder's name,
+    so the name opened no comment and no element; and the page has no script for it to reach."""
+    import xml.etree.ElementTree as ET
+
     page = html_of(output / FOLDER, tmp_path)
-    start = page.index(OPENING) + len(OPENING)
-    payload = page[start:page.index("</script>", start)]
-    assert "<" not in payload  # so neither <!-- nor <script nor </script can change how the page parses
-    items = json.loads(payload)
-    assert len(items) == page.count("class='chart'") >= 2
-    assert FOLDER in json.dumps(items, ensure_ascii=False)  # the name is in the charts, read back unchanged
+    assert "<script" not in page and FOLDER not in page
+    charts = re.findall(r"<div id='chart-\d+' class='chart'>(<svg .*?</svg>)</div>", page, re.S)
+    assert len(charts) == page.count("class='chart'") == page.count("<svg") >= 2
+    texts = [t for c in charts for e in ET.fromstring(c).iter() for t in (e.text, e.get("class")) if t]
+    assert f"01-{FOLDER}" in texts  # the funnel's stage label, read back unchanged
+    assert any(FOLDER in t for t in texts if t.startswith("stage: "))  # and its hover text
 
 
 def test_a_string_where_the_audits_recall_belongs_is_shown_as_it_is(output, tmp_path):

@@ -54,6 +54,17 @@ def test_peak_resets_and_children_count():
     assert resources.process_cpu() - start >= 0.45
 
 
+def test_a_snapshot_that_resets_runs_no_full_garbage_collection(monkeypatch):
+    """A full collection walked every imported object at each stage boundary, 0.04-0.15 CPU-s of a
+    worker each, and freed nothing measurable: the reset hands back the allocators' free memory only."""
+    import gc
+
+    calls = []
+    monkeypatch.setattr(gc, "collect", lambda *a: calls.append(a) or 0)
+    snap = resources.snapshot(reset=True)
+    assert calls == [] and snap["pid"] == os.getpid() and snap["cpu"] > 0
+
+
 def _job(tmp_path):
     for f in range(2):
         write_jsonl(tmp_path / "in" / f"{f}.jsonl", [{"text": f"document {i % 40} of the test, words " * 5}
