@@ -1,5 +1,6 @@
 """The parent's end of one extraction child (:mod:`curate.stages.extract.sandbox` drives it): the
-process, its pipes, the answer frames read and not yet taken, and its start-up handshake."""
+process (its environment: one thread per native library, glibc's malloc told to keep freed memory),
+its pipes, the answer frames read and not yet taken, and its start-up handshake."""
 
 from __future__ import annotations
 
