@@ -94,8 +94,6 @@ def decode_html(data: bytes, header_charset: str | None = None) -> tuple[str, st
     (replaced, if under 1% of the page): a guess would turn a UTF-8 page with one stray byte into
     mojibake. Only pages without a usable declaration are left to detection.
     """
-    from resiliparse.parse.encoding import detect_encoding
-
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     first = _normalise_charset(header_charset)
@@ -104,6 +102,10 @@ def decode_html(data: bytes, header_charset: str | None = None) -> tuple[str, st
             return data.decode(first), first
         except (UnicodeDecodeError, LookupError):
             pass
+    # here, not at the top: an import statement costs 1.6 us even when the module is loaded, and most
+    # pages return above
+    from resiliparse.parse.encoding import detect_encoding
+
     meta = _META_CHARSET.search(data, 0, META_WINDOW)
     declared = [_normalise_charset(header_charset),
                 _normalise_charset(meta.group(1).decode("ascii") if meta else None)]
@@ -136,13 +138,19 @@ def decode_html(data: bytes, header_charset: str | None = None) -> tuple[str, st
     raise UndecodableError(f"no charset decodes the page (tried {', '.join(tried)})")
 
 
-def extract_resiliparse(html: str, tidy: bool = True) -> str:
+@functools.cache
+def _plain_text():
+    """resiliparse's extract_plain_text, imported on first use (an import statement per page cost 1.5 us)."""
     from resiliparse.extract.html2text import extract_plain_text
 
+    return extract_plain_text
+
+
+def extract_resiliparse(html: str, tidy: bool = True) -> str:
     # NeMo Curator's arguments; comments=False would also drop headings whose id merely contains
     # "comment" (resiliparse matches class and id names)
-    text = extract_plain_text(html, main_content=True, alt_texts=False, links=False,
-                              form_fields=False, noscript=False, comments=True)
+    text = _plain_text()(html, main_content=True, alt_texts=False, links=False,
+                         form_fields=False, noscript=False, comments=True)
     return tidy_text(text) if tidy else text
 
 

@@ -39,10 +39,11 @@ The parent's end of one child (process, pipes, frames) is :mod:`curate.stages.ex
 
 from __future__ import annotations
 
+import pickle
 import threading
 import time
 
-from curate.stages.extract.sandbox_child import frame, function
+from curate.stages.extract.sandbox_child import HEADER, function
 from curate.stages.extract.sandbox_pipe import (
     START_SECONDS,
     STOPPING as _STOPPING,
@@ -344,7 +345,10 @@ class Sandbox:
         child = self._child
         child.batch += 1
         try:
-            child.proc.stdin.write(frame((target, [calls[k] for k in part])))
+            data = pickle.dumps((target, [calls[k] for k in part]), protocol=pickle.HIGHEST_PROTOCOL)
+            # the length, then the pickle as it is: a frame made by joining them copied every page once more
+            child.proc.stdin.write(HEADER.pack(len(data)))
+            child.proc.stdin.write(data)
             child.proc.stdin.flush()
         except OSError:  # it died before reading: its exit says why (the next start too, if it cannot start)
             raise _Ran(None, False, child.proc.wait()) from None

@@ -150,7 +150,7 @@ def serve() -> None:
         flushed = time.monotonic()
         for k, args in enumerate(calls):
             clock.stamp(batch, k)
-            out += _answer(fn, args)
+            _answer(fn, args, out)
             last = k == len(calls) - 1
             # answers go out every FLUSH_SECONDS, and at the batch's end: the parent wakes once per group,
             # not once per page (a page that hangs holds back the last few: the parent runs those again)
@@ -194,17 +194,23 @@ def _read_batch(stdin, n: int):
         return None
 
 
-def _answer(fn, args) -> bytes:
-    """The frame answering one call: ("ok", result), ("memory", None) or ("error", exception)."""
+def _answer(fn, args, out: bytearray) -> None:
+    """The frame answering one call, added to ``out``: ("ok", result), ("memory", None) or ("error",
+    exception). The pickle goes in after its length, not joined to it first (one copy of the page's
+    text less)."""
     try:
-        return frame(("ok", fn(*args)))
+        data = pickle.dumps(("ok", fn(*args)), protocol=pickle.HIGHEST_PROTOCOL)
     except MemoryError:  # also when the result is too big to pickle under the bound
-        return frame(("memory", None))
+        data = None
     except Exception as e:  # the caller's to judge: sent back as itself when it pickles
         try:
             pickle.loads(pickle.dumps(e))  # both ways: an exception whose __init__ takes other args fails
-            return frame(("error", e))
+            data = pickle.dumps(("error", e), protocol=pickle.HIGHEST_PROTOCOL)
         except MemoryError:
-            return frame(("memory", None))
+            data = None
         except Exception:
-            return frame(("error", RuntimeError(f"{type(e).__name__}: {e}")))
+            data = pickle.dumps(("error", RuntimeError(f"{type(e).__name__}: {e}")), protocol=pickle.HIGHEST_PROTOCOL)
+    if data is None:
+        data = pickle.dumps(("memory", None), protocol=pickle.HIGHEST_PROTOCOL)
+    out += HEADER.pack(len(data))
+    out += data

@@ -88,6 +88,33 @@ def test_only_html_200_responses_are_documents_and_rejects_are_counted(tmp_path)
     assert huge["url"] == "http://x/huge" and "100KiB" not in huge["_detail"] and "102400" in huge["_detail"]
 
 
+def test_the_sandbox_s_bytes_texts_make_the_frame_the_in_process_strings_make(tmp_path, pages):
+    # the child sends each text as UTF-8 bytes and the frame is built by Arrow (warc.rows_frame): the same
+    # frame as in process, and as the generic frame() builds from strings, rejects and a garbage run included
+    from curate.stages.extract import frame
+    from curate.stages.extract.warc import rows_frame, warc_meta
+
+    records = [warc_record(url, html) for url, html in pages[:4]]
+    records += [warc_record("http://x/uni", "<html><body><p>caf\u00e9 \u2022 \u65e5\u672c " .encode() * 40
+                            + b"</p></body></html>"), MALFORMED_RECORD, b"stray bytes\r\n",
+                warc_record("http://x/404", GOOD, status=404), warc_record("http://x/blank", b"<html></html>")]
+    write_warc(tmp_path / "mixed.warc.gz", records)
+    for settings, reasons, texts in [({}, {"malformed_record", "http_status", "no_text", "no_stoplist"}, 4),
+                                     ({"language_id": "none", "min_stopword_density": 0}, {"malformed_record",
+                                                                                           "http_status", "no_text"}, 5)]:
+        sandboxed = _frame(tmp_path / "mixed.warc.gz", **settings)
+        in_process = _frame(tmp_path / "mixed.warc.gz", extract_timeout=0, **settings)
+        pd.testing.assert_frame_equal(sandboxed, in_process, check_exact=True)
+        assert set(sandboxed["_reason"].dropna()) == reasons
+        assert sandboxed["text"].str.len().gt(0).sum() == texts  # the Rust pages (and the page not in Latin-1)
+    rows = [{k: v for k, v in row.items() if not pd.isna(v)} for row in in_process.to_dict("records")]
+    rows[0]["text"] = rows[0]["text"].encode()
+    pd.testing.assert_frame_equal(rows_frame(rows, warc_meta()), frame([dict(r, text=r["text"].decode())
+                                                                       if isinstance(r["text"], bytes) else r
+                                                                       for r in rows], warc_meta()), check_exact=True)
+    pd.testing.assert_frame_equal(rows_frame([], warc_meta()), frame([], warc_meta()))
+
+
 def test_truncated_gzip_keeps_the_records_before_the_break(tmp_path, pages):
     page_warc(tmp_path / "full.warc.gz", pages[:6])
     data = (tmp_path / "full.warc.gz").read_bytes()
