@@ -38,5 +38,7 @@ def test_dashboard_status_page_while_a_job_runs(tmp_path):
     assert proc.returncode == 0, err[-3000:]
     assert status == 200, "the dashboard never answered while the job ran"
     assert f"dashboard at http://127.0.0.1:{port}/status" in err
-    reports = list((tmp_path / "out" / "_reports").glob("*.html"))
-    assert reports and reports[0].stat().st_size > 10_000
+    reports = {p.name: p for p in (tmp_path / "out" / "_reports").glob("*.html")}
+    performance = [p for name, p in reports.items() if name.endswith("-run.html")]
+    assert performance and performance[0].stat().st_size > 10_000  # Dask's performance report
+    assert "<svg" in reports["report.html"].read_text()  # curate's page of the run, its charts inline SVG
