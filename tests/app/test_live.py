@@ -114,9 +114,11 @@ def test_live_page_in_chromium_during_a_run(tmp_path):
         pytest.skip(reason)
     for f in range(4):  # one in seven documents has 49 words, below the filter's minimum of 50
         write_jsonl(tmp_path / "data" / f"{f}.jsonl",
-                    [{"text": "word " * (47 if i % 7 == 0 else 60) + f"{f} {i}"} for i in range(3000)])
+                    [{"text": "word " * (47 if i % 7 == 0 else 60) + f"{f} {i}"} for i in range(6000)])
     (tmp_path / "chain.yaml").write_text("filters:\n  - {filter: word_count, min: 50}\n")
     job = tmp_path / "job.yaml"
+    # stages long enough for the page to be read during each, on a fast machine too (at 3,000 documents a
+    # file the drops once came and went between two reads in the whole suite)
     job.write_text(f"input: {tmp_path / 'data' / '*.jsonl'}\nio: {{blocksize: 256KiB}}\n"
                    f"stages: [normalize, {{filter: {{config: {tmp_path / 'chain.yaml'}}}}}, normalize]\n")
     port = free_port()
