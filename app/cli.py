@@ -408,19 +408,13 @@ def main(argv=None) -> int:
     """The ``curate`` command. Called as the program (``argv`` None), it ends the process itself once
     the run is over: see :func:`curate.app.exit.exit_now`."""
     code = _main(argv)
-    # an MPI rank still in MPI exits normally: mpi4py calls MPI_Finalize from the interpreter's teardown
-    # (Py_AtExit); the client rank has left MPI once the cluster's addresses were exchanged
-    # (cluster_mpi._mpi_done), and then its teardown is only the ~0.6 CPU-s of freeing every object
-    if argv is None and not _in_mpi():
-        from curate.app.exit import exit_now
+    # a rank still in MPI exits normally (exit.in_mpi); the client rank has left MPI once the cluster's
+    # addresses were exchanged, and then its teardown is only the ~0.6 CPU-s of freeing every object
+    from curate.app.exit import exit_now, in_mpi
 
+    if argv is None and not in_mpi():
         exit_now(code)
     return code
-
-
-def _in_mpi() -> bool:
-    mpi = sys.modules.get("mpi4py.MPI")
-    return mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized()
 
 
 def _main(argv) -> int:

@@ -24,3 +24,11 @@ def exit_now(code: int) -> None:
         except (BrokenPipeError, ValueError):  # a reader that left; a stream a library closed
             pass
     os._exit(code)
+
+
+def in_mpi() -> bool:
+    """Whether this process is still inside MPI: then it must exit normally, since mpi4py calls
+    MPI_Finalize from the interpreter's teardown (Py_AtExit). A rank that has left MPI
+    (``cluster_mpi._mpi_done``) need not."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    return mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized()
