@@ -113,4 +113,4 @@ def test_a_sample_drawn_before_the_decisions_gives_the_same_audit():
     whole = audit.audit(_Sets(sets), range(1), decisions, 0.8, k=10)
     split = audit.audit(_Sets(sets), range(1), decisions, 0.8, k=10, sample=early)
     assert {k: v for k, v in split.items() if k != "seconds"} == {k: v for k, v in whole.items() if k != "seconds"}
-    assert split["seconds"] >= early[-1]
+    assert split["seconds"] >= round(early[-1], 3)  # the entry keeps milliseconds
