@@ -205,6 +205,7 @@ def run_sweep(args, mode: str) -> dict:
     job = make_job(args.job, make_input(args.output / "input", pages, files), args.output / "job.yaml",
                    args.node_cpus)
     results, log = args.output / "results", args.output / "job.log"
+    compile_checkout()
     cluster = Cluster(max(counts), args.node_cpus, args.node_memory, args.link, args.output / "cluster-logs")
     sampler = LoadSampler(args.output / "loadavg.csv")
     started = time.time()
@@ -226,6 +227,16 @@ def run_sweep(args, mode: str) -> dict:
     summary = results / "scaling.json"
     print(f"bench_cluster: {state.get('JobState')} {state.get('ExitCode')}; {summary if summary.exists() else log}")
     return report
+
+
+def compile_checkout() -> None:
+    """The checkout's bytecode, fresh (as scripts/setup.sh writes it): with PYTHONDONTWRITEBYTECODE set,
+    every rank would otherwise compile curate's modules again, and a node's share of that is CPU a
+    real installation never spends."""
+    import compileall
+
+    for folder in ("app", "modules"):
+        compileall.compile_dir(ROOT / folder, quiet=1, workers=0)
 
 
 def stage_files(folder: Path) -> dict[str, bytes]:

@@ -68,3 +68,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     || echo "setup: KenLM did not build: the perplexity filter and its tests are unavailable" >&2
   echo "$want" > "$stamp"
 fi
+# curate's own bytecode, as a wheel's install writes it: the editable install leaves the sources
+# uncompiled, and where PYTHONDONTWRITEBYTECODE is set (containers, CI) every process then compiled
+# the modules it imports, 0.2-0.3 CPU-s each, on every worker rank and extraction child
+.venv/bin/python -m compileall -q -j 0 app modules jobs >/dev/null
